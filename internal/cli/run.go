@@ -1,0 +1,153 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	v1 "github.com/trainyard/trainyard/api/v1alpha1"
+	"github.com/trainyard/trainyard/internal/device"
+	"github.com/trainyard/trainyard/internal/jobspec"
+	"github.com/trainyard/trainyard/internal/launcher"
+	"github.com/trainyard/trainyard/internal/logstream"
+	"github.com/trainyard/trainyard/internal/rundir"
+)
+
+const runLong = `Run a training job on this machine, in the foreground.
+
+Every worker process gets the environment torch.distributed and torchrun users expect
+(MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK,
+TORCHELASTIC_RESTART_COUNT, ...), its own GPUs through CUDA_VISIBLE_DEVICES, and
+Trainyard's own TRAINYARD_RUN_NAME, TRAINYARD_RUN_DIR and TRAINYARD_ATTEMPT.
+Variables given with --env (or the job file's env) win over all of them.
+
+Lines the workers print reach the console prefixed with their rank and pid, and are
+kept whole in <storage path>/<run name>/logs/attempt-N/rank-R.log. The run's folder
+also holds the resolved job (job.yaml) and the record of every attempt (run.json).
+
+When a worker exits non-zero or dies, every other worker's process group gets
+SIGTERM, then SIGKILL after --grace-period; with --max-restarts K the whole gang
+starts again, up to K times, with a fresh rendezvous port.
+
+Exit codes: 0 the job succeeded, 1 it failed, 2 bad input (nothing was started),
+130 interrupted (Ctrl-C or SIGTERM; a second Ctrl-C kills the gang at once).`
+
+const runExample = `  trainyard run --workers 2 -- /usr/bin/python3 train.py --epochs 3
+  trainyard run --workers 2 --gpus-per-worker 4 --max-restarts 3 -- python3 train.py
+  trainyard run -f job.yaml
+  trainyard run -f job.yaml --name retry-2 -- python3 train.py --lr 0.01`
+
+func newRunCommand(g *globals) *cobra.Command {
+	var flags jobspec.Flags
+	cmd := &cobra.Command{
+		Use:     "run [flags] [--] COMMAND [ARGS...]",
+		Short:   "Run a training job on this machine, in the foreground",
+		Long:    runLong,
+		Example: runExample,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runJob(cmd.Context(), g, &flags, args)
+		},
+	}
+	cmd.Flags().SetInterspersed(false)
+	flags.Bind(cmd.Flags())
+	return cmd
+}
+
+func runJob(ctx context.Context, g *globals, flags *jobspec.Flags, command []string) error {
+	job, place, err := prepare(ctx, flags, command)
+	if err != nil {
+		return usageError(err)
+	}
+	folder, err := rundir.Open(job, nil)
+	if err != nil {
+		return usageError(err)
+	}
+	defer folder.Close()
+
+	console := logstream.NewConsole(g.io.Out, logstream.Options{Color: isTerminal(g.io.Out)})
+	ctx, force := handleSignals(ctx)
+	l := &launcher.Launcher{Job: job, Placement: place, Folder: folder, Console: console,
+		Logger: g.logger(), ForceKill: force}
+	res, err := l.Run(ctx)
+	console.Close()
+	if err != nil {
+		return &exitError{code: ExitFailed, err: err}
+	}
+	return report(g, job, folder, res)
+}
+
+// prepare turns flags into a job placed on this machine, checking everything that can be
+// checked before anything starts.
+func prepare(ctx context.Context, flags *jobspec.Flags, command []string) (*v1.TrainJob, launcher.Placement, error) {
+	job, err := flags.Resolve(command, jobspec.Env{})
+	if err != nil {
+		return nil, launcher.Placement{}, err
+	}
+	if err := launcher.Preflight(job); err != nil {
+		return nil, launcher.Placement{}, err
+	}
+	var inv device.Inventory
+	if job.Spec.Resources.GPU > 0 {
+		if inv, err = discoverGPUs(ctx); err != nil {
+			return nil, launcher.Placement{}, err
+		}
+	}
+	place, err := launcher.PlaceLocal(job, inv)
+	return job, place, err
+}
+
+func report(g *globals, job *v1.TrainJob, folder *rundir.Run, res launcher.Result) error {
+	took := res.Duration.Round(100 * time.Millisecond)
+	switch res.Outcome {
+	case launcher.Succeeded:
+		fmt.Fprintf(g.io.Out, "trainyard: run %s succeeded in %s (%s); folder %s\n", job.Spec.RunName, took, res.Reason, folder.Dir)
+		return nil
+	case launcher.Interrupted:
+		return &exitError{code: ExitInterrupted, err: fmt.Errorf("run %s %s after %s; folder %s", job.Spec.RunName, res.Reason, took, folder.Dir)}
+	}
+	return &exitError{code: ExitFailed, err: fmt.Errorf("run %s failed: %s; folder %s", job.Spec.RunName, res.Reason, folder.Dir)}
+}
+
+// handleSignals cancels the returned context on the first SIGINT or SIGTERM and closes
+// the returned channel on the second, so a second Ctrl-C kills the gang at once.
+func handleSignals(parent context.Context) (context.Context, <-chan struct{}) {
+	ctx, cancel := context.WithCancel(parent)
+	force := make(chan struct{})
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-sigs
+		cancel()
+		<-sigs
+		close(force)
+		signal.Stop(sigs)
+	}()
+	return ctx, force
+}
+
+func discoverGPUs(ctx context.Context) (device.Inventory, error) {
+	inv, err := device.Discover(ctx)
+	if err != nil {
+		return inv, fmt.Errorf("discover GPUs: %w", err)
+	}
+	visible, set := os.LookupEnv("CUDA_VISIBLE_DEVICES")
+	inv, err = inv.Visible(visible, set)
+	if err != nil {
+		return inv, fmt.Errorf("CUDA_VISIBLE_DEVICES of trainyard: %w", err)
+	}
+	return inv, nil
+}
+
+func isTerminal(w any) bool {
+	f, ok := w.(*os.File)
+	if !ok || os.Getenv("NO_COLOR") != "" {
+		return false
+	}
+	return term.IsTerminal(int(f.Fd()))
+}

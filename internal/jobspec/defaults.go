@@ -1,0 +1,117 @@
+package jobspec
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	v1 "github.com/trainyard/trainyard/api/v1alpha1"
+)
+
+// DefaultStoragePath is where runs are kept unless the job says otherwise; "~" is the
+// user's home folder.
+const DefaultStoragePath = "~/trainyard_results"
+
+// Env gives Default what it needs from the machine: the folder trainyard runs in, the
+// user's home folder and the clock. The zero value uses the process's own.
+type Env struct {
+	WorkDir string
+	Home    string
+	Now     func() time.Time
+}
+
+func (e Env) withDefaults() (Env, error) {
+	var err error
+	if e.WorkDir == "" {
+		if e.WorkDir, err = os.Getwd(); err != nil {
+			return e, fmt.Errorf("find the current folder: %w", err)
+		}
+	}
+	if e.Home == "" {
+		if e.Home, err = os.UserHomeDir(); err != nil {
+			return e, fmt.Errorf("find the home folder: %w", err)
+		}
+	}
+	if e.Now == nil {
+		e.Now = time.Now
+	}
+	return e, nil
+}
+
+// Default fills the fields a user left out and makes paths absolute. It leaves values
+// the user set, valid or not, for Validate to judge.
+func Default(job *v1.TrainJob, env Env) error {
+	env, err := env.withDefaults()
+	if err != nil {
+		return err
+	}
+	job.APIVersion, job.Kind = v1.APIVersion, v1.Kind
+	s := &job.Spec
+	if s.Workers == nil {
+		s.Workers = ptr(int32(1))
+	}
+	if s.ProcsPerWorker == nil {
+		s.ProcsPerWorker = ptr(max(1, s.Resources.GPU))
+	}
+	if s.TerminationGracePeriodSeconds == nil {
+		s.TerminationGracePeriodSeconds = ptr(int64(5))
+	}
+	if s.StoragePath == "" {
+		s.StoragePath = DefaultStoragePath
+	}
+	s.StoragePath = absPath(s.StoragePath, env)
+	s.WorkingDir = absPath(s.WorkingDir, env)
+	if s.RunName == "" {
+		s.RunName = job.Name
+	}
+	if s.RunName == "" {
+		s.RunName = GenerateName(s.Command, env.Now())
+	}
+	return nil
+}
+
+// absPath expands a leading "~" and makes p absolute against the working folder;
+// an empty p becomes the working folder.
+func absPath(p string, env Env) string {
+	switch {
+	case p == "~":
+		p = env.Home
+	case strings.HasPrefix(p, "~/"):
+		p = filepath.Join(env.Home, p[2:])
+	}
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(env.WorkDir, p)
+	}
+	return filepath.Clean(p)
+}
+
+var nonName = regexp.MustCompile(`[^a-z0-9-]+`)
+
+// GenerateName makes a run name from the script the command runs and the time, such as
+// "train-20261122-134501-3fa9".
+func GenerateName(command []string, now time.Time) string {
+	base := "run"
+	for _, arg := range command {
+		if arg != "" && !strings.HasPrefix(arg, "-") {
+			base = arg
+		}
+		if strings.HasSuffix(arg, ".py") {
+			break
+		}
+	}
+	base = strings.TrimSuffix(filepath.Base(base), ".py")
+	base = strings.Trim(nonName.ReplaceAllString(strings.ToLower(base), "-"), "-")
+	if base == "" || len(base) > 40 {
+		base = "run"
+	}
+	var b [2]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s-%s-%s", base, now.Format("20060102-150405"), hex.EncodeToString(b[:]))
+}
+
+func ptr[T any](v T) *T { return &v }

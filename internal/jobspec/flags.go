@@ -1,0 +1,176 @@
+package jobspec
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	v1 "github.com/trainyard/trainyard/api/v1alpha1"
+)
+
+// Flags are the command-line flags that describe a job. Every command that takes a job
+// (run, submit) binds them, so a job reads the same everywhere.
+type Flags struct {
+	File        string
+	Workers     int32
+	Procs       int32
+	GPUs        int32
+	CPUs        string
+	Memory      string
+	Env         []string
+	WorkingDir  string
+	StoragePath string
+	Name        string
+	MaxRestarts int32
+	GracePeriod time.Duration
+
+	fs *pflag.FlagSet
+}
+
+// flagFields maps a field path to the flag that sets it, for error messages.
+var flagFields = map[string]string{
+	"metadata.name":                      "--name",
+	"spec.workers":                       "--workers",
+	"spec.procsPerWorker":                "--procs-per-worker",
+	"spec.resources.gpu":                 "--gpus-per-worker",
+	"spec.resources.cpu":                 "--cpus-per-worker",
+	"spec.resources.memory":              "--memory-per-worker",
+	"spec.workingDir":                    "--workdir",
+	"spec.storagePath":                   "--storage-path",
+	"spec.maxRestarts":                   "--max-restarts",
+	"spec.terminationGracePeriodSeconds": "--grace-period",
+	"spec.command":                       "the command after --",
+}
+
+// Bind registers the flags on fs.
+func (f *Flags) Bind(fs *pflag.FlagSet) {
+	f.fs = fs
+	fs.StringVarP(&f.File, "file", "f", "", "read the job from this YAML file (flags given too override it)")
+	fs.Int32Var(&f.Workers, "workers", 1, "number of workers in the gang")
+	fs.Int32Var(&f.Procs, "procs-per-worker", 1, "processes per worker (default: the worker's GPU count, or 1)")
+	fs.Int32Var(&f.GPUs, "gpus-per-worker", 0, "GPUs for each worker")
+	fs.StringVar(&f.CPUs, "cpus-per-worker", "", "CPU cores for each worker, e.g. 4 or 500m")
+	fs.StringVar(&f.Memory, "memory-per-worker", "", "memory for each worker, e.g. 8Gi")
+	fs.StringArrayVarP(&f.Env, "env", "e", nil, "set KEY=VALUE in every worker (repeatable; wins over Trainyard's variables)")
+	fs.StringVar(&f.WorkingDir, "workdir", "", "folder the workers start in (default: the current folder)")
+	fs.StringVar(&f.StoragePath, "storage-path", "", "folder that holds runs (default "+DefaultStoragePath+")")
+	fs.StringVar(&f.Name, "name", "", "run name: the run's folder under the storage path (default: generated)")
+	fs.Int32Var(&f.MaxRestarts, "max-restarts", 0, "restart the whole gang up to this many times after a failure")
+	fs.DurationVar(&f.GracePeriod, "grace-period", 5*time.Second, "time a worker has to exit after SIGTERM before SIGKILL")
+}
+
+// Job builds the job from the file (if any), the flags the user set, and the command
+// (everything after the flags). It does not default or validate.
+func (f *Flags) Job(command []string) (*v1.TrainJob, error) {
+	job := &v1.TrainJob{}
+	if f.File != "" {
+		var err error
+		if job, err = Load(f.File); err != nil {
+			return nil, err
+		}
+	}
+	if len(command) > 0 {
+		job.Spec.Command, job.Spec.Args = command, nil
+	}
+	if err := f.apply(job); err != nil {
+		return nil, err
+	}
+	return job, nil
+}
+
+func (f *Flags) changed(name string) bool { return f.fs != nil && f.fs.Changed(name) }
+
+func (f *Flags) apply(job *v1.TrainJob) error {
+	s := &job.Spec
+	if f.changed("workers") {
+		s.Workers = ptr(f.Workers)
+	}
+	if f.changed("procs-per-worker") {
+		s.ProcsPerWorker = ptr(f.Procs)
+	}
+	if f.changed("gpus-per-worker") {
+		s.Resources.GPU = f.GPUs
+	}
+	if f.changed("max-restarts") {
+		s.MaxRestarts = f.MaxRestarts
+	}
+	if f.changed("grace-period") {
+		s.TerminationGracePeriodSeconds = ptr(int64(math.Ceil(f.GracePeriod.Seconds())))
+	}
+	if f.WorkingDir != "" {
+		s.WorkingDir = f.WorkingDir
+	}
+	if f.StoragePath != "" {
+		s.StoragePath = f.StoragePath
+	}
+	if f.Name != "" {
+		job.Name, s.RunName = f.Name, ""
+	}
+	if err := f.applyQuantities(s); err != nil {
+		return err
+	}
+	return f.applyEnv(s)
+}
+
+func (f *Flags) applyQuantities(s *v1.TrainJobSpec) error {
+	for _, q := range []struct {
+		flag, value string
+		dst         **resource.Quantity
+	}{{"--cpus-per-worker", f.CPUs, &s.Resources.CPU}, {"--memory-per-worker", f.Memory, &s.Resources.Memory}} {
+		if q.value == "" {
+			continue
+		}
+		v, err := resource.ParseQuantity(q.value)
+		if err != nil {
+			return fmt.Errorf("%s %q: not a quantity (examples: 4, 500m, 8Gi)", q.flag, q.value)
+		}
+		*q.dst = &v
+	}
+	return nil
+}
+
+// applyEnv merges KEY=VALUE flags into the job's env; a flag replaces a file's variable of
+// the same name.
+func (f *Flags) applyEnv(s *v1.TrainJobSpec) error {
+	for _, kv := range f.Env {
+		name, value, ok := strings.Cut(kv, "=")
+		if !ok || name == "" {
+			return fmt.Errorf("--env %q: must be KEY=VALUE", kv)
+		}
+		replaced := false
+		for i := range s.Env {
+			if s.Env[i].Name == name {
+				s.Env[i].Value, replaced = value, true
+			}
+		}
+		if !replaced {
+			s.Env = append(s.Env, v1.EnvVar{Name: name, Value: value})
+		}
+	}
+	return nil
+}
+
+// Resolve is the whole path from flags to a job ready to run: build, default, validate.
+// Validation errors name the flag that sets the field.
+func (f *Flags) Resolve(command []string, env Env) (*v1.TrainJob, error) {
+	job, err := f.Job(command)
+	if err != nil {
+		return nil, err
+	}
+	if err := Default(job, env); err != nil {
+		return nil, err
+	}
+	if err := Validate(job); err != nil {
+		var inv *Invalid
+		if errors.As(err, &inv) && f.File == "" {
+			inv.Flags = flagFields
+		}
+		return nil, err
+	}
+	return job, nil
+}

@@ -1,0 +1,206 @@
+package launcher
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/trainyard/trainyard/internal/rundir"
+)
+
+// drainTimeout bounds the wait for a gang's output after its processes are gone (a
+// grandchild that escaped its process group can hold the pipe open).
+const drainTimeout = 2 * time.Second
+
+// Outcome is how an attempt ended.
+type Outcome string
+
+// The ways an attempt ends.
+const (
+	Succeeded   Outcome = "succeeded"
+	Failed      Outcome = "failed"
+	Interrupted Outcome = "interrupted"
+)
+
+// AttemptResult says how an attempt ended and, for a failure, which rank caused it.
+type AttemptResult struct {
+	Outcome Outcome
+	// Reason is a sentence: "rank 1 (worker 1, pid 4242) was killed by SIGKILL".
+	Reason string
+	// FailedRank is the rank whose failure ended the attempt, or -1.
+	FailedRank int
+	// Teardown is the time from the first failure (or interruption) to the last process
+	// of the gang gone.
+	Teardown time.Duration
+}
+
+// attempt is one start of the gang on this machine.
+type attempt struct {
+	l       *Launcher
+	number  int
+	port    int
+	procs   []*process
+	records []rundir.Rank
+}
+
+// run starts every process and supervises them until all have exited.
+func (a *attempt) run(ctx context.Context) AttemptResult {
+	procs := a.l.procs(a.number, a.port)
+	a.procs = make([]*process, len(procs))
+	a.records = make([]rundir.Rank, len(procs))
+	exits := make(chan exit, len(procs))
+	for i, p := range procs {
+		pr, err := a.startOne(i, p)
+		if err != nil {
+			exits <- exit{idx: i, at: time.Now(), code: -1, err: err}
+			continue
+		}
+		a.procs[i] = pr
+		go func() { exits <- pr.wait(i) }()
+	}
+	a.save()
+	res := a.supervise(ctx, exits)
+	a.drain()
+	return res
+}
+
+func (a *attempt) startOne(i int, p Proc) (*process, error) {
+	a.records[i] = rundir.Rank{Rank: p.Rank, Worker: p.Worker, LocalRank: p.LocalRank,
+		GPUs: gpuList(p.GPUs), Log: rundir.LogPath(a.number, p.Rank), Started: time.Now()}
+	rec := &a.records[i]
+	log, err := a.l.Folder.CreateLog(a.number, p.Rank)
+	if err != nil {
+		return nil, err
+	}
+	s := &a.l.Job.Spec
+	args := append(append([]string{}, s.Command...), s.Args...)
+	env := Env(a.l.Job, p, a.l.Folder.Dir, os.Environ(), a.l.ExtraEnv)
+	pr, err := start(a.l.path, args, s.WorkingDir, env, p, log, a.l.Console)
+	if err != nil {
+		log.Close()
+		return nil, err
+	}
+	rec.PID = pr.pid
+	return pr, nil
+}
+
+// supervise waits for every process. On the first failure or on ctx's end it sends
+// SIGTERM to every process group still running, and SIGKILL after the grace period.
+func (a *attempt) supervise(ctx context.Context, exits <-chan exit) AttemptResult {
+	res := AttemptResult{Outcome: Succeeded, FailedRank: -1}
+	var (
+		stopping  bool
+		stopAt    time.Time
+		killTimer <-chan time.Time
+		done      = ctx.Done()
+		force     = a.l.ForceKill
+	)
+	stop := func(outcome Outcome, reason string, rank int) {
+		res = AttemptResult{Outcome: outcome, Reason: reason, FailedRank: rank}
+		stopping, stopAt = true, time.Now()
+		a.signalLive(syscall.SIGTERM)
+		killTimer = time.After(time.Duration(a.l.Job.Spec.GracePeriod()) * time.Second)
+	}
+	for live := len(a.procs); live > 0; {
+		select {
+		case e := <-exits:
+			live--
+			a.recordExit(e, stopping)
+			if e.failed() && !stopping {
+				stop(Failed, a.describe(e), a.records[e.idx].Rank)
+				a.l.notice("%s; stopping the other %d", res.Reason, live)
+			}
+		case <-done:
+			done = nil
+			if !stopping {
+				stop(Interrupted, "interrupted", -1)
+				a.l.notice("interrupted: stopping the gang (SIGTERM, SIGKILL after %ds)", a.l.Job.Spec.GracePeriod())
+			}
+		case <-killTimer:
+			killTimer = nil
+			a.signalLive(syscall.SIGKILL)
+		case <-force:
+			force = nil
+			a.signalLive(syscall.SIGKILL)
+		}
+	}
+	a.signalAll(syscall.SIGKILL) // children that outlived their worker
+	if stopping {
+		res.Teardown = time.Since(stopAt)
+	}
+	return res
+}
+
+func (a *attempt) describe(e exit) string {
+	r := a.records[e.idx]
+	return fmt.Sprintf("rank %d (worker %d, pid %d) %s", r.Rank, r.Worker, r.PID, e.describe())
+}
+
+func (a *attempt) recordExit(e exit, stopping bool) {
+	r := &a.records[e.idx]
+	at := e.at
+	r.Ended = &at
+	if e.err != nil {
+		r.Error = e.err.Error()
+	} else if e.sig != "" {
+		r.Signal = e.sig
+	} else {
+		code := e.code
+		r.ExitCode = &code
+	}
+	r.StoppedByTrainyard = stopping
+	if a.procs[e.idx] != nil {
+		a.procs[e.idx].exited = true
+	}
+	a.save()
+}
+
+// signalLive signals the process groups of the processes that have not exited.
+func (a *attempt) signalLive(sig syscall.Signal) {
+	for _, pr := range a.procs {
+		if pr != nil && !pr.exited {
+			signalGroup(pr.pid, sig)
+		}
+	}
+}
+
+// signalAll signals every process group of the attempt.
+func (a *attempt) signalAll(sig syscall.Signal) {
+	for _, pr := range a.procs {
+		if pr != nil {
+			signalGroup(pr.pid, sig)
+		}
+	}
+}
+
+// drain waits, for a bounded time, until every process's output has been copied.
+func (a *attempt) drain() {
+	deadline := time.After(drainTimeout)
+	for _, pr := range a.procs {
+		if pr == nil {
+			continue
+		}
+		select {
+		case err := <-pr.copied:
+			if err != nil {
+				a.l.Logger.Warn("copy worker output", "rank", pr.proc.Rank, "err", err)
+			}
+		case <-deadline:
+			a.l.Logger.Warn("worker output still open after the gang ended; giving up on it", "rank", pr.proc.Rank)
+			return
+		}
+	}
+}
+
+// save writes the attempt's rank records into the run record.
+func (a *attempt) save() {
+	ranks := append([]rundir.Rank(nil), a.records...)
+	err := a.l.Folder.Update(func(rec *rundir.Record) {
+		rec.Attempts[len(rec.Attempts)-1].Ranks = ranks
+	})
+	if err != nil {
+		a.l.Logger.Warn("save run record", "err", err)
+	}
+}

@@ -1,0 +1,108 @@
+package launcher
+
+import (
+	"maps"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+
+	v1 "github.com/trainyard/trainyard/api/v1alpha1"
+	"github.com/trainyard/trainyard/internal/device"
+)
+
+// Proc identifies one process of an attempt.
+type Proc struct {
+	Attempt    int // 1-based
+	Worker     int // GROUP_RANK
+	LocalRank  int
+	Rank       int
+	MasterAddr string
+	MasterPort int
+	GPUs       []device.GPU
+	// HostProcs is the number of the gang's processes on this machine, which share its cores.
+	HostProcs int
+}
+
+// RankOf returns the global rank of a worker's local process.
+func RankOf(job *v1.TrainJob, worker, localRank int) int {
+	return worker*job.Spec.ProcCount() + localRank
+}
+
+// Env returns the environment of one worker process: the inherited environment, then the
+// variables torch.distributed and torchrun users expect, then Trainyard's own and the GPU
+// reservation, then the job's env, which wins over all of them. extra holds more
+// variables from the caller (it loses to the job's env too).
+func Env(job *v1.TrainJob, p Proc, runDir string, inherited []string, extra map[string]string) []string {
+	vars := parseEnv(inherited)
+	maps.Copy(vars, TorchEnv(job, p))
+	maps.Copy(vars, trainyardEnv(job, p, runDir))
+	maps.Copy(vars, device.Env(p.GPUs))
+	maps.Copy(vars, extra)
+	for _, e := range job.Spec.Env {
+		vars[e.Name] = e.Value
+	}
+	keys := slices.Sorted(maps.Keys(vars))
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = k + "=" + vars[k]
+	}
+	return out
+}
+
+// TorchEnv returns the variables torchrun sets for a process.
+func TorchEnv(job *v1.TrainJob, p Proc) map[string]string {
+	s := &job.Spec
+	itoa := strconv.Itoa
+	return map[string]string{
+		"MASTER_ADDR":                p.MasterAddr,
+		"MASTER_PORT":                itoa(p.MasterPort),
+		"WORLD_SIZE":                 itoa(s.WorldSize()),
+		"RANK":                       itoa(p.Rank),
+		"LOCAL_RANK":                 itoa(p.LocalRank),
+		"LOCAL_WORLD_SIZE":           itoa(s.ProcCount()),
+		"GROUP_RANK":                 itoa(p.Worker),
+		"NODE_RANK":                  itoa(p.Worker),
+		"GROUP_WORLD_SIZE":           itoa(s.WorkerCount()),
+		"ROLE_NAME":                  "default",
+		"ROLE_RANK":                  itoa(p.Rank),
+		"ROLE_WORLD_SIZE":            itoa(s.WorldSize()),
+		"TORCHELASTIC_RUN_ID":        s.RunName,
+		"TORCHELASTIC_RESTART_COUNT": itoa(p.Attempt - 1),
+		"TORCHELASTIC_MAX_RESTARTS":  itoa(int(s.MaxRestarts)),
+		"PYTHONUNBUFFERED":           "1",
+		"OMP_NUM_THREADS":            itoa(ompThreads(job, runtime.NumCPU(), p.HostProcs)),
+	}
+}
+
+func trainyardEnv(job *v1.TrainJob, p Proc, runDir string) map[string]string {
+	s := &job.Spec
+	return map[string]string{
+		"TRAINYARD_RUN_NAME":     s.RunName,
+		"TRAINYARD_STORAGE_PATH": s.StoragePath,
+		"TRAINYARD_RUN_DIR":      runDir,
+		"TRAINYARD_ATTEMPT":      strconv.Itoa(p.Attempt),
+		"TRAINYARD_MAX_RESTARTS": strconv.Itoa(int(s.MaxRestarts)),
+		"TRAINYARD_WORKER":       strconv.Itoa(p.Worker),
+	}
+}
+
+// ompThreads shares a worker's CPUs among its processes: the job's cpu request if set,
+// else this machine's cores shared among the gang's processes on it. Never below 1.
+func ompThreads(job *v1.TrainJob, cores, hostProcs int) int {
+	s := &job.Spec
+	if cpu := s.Resources.CPU; cpu != nil {
+		return max(1, int(cpu.MilliValue()/1000)/s.ProcCount())
+	}
+	return max(1, cores/max(1, hostProcs))
+}
+
+func parseEnv(env []string) map[string]string {
+	vars := make(map[string]string, len(env))
+	for _, kv := range env {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			vars[k] = v
+		}
+	}
+	return vars
+}

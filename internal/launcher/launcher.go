@@ -1,0 +1,162 @@
+package launcher
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	v1 "github.com/trainyard/trainyard/api/v1alpha1"
+	"github.com/trainyard/trainyard/internal/logstream"
+	"github.com/trainyard/trainyard/internal/rundir"
+)
+
+// Launcher runs the part of a job's gang that its Placement puts on this machine, and
+// restarts the whole gang after a failure, up to the job's maxRestarts.
+type Launcher struct {
+	// Job is defaulted and validated (see jobspec.Resolve), and passed Preflight.
+	Job       *v1.TrainJob
+	Placement Placement
+	// Folder is the run's open folder: logs and the attempt record go there.
+	Folder *rundir.Run
+	// Console receives the workers' lines and Trainyard's notices.
+	Console *logstream.Console
+	// Logger receives diagnostics that are not for the console.
+	Logger *slog.Logger
+	// ExtraEnv is set in every process, below the job's own env.
+	ExtraEnv map[string]string
+	// ForceKill, when closed, makes a running teardown send SIGKILL at once.
+	ForceKill <-chan struct{}
+
+	path string // the resolved program
+}
+
+// Result is how the run ended.
+type Result struct {
+	Outcome  Outcome
+	Reason   string
+	Attempts int
+	Last     AttemptResult
+	Duration time.Duration
+}
+
+// Run runs attempts until one succeeds, ctx ends, or the restarts are used up. It records
+// every attempt in the run folder.
+func (l *Launcher) Run(ctx context.Context) (Result, error) {
+	if l.Logger == nil {
+		l.Logger = slog.New(slog.DiscardHandler)
+	}
+	path, err := LookPath(l.Job)
+	if err != nil {
+		return Result{}, err
+	}
+	l.path = path
+	begin := time.Now()
+	first := len(l.Folder.Record().Attempts) + 1
+	last := first + int(l.Job.Spec.MaxRestarts)
+	var res AttemptResult
+	n := first
+	for ; ; n++ {
+		if res, err = l.RunAttempt(ctx, n); err != nil {
+			return Result{}, err
+		}
+		if res.Outcome != Failed || n == last || ctx.Err() != nil {
+			break
+		}
+		l.notice("attempt %d failed: %s; gang stopped in %s; restarting the gang (restart %d of %d)",
+			n, res.Reason, res.Teardown.Round(time.Millisecond), n-first+1, l.Job.Spec.MaxRestarts)
+	}
+	out := Result{Outcome: res.Outcome, Attempts: n - first + 1, Last: res, Duration: time.Since(begin)}
+	out.Reason = l.finalReason(res, n, last)
+	return out, l.finish(out)
+}
+
+func (l *Launcher) finalReason(res AttemptResult, n, last int) string {
+	switch res.Outcome {
+	case Succeeded:
+		return fmt.Sprintf("all %d ranks exited 0 in attempt %d", l.Job.Spec.WorldSize(), n)
+	case Interrupted:
+		return fmt.Sprintf("interrupted in attempt %d", n)
+	}
+	return fmt.Sprintf("%s in attempt %d of %d; no restarts left (max restarts %d)",
+		res.Reason, n, last, l.Job.Spec.MaxRestarts)
+}
+
+func (l *Launcher) finish(res Result) error {
+	phase := map[Outcome]v1.JobPhase{Succeeded: v1.PhaseSucceeded, Failed: v1.PhaseFailed, Interrupted: v1.PhaseInterrupted}[res.Outcome]
+	return l.Folder.Update(func(rec *rundir.Record) {
+		now := time.Now()
+		rec.Phase, rec.Reason, rec.Supervisor = phase, res.Reason, 0
+		if phase.Finished() {
+			rec.Finished = &now
+		}
+	})
+}
+
+// RunAttempt starts the gang once, as attempt number n (1-based), and supervises it until
+// every process has exited. A caller that restarts gangs itself (the Kubernetes operator
+// does) calls this instead of Run.
+func (l *Launcher) RunAttempt(ctx context.Context, n int) (AttemptResult, error) {
+	port := l.Placement.MasterPort
+	if port == 0 {
+		var err error
+		if port, err = freePort(l.Placement.MasterAddr); err != nil {
+			return AttemptResult{}, err
+		}
+	}
+	if err := l.beginAttempt(n, port); err != nil {
+		return AttemptResult{}, err
+	}
+	a := &attempt{l: l, number: n, port: port}
+	res := a.run(ctx)
+	if err := l.endAttempt(res); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+func (l *Launcher) beginAttempt(n, port int) error {
+	s := &l.Job.Spec
+	l.notice("attempt %d: starting %d worker(s) x %d process(es), rendezvous %s:%d, logs in %s",
+		n, len(l.Placement.Slots), s.ProcCount(), l.Placement.MasterAddr, port, l.Folder.Dir)
+	return l.Folder.Update(func(rec *rundir.Record) {
+		rec.Phase, rec.Supervisor = v1.PhaseRunning, os.Getpid()
+		if n > 1 {
+			rec.Phase = v1.PhaseRestarting
+		}
+		rec.Attempts = append(rec.Attempts, rundir.Attempt{Number: n, MasterAddr: l.Placement.MasterAddr,
+			MasterPort: port, Started: time.Now()})
+	})
+}
+
+func (l *Launcher) endAttempt(res AttemptResult) error {
+	if l.Console != nil {
+		l.Console.Flush(true)
+	}
+	return l.Folder.Update(func(rec *rundir.Record) {
+		a := &rec.Attempts[len(rec.Attempts)-1]
+		now := time.Now()
+		a.Ended, a.Outcome, a.Reason = &now, string(res.Outcome), res.Reason
+	})
+}
+
+// procs lists the processes of an attempt on this machine, in rank order.
+func (l *Launcher) procs(attempt, port int) []Proc {
+	n := l.Job.Spec.ProcCount()
+	var out []Proc
+	for _, slot := range l.Placement.Slots {
+		for local := range n {
+			out = append(out, Proc{Attempt: attempt, Worker: slot.Worker, LocalRank: local,
+				Rank: RankOf(l.Job, slot.Worker, local), MasterAddr: l.Placement.MasterAddr,
+				MasterPort: port, GPUs: slot.GPUs, HostProcs: n * len(l.Placement.Slots)})
+		}
+	}
+	return out
+}
+
+func (l *Launcher) notice(format string, args ...any) {
+	if l.Console != nil {
+		l.Console.Notice(fmt.Sprintf(format, args...))
+	}
+}

@@ -1,0 +1,50 @@
+package rundir
+
+import (
+	"time"
+
+	v1 "github.com/trainyard/trainyard/api/v1alpha1"
+)
+
+// Record is the content of run.json: what happened to a run, written after every change.
+type Record struct {
+	Name       string      `json:"name"`
+	Phase      v1.JobPhase `json:"phase"`
+	Reason     string      `json:"reason,omitempty"`
+	Supervisor int         `json:"supervisorPID,omitempty"`
+	Created    time.Time   `json:"created"`
+	Updated    time.Time   `json:"updated"`
+	Finished   *time.Time  `json:"finished,omitempty"`
+	Attempts   []Attempt   `json:"attempts"`
+}
+
+// Attempt is one start of the whole gang.
+type Attempt struct {
+	Number     int        `json:"number"`
+	MasterAddr string     `json:"masterAddr"`
+	MasterPort int        `json:"masterPort"`
+	Started    time.Time  `json:"started"`
+	Ended      *time.Time `json:"ended,omitempty"`
+	// Outcome is "succeeded", "failed" or "interrupted" once the attempt ended.
+	Outcome string `json:"outcome,omitempty"`
+	Reason  string `json:"reason,omitempty"`
+	Ranks   []Rank `json:"ranks"`
+}
+
+// Rank is one worker process of an attempt.
+type Rank struct {
+	Rank      int        `json:"rank"`
+	Worker    int        `json:"worker"`
+	LocalRank int        `json:"localRank"`
+	PID       int        `json:"pid,omitempty"`
+	GPUs      string     `json:"gpus,omitempty"`
+	Log       string     `json:"log"`
+	Started   time.Time  `json:"started"`
+	Ended     *time.Time `json:"ended,omitempty"`
+	ExitCode  *int       `json:"exitCode,omitempty"`
+	Signal    string     `json:"signal,omitempty"`
+	// StoppedByTrainyard is set for ranks that Trainyard stopped because another rank
+	// failed or the run was interrupted.
+	StoppedByTrainyard bool   `json:"stoppedByTrainyard,omitempty"`
+	Error              string `json:"error,omitempty"`
+}

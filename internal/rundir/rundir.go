@@ -1,0 +1,194 @@
+package rundir
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+	"sigs.k8s.io/yaml"
+
+	v1 "github.com/trainyard/trainyard/api/v1alpha1"
+)
+
+// File names inside a run's folder.
+const (
+	SpecFile   = "job.yaml"
+	RecordFile = "run.json"
+	LockFile   = ".lock"
+	LogsDir    = "logs"
+)
+
+// ErrFinished is returned (wrapped) by Open when the run already succeeded.
+var ErrFinished = errors.New("run already finished")
+
+// ErrBusy is returned (wrapped) by Open when another supervisor holds the run.
+var ErrBusy = errors.New("run is in use")
+
+// Run is an open run folder. Its methods are safe for concurrent use.
+type Run struct {
+	Dir  string
+	lock *os.File
+
+	mu  sync.Mutex
+	rec Record
+	now func() time.Time
+}
+
+// Open creates or continues the run folder <storage>/<name> for job, locks it, and writes
+// the job spec. It refuses a run that succeeded (ErrFinished) or that another process holds
+// (ErrBusy). Nothing is left behind when it fails on a folder it created.
+func Open(job *v1.TrainJob, now func() time.Time) (*Run, error) {
+	if now == nil {
+		now = time.Now
+	}
+	dir := filepath.Join(job.Spec.StoragePath, job.Spec.RunName)
+	created, err := makeDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	r, err := open(dir, job, now)
+	if err != nil && created {
+		_ = os.RemoveAll(dir)
+	}
+	return r, err
+}
+
+func makeDir(dir string) (created bool, err error) {
+	if _, err := os.Stat(dir); err == nil {
+		return false, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return false, fmt.Errorf("create run folder: %w", err)
+	}
+	return true, nil
+}
+
+func open(dir string, job *v1.TrainJob, now func() time.Time) (*Run, error) {
+	lock, err := os.OpenFile(filepath.Join(dir, LockFile), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("lock run folder: %w", err)
+	}
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("%s: %w: another trainyard process is running it", dir, ErrBusy)
+	}
+	r := &Run{Dir: dir, lock: lock, now: now}
+	if err := r.load(job); err != nil {
+		r.Close()
+		return nil, err
+	}
+	if err := r.writeSpec(job); err != nil {
+		r.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *Run) load(job *v1.TrainJob) error {
+	data, err := os.ReadFile(filepath.Join(r.Dir, RecordFile))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		t := r.now()
+		r.rec = Record{Name: job.Spec.RunName, Phase: v1.PhasePending, Created: t, Updated: t}
+		return r.saveLocked()
+	case err != nil:
+		return fmt.Errorf("read run record: %w", err)
+	}
+	if err := json.Unmarshal(data, &r.rec); err != nil {
+		return fmt.Errorf("read run record %s: %w", filepath.Join(r.Dir, RecordFile), err)
+	}
+	if r.rec.Phase == v1.PhaseSucceeded {
+		return fmt.Errorf("%s: %w (succeeded %s); pick another --name, or remove the folder to run it again",
+			r.Dir, ErrFinished, r.rec.Updated.Format(time.RFC3339))
+	}
+	return nil
+}
+
+func (r *Run) writeSpec(job *v1.TrainJob) error {
+	data, err := yaml.Marshal(job)
+	if err != nil {
+		return fmt.Errorf("encode job spec: %w", err)
+	}
+	return writeAtomic(filepath.Join(r.Dir, SpecFile), data)
+}
+
+// Close releases the folder's lock.
+func (r *Run) Close() error {
+	return r.lock.Close()
+}
+
+// Record returns a copy of the run's record.
+func (r *Run) Record() Record {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	data, _ := json.Marshal(r.rec)
+	var c Record
+	_ = json.Unmarshal(data, &c)
+	return c
+}
+
+// Update changes the record under the lock and writes it to disk.
+func (r *Run) Update(change func(*Record)) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	change(&r.rec)
+	r.rec.Updated = r.now()
+	return r.saveLocked()
+}
+
+func (r *Run) saveLocked() error {
+	data, err := json.MarshalIndent(r.rec, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode run record: %w", err)
+	}
+	return writeAtomic(filepath.Join(r.Dir, RecordFile), append(data, '\n'))
+}
+
+// LogPath returns the log file of a rank in an attempt, relative to the run folder.
+func LogPath(attempt, rank int) string {
+	return filepath.Join(LogsDir, fmt.Sprintf("attempt-%d", attempt), fmt.Sprintf("rank-%d.log", rank))
+}
+
+// CreateLog creates the log file of a rank in an attempt.
+func (r *Run) CreateLog(attempt, rank int) (*os.File, error) {
+	p := filepath.Join(r.Dir, LogPath(attempt, rank))
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return nil, fmt.Errorf("create log folder: %w", err)
+	}
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("create log of rank %d: %w", rank, err)
+	}
+	return f, nil
+}
+
+// writeAtomic writes data to a temporary file beside path, syncs it, and renames it into
+// place, so a reader sees the old content or the new, never a part.
+func writeAtomic(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", filepath.Base(path), err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write %s: %w", filepath.Base(path), err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("sync %s: %w", filepath.Base(path), err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", filepath.Base(path), err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("write %s: %w", filepath.Base(path), err)
+	}
+	return nil
+}
