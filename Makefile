@@ -1,0 +1,62 @@
+# Trainyard's build. `make demo` and `make test` install what they need on a fresh
+# Debian machine (apt packages, Go tools into ./bin) and are quick when it is there.
+
+SHELL        := /bin/bash
+GO           ?= go
+PYTHON       ?= /usr/bin/python3
+BIN          := $(CURDIR)/bin
+VERSION      ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS      := -s -w -X github.com/trainyard/trainyard/internal/cli.Version=$(VERSION)
+# libopenblas0-pthread: Debian's torch falls back to the reference BLAS without it (50x slower).
+APT_PACKAGES := python3-torch python3-numpy libopenblas0-pthread dataset-fashion-mnist
+SUDO         := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+# Demo knobs: `make demo EPOCHS=2 WORKERS=2`.
+EPOCHS       ?= 5
+WORKERS      ?= 2
+DEMO_ARGS    ?=
+
+.PHONY: all deps apt-deps go-deps build test unit-test lint demo bench clean
+
+all: build
+
+## deps: install everything the build, tests and demo need (Debian packages, Go modules)
+deps: apt-deps go-deps
+
+apt-deps:
+	@if ! dpkg -s $(APT_PACKAGES) >/dev/null 2>&1; then \
+		echo "installing Debian packages: $(APT_PACKAGES)"; \
+		$(SUDO) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $(APT_PACKAGES); \
+	fi
+
+go-deps:
+	@$(GO) mod download
+
+## build: the static trainyard binary in ./bin
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/trainyard ./cmd/trainyard
+
+## lint: gofmt and go vet
+lint:
+	@fmt=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$fmt" ]; then echo "gofmt needed: $$fmt"; exit 1; fi
+	$(GO) vet ./...
+
+## test: every test, including end-to-end training with real PyTorch
+test: deps build lint
+	TRAINYARD_BIN=$(BIN)/trainyard TRAINYARD_PYTHON=$(PYTHON) $(GO) test -count=1 -timeout 30m ./...
+
+## unit-test: the fast tests only
+unit-test:
+	$(GO) test -short -count=1 ./...
+
+## demo: train the Fashion-MNIST MLP with 2 distributed workers
+demo: deps build
+	$(BIN)/trainyard run --workers $(WORKERS) -- $(PYTHON) examples/fashion-mnist/train.py --epochs $(EPOCHS) $(DEMO_ARGS)
+
+## bench: trainyard run against torchrun (see BENCHMARKS.md)
+bench: deps build
+	$(GO) run ./bench/launch -trainyard $(BIN)/trainyard -python $(PYTHON)
+
+clean:
+	rm -rf $(BIN)
