@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -70,7 +71,8 @@ func Default(job *v1.TrainJob, env Env) error {
 		s.RunName = job.Name
 	}
 	if s.RunName == "" {
-		s.RunName = GenerateName(s.Command, env.Now())
+		// The script is often in args (command: [python3], args: [train.py]).
+		s.RunName = GenerateName(append(slices.Clip(s.Command), s.Args...), env.Now())
 	}
 	return nil
 }

@@ -1,12 +1,14 @@
 package jobspec
 
 import (
+	stdjson "encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	"sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
@@ -62,11 +64,16 @@ func Parse(data []byte) (*v1.TrainJob, error) {
 	if len(strings.TrimSpace(string(data))) == 0 {
 		return nil, errors.New("the job file is empty; it needs apiVersion, kind and spec")
 	}
-	js, err := yaml.YAMLToJSON(data)
+	// Strict conversion rejects duplicate keys, which YAMLToJSON would resolve silently
+	// (the last one wins) before the JSON decoder could see them.
+	js, err := yaml.YAMLToJSONStrict(data)
 	if err != nil {
 		return nil, fmt.Errorf("not valid YAML: %w", trimYAMLError(err))
 	}
-	if strings.HasPrefix(strings.TrimSpace(string(js)), "[") || string(js) == "null" {
+	if string(js) == "null" {
+		return nil, errors.New("the job file is empty; it needs apiVersion, kind and spec")
+	}
+	if strings.HasPrefix(strings.TrimSpace(string(js)), "[") {
 		return nil, errors.New("the job file must be a mapping with apiVersion, kind and spec, not a list or a scalar")
 	}
 	if !strings.HasPrefix(strings.TrimSpace(string(js)), "{") {
@@ -75,6 +82,9 @@ func Parse(data []byte) (*v1.TrainJob, error) {
 	var job v1.TrainJob
 	strict, err := json.UnmarshalStrict(js, &job, json.DisallowDuplicateFields, json.DisallowUnknownFields)
 	if err != nil {
+		if msg := quantityError(js); msg != "" {
+			return nil, errors.New(msg)
+		}
 		return nil, fmt.Errorf("wrong type: %s", trimJSONError(err))
 	}
 	if len(strict) > 0 {
@@ -93,9 +103,43 @@ func Parse(data []byte) (*v1.TrainJob, error) {
 	return &job, nil
 }
 
+// trimYAMLError drops the converter's prefix and puts the strict decoder's list
+// ("yaml: unmarshal errors:\n  line 5: key \"workers\" already set in map") on one line.
 func trimYAMLError(err error) error {
 	msg := strings.TrimPrefix(err.Error(), "error converting YAML to JSON: ")
+	if list, ok := strings.CutPrefix(msg, "yaml: unmarshal errors:\n"); ok {
+		lines := strings.Split(list, "\n")
+		for i, l := range lines {
+			lines[i] = "yaml: " + strings.TrimSpace(l)
+		}
+		msg = strings.Join(lines, "; ")
+	}
 	return errors.New(msg)
+}
+
+// quantityError names the resource whose quantity does not parse, which the decoder's own
+// error ("quantities must match the regular expression ...") does not; it returns "" when
+// the quantities are fine.
+func quantityError(js []byte) string {
+	var doc struct {
+		Spec struct {
+			Resources map[string]stdjson.RawMessage `json:"resources"`
+		} `json:"spec"`
+	}
+	if stdjson.Unmarshal(js, &doc) != nil {
+		return ""
+	}
+	for _, name := range []string{"cpu", "memory"} {
+		raw, ok := doc.Spec.Resources[name]
+		if !ok {
+			continue
+		}
+		var q resource.Quantity
+		if q.UnmarshalJSON(raw) != nil {
+			return fmt.Sprintf("spec.resources.%s: %s is not a quantity (examples: 4, 500m, 8Gi)", name, raw)
+		}
+	}
+	return ""
 }
 
 // trimJSONError rewrites "json: cannot unmarshal string into Go struct field

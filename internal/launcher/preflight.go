@@ -106,7 +106,7 @@ func checkWritable(dir string) error {
 			}
 			return nil
 		}
-		if !errors.Is(err, fs.ErrNotExist) {
+		if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, unix.ENOTDIR) {
 			return err
 		}
 		if p == filepath.Dir(p) {
