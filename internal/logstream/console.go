@@ -3,6 +3,9 @@ package logstream
 import (
 	"fmt"
 	"io"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -15,8 +18,9 @@ var colors = []string{"36", "33", "32", "35", "34", "91", "96", "93"}
 
 // Console writes worker lines to a terminal or log, prefixed "[rank N pid P] ". The first
 // copy of a line is written at once; further identical lines from other ranks within the
-// window are counted instead, and written later as one line ending
-// "[repeated Nx across workers]". Lines a rank repeats itself are never folded.
+// window are counted instead, and written later as one line such as
+// "[ranks 1-3] text [repeated 3x across workers]". Lines a rank repeats itself are never
+// folded.
 //
 // Methods are safe for concurrent use. Close flushes what is pending.
 type Console struct {
@@ -33,10 +37,9 @@ type Console struct {
 }
 
 type folded struct {
-	first   Source
-	ranks   map[int]bool
-	repeats int
-	since   time.Time
+	ranks    map[int]bool
+	repeated []int // ranks whose copies were folded, in arrival order
+	since    time.Time
 }
 
 // Source identifies the process a line came from.
@@ -72,19 +75,19 @@ func (c *Console) Line(src Source, text string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.window < 0 {
-		c.write(src, text, 0)
+		c.write(src, text)
 		return
 	}
 	if f, ok := c.pending[text]; ok && !f.ranks[src.Rank] {
 		f.ranks[src.Rank] = true
-		f.repeats++
+		f.repeated = append(f.repeated, src.Rank)
 		return
 	}
 	if _, ok := c.pending[text]; !ok {
-		c.pending[text] = &folded{first: src, ranks: map[int]bool{src.Rank: true}, since: c.now()}
+		c.pending[text] = &folded{ranks: map[int]bool{src.Rank: true}, since: c.now()}
 		c.order = append(c.order, text)
 	}
-	c.write(src, text, 0)
+	c.write(src, text)
 }
 
 // Notice writes a line of Trainyard's own, outside any rank.
@@ -111,8 +114,8 @@ func (c *Console) Flush(all bool) {
 			keep = append(keep, text)
 			continue
 		}
-		if f.repeats > 0 {
-			c.write(f.first, text, f.repeats)
+		if len(f.repeated) > 0 {
+			c.writeFolded(f.repeated, text)
 		}
 		delete(c.pending, text)
 	}
@@ -148,19 +151,42 @@ func (c *Console) flushLoop() {
 	}
 }
 
-// write writes one prefixed line; repeats > 0 adds the fold suffix. c.mu is held.
-func (c *Console) write(src Source, text string, repeats int) {
+// write writes one line of a rank. c.mu is held.
+func (c *Console) write(src Source, text string) {
 	prefix := fmt.Sprintf("[rank %d pid %d]", src.Rank, src.PID)
-	suffix := ""
-	if repeats > 0 {
-		suffix = fmt.Sprintf(" [repeated %dx across workers]", repeats)
-	}
+	fmt.Fprintf(c.w, "%s %s\n", c.paint(src.Rank, prefix), text)
+}
+
+// writeFolded writes the summary of the copies of text that ranks printed. c.mu is held.
+func (c *Console) writeFolded(ranks []int, text string) {
+	prefix := "[" + rankList(ranks) + "]"
+	suffix := fmt.Sprintf(" [repeated %dx across workers]", len(ranks))
 	if c.color {
-		col := colors[src.Rank%len(colors)]
-		prefix = "\x1b[" + col + "m" + prefix + "\x1b[0m"
-		if suffix != "" {
-			suffix = "\x1b[2m" + suffix + "\x1b[0m"
-		}
+		suffix = "\x1b[2m" + suffix + "\x1b[0m"
 	}
-	fmt.Fprintf(c.w, "%s %s%s\n", prefix, text, suffix)
+	fmt.Fprintf(c.w, "%s %s%s\n", c.paint(ranks[0], prefix), text, suffix)
+}
+
+// paint colours a prefix by rank when the console is a terminal.
+func (c *Console) paint(rank int, prefix string) string {
+	if !c.color {
+		return prefix
+	}
+	return "\x1b[" + colors[rank%len(colors)] + "m" + prefix + "\x1b[0m"
+}
+
+// rankList names ranks compactly: "rank 3", "ranks 1-3", "ranks 1,4,7".
+func rankList(ranks []int) string {
+	if len(ranks) == 1 {
+		return fmt.Sprintf("rank %d", ranks[0])
+	}
+	sorted := slices.Sorted(slices.Values(ranks))
+	if sorted[len(sorted)-1]-sorted[0] == len(sorted)-1 {
+		return fmt.Sprintf("ranks %d-%d", sorted[0], sorted[len(sorted)-1])
+	}
+	parts := make([]string, len(sorted))
+	for i, r := range sorted {
+		parts[i] = strconv.Itoa(r)
+	}
+	return "ranks " + strings.Join(parts, ",")
 }
