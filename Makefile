@@ -16,7 +16,10 @@ EPOCHS       ?= 5
 WORKERS      ?= 2
 DEMO_ARGS    ?=
 
-.PHONY: all deps apt-deps go-deps build test unit-test lint demo bench clean
+.PHONY: all deps apt-deps go-deps build generate check-generated test unit-test lint demo bench clean
+
+CONTROLLER_GEN_VERSION := v0.23.0
+CONTROLLER_GEN         := $(BIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
 
 all: build
 
@@ -33,6 +36,19 @@ apt-deps:
 go-deps:
 	@$(GO) mod download
 
+$(CONTROLLER_GEN):
+	GOBIN=$(BIN) $(GO) install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
+	mv $(BIN)/controller-gen $@
+
+## generate: deepcopy code from the kubebuilder markers in api/
+generate: $(CONTROLLER_GEN)
+	$(CONTROLLER_GEN) object paths=./api/...
+
+## check-generated: fail if regenerating leaves a diff
+check-generated: generate
+	@if [ -n "$$(git status --porcelain -- api/)" ]; then \
+		git status --short -- api/; echo "generated files are stale: run 'make generate' and commit"; exit 1; fi
+
 ## build: the static trainyard binary in ./bin
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/trainyard ./cmd/trainyard
@@ -43,7 +59,7 @@ lint:
 	$(GO) vet ./...
 
 ## test: every test, including end-to-end training with real PyTorch
-test: deps build lint
+test: deps build lint check-generated
 	TRAINYARD_BIN=$(BIN)/trainyard TRAINYARD_PYTHON=$(PYTHON) $(GO) test -count=1 -timeout 30m ./...
 
 ## unit-test: the fast tests only
