@@ -1,0 +1,137 @@
+package launcher
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	v1 "github.com/trainyard/trainyard/api/v1alpha1"
+	"github.com/trainyard/trainyard/internal/device"
+)
+
+func envJob(workers, procs int32) *v1.TrainJob {
+	return &v1.TrainJob{Spec: v1.TrainJobSpec{Workers: &workers, ProcsPerWorker: &procs,
+		Command: []string{"python3"}, RunName: "mnist", StoragePath: "/data/runs", MaxRestarts: 3}}
+}
+
+func envMap(env []string) map[string]string {
+	m := map[string]string{}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		m[k] = v
+	}
+	return m
+}
+
+func TestEnvWiring(t *testing.T) {
+	job := envJob(2, 4)
+	gpus := []device.GPU{{Index: 4}, {Index: 5}, {Index: 6}, {Index: 7}}
+	p := Proc{Attempt: 2, Worker: 1, LocalRank: 3, Rank: RankOf(job, 1, 3), MasterAddr: "10.0.0.1",
+		MasterPort: 29500, GPUs: gpus, HostProcs: 8}
+	got := envMap(Env(job, p, "/data/runs/mnist", []string{"HOME=/root", "CUDA_VISIBLE_DEVICES=0"}, nil))
+	want := map[string]string{
+		"HOME":                       "/root",
+		"MASTER_ADDR":                "10.0.0.1",
+		"MASTER_PORT":                "29500",
+		"WORLD_SIZE":                 "8",
+		"RANK":                       "7",
+		"LOCAL_RANK":                 "3",
+		"LOCAL_WORLD_SIZE":           "4",
+		"GROUP_RANK":                 "1",
+		"NODE_RANK":                  "1",
+		"GROUP_WORLD_SIZE":           "2",
+		"ROLE_NAME":                  "default",
+		"ROLE_RANK":                  "7",
+		"ROLE_WORLD_SIZE":            "8",
+		"TORCHELASTIC_RUN_ID":        "mnist",
+		"TORCHELASTIC_RESTART_COUNT": "1",
+		"TORCHELASTIC_MAX_RESTARTS":  "3",
+		"PYTHONUNBUFFERED":           "1",
+		"OMP_NUM_THREADS":            got["OMP_NUM_THREADS"], // depends on this machine; see TestOMPThreads
+		"TRAINYARD_RUN_NAME":         "mnist",
+		"TRAINYARD_STORAGE_PATH":     "/data/runs",
+		"TRAINYARD_RUN_DIR":          "/data/runs/mnist",
+		"TRAINYARD_ATTEMPT":          "2",
+		"TRAINYARD_MAX_RESTARTS":     "3",
+		"TRAINYARD_WORKER":           "1",
+		"CUDA_VISIBLE_DEVICES":       "4,5,6,7",
+		"CUDA_DEVICE_ORDER":          "PCI_BUS_ID",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("env (-want +got):\n%s", diff)
+	}
+}
+
+func TestEnvPrecedence(t *testing.T) {
+	job := envJob(1, 1)
+	job.Spec.Env = []v1.EnvVar{{Name: "OMP_NUM_THREADS", Value: "8"}, {Name: "CUDA_VISIBLE_DEVICES", Value: "3"}, {Name: "EMPTY"}}
+	p := Proc{Attempt: 1, MasterAddr: "127.0.0.1", MasterPort: 1234, HostProcs: 1}
+	got := envMap(Env(job, p, "/r", []string{"MASTER_PORT=1", "PATH=/bin"}, map[string]string{"PYTHONPATH": "/helper", "OMP_NUM_THREADS": "2"}))
+	for k, want := range map[string]string{
+		"OMP_NUM_THREADS":        "8",       // the job's env wins over Trainyard's and the caller's
+		"CUDA_VISIBLE_DEVICES":   "3",       // ... and over the GPU reservation
+		"NVIDIA_VISIBLE_DEVICES": "void",    // a worker without GPUs cannot reach one
+		"MASTER_PORT":            "1234",    // Trainyard's wins over the inherited environment
+		"PYTHONPATH":             "/helper", // the caller's extra variables are set
+		"PATH":                   "/bin",    // the rest of the environment is inherited
+		"EMPTY":                  "",        // an empty value is still set
+		"TRAINYARD_ATTEMPT":      "1",
+	} {
+		if v, ok := got[k]; !ok || v != want {
+			t.Errorf("%s = %q (set: %v), want %q", k, v, ok, want)
+		}
+	}
+}
+
+func TestOMPThreads(t *testing.T) {
+	cpu := func(s string) *resource.Quantity { q := resource.MustParse(s); return &q }
+	cases := map[string]struct {
+		procs     int32
+		cpu       *resource.Quantity
+		cores     int
+		hostProcs int
+		want      int
+	}{
+		"cores shared by the gang here":   {procs: 2, cores: 16, hostProcs: 4, want: 4},
+		"more processes than cores":       {procs: 4, cores: 2, hostProcs: 4, want: 1},
+		"cpu request shared by procs":     {procs: 2, cpu: cpu("8"), cores: 64, hostProcs: 2, want: 4},
+		"fractional cpu request":          {procs: 1, cpu: cpu("500m"), cores: 64, hostProcs: 1, want: 1},
+		"cpu request below process count": {procs: 4, cpu: cpu("2"), cores: 64, hostProcs: 4, want: 1},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			job := envJob(1, tc.procs)
+			job.Spec.Resources.CPU = tc.cpu
+			if got := ompThreads(job, tc.cores, tc.hostProcs); got != tc.want {
+				t.Errorf("ompThreads = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestPlaceLocal(t *testing.T) {
+	job := envJob(2, 1)
+	job.Spec.Resources.GPU = 2
+	inv := device.Inventory{GPUs: []device.GPU{{Index: 0}, {Index: 1}, {Index: 2}, {Index: 3}}}
+	p, err := PlaceLocal(job, inv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got [][]int
+	for _, s := range p.Slots {
+		var ids []int
+		for _, g := range s.GPUs {
+			ids = append(ids, g.Index)
+		}
+		got = append(got, ids)
+	}
+	if diff := cmp.Diff([][]int{{0, 1}, {2, 3}}, got); diff != "" {
+		t.Errorf("GPUs per worker (-want +got):\n%s", diff)
+	}
+	job.Spec.Resources.GPU = 3
+	if _, err := PlaceLocal(job, inv); err == nil || !strings.Contains(err.Error(), "needs 6 GPUs") {
+		t.Errorf("PlaceLocal with too few GPUs: %v", err)
+	}
+}
