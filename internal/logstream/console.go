@@ -34,6 +34,7 @@ type Console struct {
 	order   []string // texts in pending, oldest first
 	stop    chan struct{}
 	done    chan struct{}
+	closing sync.Once
 }
 
 type folded struct {
@@ -124,12 +125,11 @@ func (c *Console) Flush(all bool) {
 
 // Close writes what is pending and stops the background flush.
 func (c *Console) Close() {
-	select {
-	case <-c.stop:
-	default:
+	// Once, not a select on stop: two Close calls at the same time would both close it.
+	c.closing.Do(func() {
 		close(c.stop)
 		<-c.done
-	}
+	})
 	c.Flush(true)
 }
 

@@ -1,0 +1,326 @@
+package logstream
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"testing/iotest"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+var rank2 = Source{Rank: 2, PID: 4242}
+
+// plainConsole prints every line as it comes (no folding), so that what Copy hands the
+// console can be read off its output.
+func plainConsole(t *testing.T, out io.Writer) *Console {
+	c := NewConsole(out, Options{Window: -1})
+	t.Cleanup(c.Close)
+	return c
+}
+
+func TestCopy(t *testing.T) {
+	cases := map[string]struct {
+		input       string
+		wantFile    string
+		wantConsole []string
+	}{
+		"each line whole to the file, trimmed and prefixed to the console": {
+			input:       "epoch 1\nepoch 2\n",
+			wantFile:    "epoch 1\nepoch 2\n",
+			wantConsole: []string{"[rank 2 pid 4242] epoch 1", "[rank 2 pid 4242] epoch 2"},
+		},
+		"a last line without a newline is written too": {
+			input:       "epoch 1\nTraceback (most recent call last):",
+			wantFile:    "epoch 1\nTraceback (most recent call last):",
+			wantConsole: []string{"[rank 2 pid 4242] epoch 1", "[rank 2 pid 4242] Traceback (most recent call last):"},
+		},
+		"CRLF stays in the file and leaves the console": {
+			input:       "a\r\nb\r\n",
+			wantFile:    "a\r\nb\r\n",
+			wantConsole: []string{"[rank 2 pid 4242] a", "[rank 2 pid 4242] b"},
+		},
+		"a bare CR (a progress bar) is not a line break": {
+			input:       "10%\r50%\r100%\n",
+			wantFile:    "10%\r50%\r100%\n",
+			wantConsole: []string{"[rank 2 pid 4242] 10%\r50%\r100%"},
+		},
+		"empty lines are lines": {
+			input:       "\n\nx\n",
+			wantFile:    "\n\nx\n",
+			wantConsole: []string{"[rank 2 pid 4242] ", "[rank 2 pid 4242] ", "[rank 2 pid 4242] x"},
+		},
+		"bytes that are not UTF-8 pass through": {
+			input:       "caf\xe9\n",
+			wantFile:    "caf\xe9\n",
+			wantConsole: []string{"[rank 2 pid 4242] caf\xe9"},
+		},
+		"no output": {
+			input:       "",
+			wantFile:    "",
+			wantConsole: nil,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			var file, out bytes.Buffer
+			console := NewConsole(&out, Options{Window: -1})
+			err := Copy(strings.NewReader(tc.input), rank2, &file, console)
+			console.Close()
+			if err != nil {
+				t.Fatalf("Copy: %v", err)
+			}
+			if diff := cmp.Diff(tc.wantFile, file.String()); diff != "" {
+				t.Errorf("file mismatch (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantConsole, splitLines(out.String())); diff != "" {
+				t.Errorf("console mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// A line longer than any buffer arrives whole, in the file and on the console.
+func TestCopyOneMiBLine(t *testing.T) {
+	long := strings.Repeat("0123456789abcdef", 1<<16) // 1 MiB
+	input := "before\n" + long + "\nafter\n"
+	var file, out bytes.Buffer
+	console := NewConsole(&out, Options{Window: -1})
+	if err := Copy(strings.NewReader(input), rank2, &file, console); err != nil {
+		t.Fatal(err)
+	}
+	console.Close()
+	if file.String() != input {
+		t.Errorf("file holds %d bytes, want the %d of the input", file.Len(), len(input))
+	}
+	want := []string{"[rank 2 pid 4242] before", "[rank 2 pid 4242] " + long, "[rank 2 pid 4242] after"}
+	got := splitLines(out.String())
+	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] || got[2] != want[2] {
+		t.Errorf("console has %d lines of lengths %v, want lengths %v", len(got), lengths(got), lengths(want))
+	}
+}
+
+func TestCopyWithoutFileOrConsole(t *testing.T) {
+	cases := map[string]struct {
+		file        bool
+		console     bool
+		wantFile    string
+		wantConsole []string
+	}{
+		"no file":    {console: true, wantConsole: []string{"[rank 2 pid 4242] a", "[rank 2 pid 4242] b"}},
+		"no console": {file: true, wantFile: "a\nb"},
+		"neither":    {},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			var fileBuf, out bytes.Buffer
+			var file io.Writer
+			var console *Console
+			if tc.file {
+				file = &fileBuf
+			}
+			if tc.console {
+				console = plainConsole(t, &out)
+			}
+			r := strings.NewReader("a\nb")
+			if err := Copy(r, rank2, file, console); err != nil {
+				t.Fatal(err)
+			}
+			if r.Len() != 0 {
+				t.Errorf("%d bytes left unread", r.Len())
+			}
+			if console != nil {
+				console.Close()
+			}
+			got := struct {
+				File    string
+				Console []string
+			}{fileBuf.String(), splitLines(out.String())}
+			want := struct {
+				File    string
+				Console []string
+			}{tc.wantFile, tc.wantConsole}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+var errDiskFull = errors.New("no space left on device")
+
+// failingWriter accepts ok writes, then fails every one.
+type failingWriter struct {
+	ok     int
+	writes int
+	buf    bytes.Buffer
+}
+
+func (w *failingWriter) Write(p []byte) (int, error) {
+	w.writes++
+	if w.writes > w.ok {
+		return 0, errDiskFull
+	}
+	return w.buf.Write(p)
+}
+
+// A file that fails does not stop the copy: the reader is drained (so the worker never
+// blocks on a full pipe), the console gets every line, and the first error is returned.
+func TestCopyFileError(t *testing.T) {
+	var input strings.Builder
+	var want []string
+	for i := range 1000 {
+		line := strings.Repeat("x", i%50) + "|"
+		input.WriteString(line + "\n")
+		want = append(want, "[rank 2 pid 4242] "+line)
+	}
+	r := strings.NewReader(input.String())
+	file := &failingWriter{ok: 3}
+	var out bytes.Buffer
+	console := NewConsole(&out, Options{Window: -1})
+	err := Copy(r, rank2, file, console)
+	console.Close()
+
+	if diff := cmp.Diff("write log of rank 2: no space left on device", errString(err)); diff != "" {
+		t.Errorf("error mismatch (-want +got):\n%s", diff)
+	}
+	if !errors.Is(err, errDiskFull) {
+		t.Errorf("errors.Is(%v, errDiskFull) = false", err)
+	}
+	if r.Len() != 0 {
+		t.Errorf("%d bytes left unread", r.Len())
+	}
+	if diff := cmp.Diff(want, splitLines(out.String())); diff != "" {
+		t.Errorf("console mismatch (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff("|\nx|\nxx|\n", file.buf.String()); diff != "" {
+		t.Errorf("file mismatch (-want +got):\n%s", diff)
+	}
+	if file.writes != 4 {
+		t.Errorf("file written %d times, want 4: no more writes after the first error", file.writes)
+	}
+}
+
+// The copy drains a pipe even when the file fails, so the process writing it finishes.
+func TestCopyFileErrorDrainsPipe(t *testing.T) {
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- Copy(pr, rank2, &failingWriter{}, nil)
+	}()
+	for range 10000 {
+		if _, err := io.WriteString(pw, "a line the log cannot take\n"); err != nil {
+			t.Fatalf("the worker's write failed: %v", err)
+		}
+	}
+	pw.Close()
+	if err := <-done; !errors.Is(err, errDiskFull) {
+		t.Errorf("Copy = %v, want errDiskFull", err)
+	}
+}
+
+func TestCopyReadError(t *testing.T) {
+	errBroken := errors.New("broken pipe")
+	cases := map[string]struct {
+		file        io.Writer
+		want        string
+		wantConsole []string
+	}{
+		"what was read before the error is written": {
+			file:        &bytes.Buffer{},
+			want:        "read output of rank 2: broken pipe",
+			wantConsole: []string{"[rank 2 pid 4242] done", "[rank 2 pid 4242] half a li"},
+		},
+		"with a file error too, both are returned": {
+			file:        &failingWriter{},
+			want:        "read output of rank 2: broken pipe\nwrite log of rank 2: no space left on device",
+			wantConsole: []string{"[rank 2 pid 4242] done", "[rank 2 pid 4242] half a li"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			r := io.MultiReader(strings.NewReader("done\nhalf a li"), iotest.ErrReader(errBroken))
+			var out bytes.Buffer
+			console := NewConsole(&out, Options{Window: -1})
+			err := Copy(r, rank2, tc.file, console)
+			console.Close()
+			if diff := cmp.Diff(tc.want, errString(err)); diff != "" {
+				t.Errorf("error mismatch (-want +got):\n%s", diff)
+			}
+			if !errors.Is(err, errBroken) {
+				t.Errorf("errors.Is(%v, errBroken) = false", err)
+			}
+			if diff := cmp.Diff(tc.wantConsole, splitLines(out.String())); diff != "" {
+				t.Errorf("console mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// Several ranks copied to one console at once: each rank's file gets its own lines, and
+// the console folds what all ranks print. Run with -race.
+func TestCopyConcurrentRanksFold(t *testing.T) {
+	const ranks, lines = 4, 100
+	var input strings.Builder
+	for i := range lines {
+		input.WriteString("iteration " + strings.Repeat("I", i%7) + "\n")
+	}
+	clock := newFakeClock() // stands still: every fold waits for Close
+	var out bytes.Buffer
+	console := NewConsole(&out, Options{Window: window, Now: clock.Now})
+	files := make([]bytes.Buffer, ranks)
+	var wg sync.WaitGroup
+	for r := range ranks {
+		wg.Go(func() {
+			if err := Copy(strings.NewReader(input.String()), Source{Rank: r, PID: 100 + r}, &files[r], console); err != nil {
+				t.Errorf("rank %d: %v", r, err)
+			}
+		})
+	}
+	wg.Wait()
+	console.Close()
+	for r := range ranks {
+		if files[r].String() != input.String() {
+			t.Errorf("rank %d's file differs from its output", r)
+		}
+	}
+	// Seven distinct texts; each rank prints each ~14 times. Whoever prints a text first
+	// has all its copies printed; the other ranks' first copies fold (later copies from a
+	// rank already in the fold are its own repeats and are printed).
+	var printed, summaries int
+	for _, l := range splitLines(out.String()) {
+		if strings.HasSuffix(l, " [repeated 3x across workers]") {
+			summaries++
+		} else {
+			printed++
+		}
+	}
+	if got := map[string]int{"printed": printed, "summaries": summaries}; !cmp.Equal(got, map[string]int{"printed": ranks*lines - 7*(ranks-1), "summaries": 7}) {
+		t.Errorf("got %v, want %d printed and 7 summaries", got, ranks*lines-7*(ranks-1))
+	}
+}
+
+func splitLines(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(strings.TrimSuffix(s, "\n"), "\n")
+}
+
+func lengths(ss []string) []int {
+	n := make([]int, len(ss))
+	for i, s := range ss {
+		n[i] = len(s)
+	}
+	return n
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
