@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -64,6 +65,9 @@ func Parse(data []byte) (*v1.TrainJob, error) {
 	if len(strings.TrimSpace(string(data))) == 0 {
 		return nil, errors.New("the job file is empty; it needs apiVersion, kind and spec")
 	}
+	if n := documents(data); n > 1 {
+		return nil, fmt.Errorf("the job file holds %d YAML documents; give one TrainJob per file", n)
+	}
 	// Strict conversion rejects duplicate keys, which YAMLToJSON would resolve silently
 	// (the last one wins) before the JSON decoder could see them.
 	js, err := yaml.YAMLToJSONStrict(data)
@@ -105,6 +109,20 @@ func Parse(data []byte) (*v1.TrainJob, error) {
 
 // trimYAMLError drops the converter's prefix and puts the strict decoder's list
 // ("yaml: unmarshal errors:\n  line 5: key \"workers\" already set in map") on one line.
+// documents counts the YAML documents in data that hold more than comments.
+func documents(data []byte) int {
+	n := 0
+	for _, doc := range regexp.MustCompile(`(?m)^---[ \t]*(#.*)?$`).Split(string(data), -1) {
+		for _, line := range strings.Split(doc, "\n") {
+			if t := strings.TrimSpace(line); t != "" && !strings.HasPrefix(t, "#") {
+				n++
+				break
+			}
+		}
+	}
+	return n
+}
+
 func trimYAMLError(err error) error {
 	msg := strings.TrimPrefix(err.Error(), "error converting YAML to JSON: ")
 	if list, ok := strings.CutPrefix(msg, "yaml: unmarshal errors:\n"); ok {

@@ -258,3 +258,16 @@ func TestParseQuantities(t *testing.T) {
 		})
 	}
 }
+
+// A document separator before the only document, or a comment-only document after it,
+// is still one job.
+func TestParseSingleDocumentWithSeparators(t *testing.T) {
+	data := "---\napiVersion: trainyard.dev/v1alpha1\nkind: TrainJob\nspec:\n  command: [a]\n--- # end\n# nothing here\n"
+	job, err := Parse([]byte(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(job.Spec.Command) != 1 || job.Spec.Command[0] != "a" {
+		t.Errorf("command = %v, want [a]", job.Spec.Command)
+	}
+}
