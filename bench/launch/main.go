@@ -1,0 +1,202 @@
+// Command launch benchmarks `trainyard run` against torchrun on the Fashion-MNIST DDP
+// example with 2 ranks on this machine, alternating the two launchers in every round.
+//
+// It measures, for each launcher:
+//
+//   - launch to first step: from starting the launcher to the first "first step done"
+//     line on its stdout;
+//   - steady-state step time: the median of rank 0's "step N time X" values, N >= 20;
+//   - SIGKILL to restarted first step: with one restart allowed, rank 1 is killed once
+//     rank 0 logged step 30, and the time to the restarted gang's first step is taken.
+//
+// Usage:
+//
+//	go run ./bench/launch -trainyard ./bin/trainyard -python /usr/bin/python3 [-rounds 5]
+//
+// See bench/README.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// config holds the command-line settings of a benchmark run.
+type config struct {
+	trainyardArg string        // -trainyard as given
+	trainyard    string        // the snapshot of it that the trials run
+	python       string        // interpreter for trainyard's workers
+	torchrun     string        // torchrun entry point
+	scriptArg    string        // -script as given
+	script       string        // absolute path of train.py
+	rounds       int           // measured rounds
+	warmup       int           // unmeasured rounds before them
+	timeout      time.Duration // limit for one trial
+	markdown     string        // optional Markdown output file
+	keep         bool          // keep every trial's folder
+	root         string        // temporary folder of this run
+}
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench/launch:", err)
+		os.Exit(1)
+	}
+}
+
+// run parses the flags, runs the benchmark and reports it.
+func run() error {
+	cfg, err := parseFlags(os.Args[1:])
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := cfg.prepare(); err != nil {
+		return err
+	}
+	defer cfg.cleanup()
+	info := describeMachine(ctx, cfg)
+	printHeader(os.Stdout, info)
+	results := runRounds(ctx, cfg)
+	info.loadEnd = loadAverage()
+	sum := summarize(results, cfg.rounds)
+	report := renderReport(info, sum, results)
+	fmt.Println()
+	fmt.Print(report)
+	if cfg.markdown != "" {
+		if err := os.WriteFile(cfg.markdown, []byte(report), 0o644); err != nil {
+			return fmt.Errorf("write markdown summary: %w", err)
+		}
+	}
+	return sum.failureError()
+}
+
+// parseFlags reads the command line into a config.
+func parseFlags(args []string) (*config, error) {
+	fs := flag.NewFlagSet("launch", flag.ContinueOnError)
+	cfg := &config{}
+	fs.StringVar(&cfg.trainyardArg, "trainyard", "./bin/trainyard", "trainyard binary (built by `make build`)")
+	fs.StringVar(&cfg.python, "python", "/usr/bin/python3", "Python with torch, for trainyard's workers")
+	fs.StringVar(&cfg.torchrun, "torchrun", "/usr/bin/torchrun", "torchrun entry point")
+	fs.StringVar(&cfg.scriptArg, "script", "examples/fashion-mnist/train.py", "training script")
+	fs.IntVar(&cfg.rounds, "rounds", 5, "measured rounds (each runs both launchers, both trial kinds)")
+	fs.IntVar(&cfg.warmup, "warmup", 1, "unmeasured warm-up rounds of plain runs before the measured ones")
+	fs.DurationVar(&cfg.timeout, "timeout", 120*time.Second, "limit for one trial")
+	fs.StringVar(&cfg.markdown, "markdown", "", "also write the summary as Markdown to this file")
+	fs.BoolVar(&cfg.keep, "keep", false, "keep every trial's folder (failed trials' folders are always kept)")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 || cfg.rounds < 1 || cfg.warmup < 0 || cfg.timeout <= 0 {
+		return nil, errors.New("usage: launch [-trainyard BIN] [-python PY] [-rounds N] [-markdown FILE]; rounds >= 1")
+	}
+	return cfg, nil
+}
+
+// prepare checks the programs, resolves the script and snapshots the trainyard binary
+// into a fresh temporary folder, so that a rebuild during the run changes nothing.
+func (c *config) prepare() error {
+	for _, p := range []string{c.trainyardArg, c.python, c.torchrun} {
+		if _, err := os.Stat(p); err != nil {
+			return fmt.Errorf("check program: %w", err)
+		}
+	}
+	script, err := filepath.Abs(c.scriptArg)
+	if err != nil {
+		return fmt.Errorf("resolve script: %w", err)
+	}
+	if _, err := os.Stat(script); err != nil {
+		return fmt.Errorf("check script: %w", err)
+	}
+	c.script = script
+	if c.root, err = os.MkdirTemp("", "trainyard-bench-"); err != nil {
+		return fmt.Errorf("create temporary folder: %w", err)
+	}
+	c.trainyard = filepath.Join(c.root, "trainyard")
+	return copyExecutable(c.trainyardArg, c.trainyard)
+}
+
+// cleanup removes the binary snapshot and the temporary folder if nothing was kept in it.
+func (c *config) cleanup() {
+	_ = os.Remove(c.trainyard)
+	if err := os.Remove(c.root); err != nil {
+		fmt.Fprintf(os.Stderr, "bench/launch: trial folders kept in %s\n", c.root)
+	}
+}
+
+// copyExecutable copies the file src to dst with mode 0755.
+func copyExecutable(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return fmt.Errorf("snapshot %s: %w", src, err)
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
+	if err != nil {
+		return fmt.Errorf("snapshot %s: %w", src, err)
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return fmt.Errorf("snapshot %s: %w", src, err)
+	}
+	if err := out.Close(); err != nil {
+		return fmt.Errorf("snapshot %s: %w", src, err)
+	}
+	return nil
+}
+
+// runRounds runs the warm-up rounds, then the measured rounds, printing every trial as
+// it ends. In each round the launchers alternate: trainyard, torchrun for a plain run,
+// then trainyard, torchrun for a restart trial. An interruption stops it early.
+func runRounds(ctx context.Context, cfg *config) []trialResult {
+	for w := 1; w <= cfg.warmup; w++ {
+		for _, l := range launchers {
+			if ctx.Err() != nil {
+				return nil
+			}
+			res := runTrial(ctx, cfg, trialSpec{launcher: l, kind: plainRun, round: -w})
+			fmt.Printf("warm-up %d  %s\n", w, res.line())
+		}
+	}
+	var out []trialResult
+	for r := 1; r <= cfg.rounds; r++ {
+		for _, k := range []trialKind{plainRun, restartRun} {
+			for _, l := range launchers {
+				if ctx.Err() != nil {
+					return out
+				}
+				res := runTrial(ctx, cfg, trialSpec{launcher: l, kind: k, round: r})
+				fmt.Printf("round %d/%d  %s\n", r, cfg.rounds, res.line())
+				out = append(out, res)
+			}
+		}
+	}
+	return out
+}
+
+// commandLine is the command that started this program, as `go run` would take it.
+func commandLine() string {
+	parts := []string{"go", "run", "./bench/launch"}
+	for _, a := range os.Args[1:] {
+		parts = append(parts, shellQuote(a))
+	}
+	return strings.Join(parts, " ")
+}
+
+// shellQuote quotes s for a POSIX shell when it holds anything but safe characters.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+@%") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"os"
+	"testing"
+)
+
+// TestRank0 checks which stdout lines count as rank 0's for each launcher.
+func TestRank0(t *testing.T) {
+	cases := []struct {
+		rank0 func(string) (string, bool)
+		line  string
+		want  string
+		ok    bool
+	}{
+		{trainyardRank0, "[rank 0 pid 42] step 3 time 0.0100 loss 2.3000", "step 3 time 0.0100 loss 2.3000", true},
+		{trainyardRank0, "[rank 1 pid 43] step 3 time 0.0100 loss 2.3000", "", false},
+		{trainyardRank0, "[rank 10 pid 44] x", "", false},
+		{trainyardRank0, "trainyard: attempt 1: starting", "", false},
+		{torchrunRank0, "step 3 time 0.0100 loss 2.3000", "step 3 time 0.0100 loss 2.3000", true},
+		{torchrunRank0, "[default0]:first step done", "first step done", true},
+		{torchrunRank0, "[default1]:step 3 time 0.0100 loss 2.3000", "", false},
+	}
+	for _, c := range cases {
+		got, ok := c.rank0(c.line)
+		if got != c.want || ok != c.ok {
+			t.Errorf("rank0(%q) = %q, %v; want %q, %v", c.line, got, ok, c.want, c.ok)
+		}
+	}
+}
+
+// TestParseStep checks the step line parser, including a folded console line.
+func TestParseStep(t *testing.T) {
+	step, secs, ok := parseStep("step 21 time 0.0123 loss 1.9000")
+	if !ok || step != 21 || secs != 0.0123 {
+		t.Errorf("parseStep = %d, %v, %v", step, secs, ok)
+	}
+	if _, _, ok := parseStep("step 21 time 0.0123 loss 1.9000 [repeated 1x across workers]"); ok {
+		t.Error("a folded summary line parsed as a step")
+	}
+}
+
+// TestMedian checks odd and even counts.
+func TestMedian(t *testing.T) {
+	if got := median([]float64{3, 1, 2}); got != 2 {
+		t.Errorf("median odd = %v", got)
+	}
+	if got := median([]float64{4, 1, 3, 2}); got != 2.5 {
+		t.Errorf("median even = %v", got)
+	}
+}
+
+// TestParseStat checks a stat line whose command name holds spaces and parentheses.
+func TestParseStat(t *testing.T) {
+	st, err := parseStat("123 (a (b) c) S 7 123 123 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 1 0 9876 0 0")
+	if err != nil || st.pid != 123 || st.ppid != 7 || st.startTime != 9876 {
+		t.Errorf("parseStat = %+v, %v", st, err)
+	}
+	self, err := readStat(os.Getpid())
+	if err != nil || self.ppid != os.Getppid() {
+		t.Errorf("readStat(self) = %+v, %v", self, err)
+	}
+}
+
+// TestShellQuote checks quoting of the printed command line.
+func TestShellQuote(t *testing.T) {
+	if got := shellQuote("./bin/trainyard"); got != "./bin/trainyard" {
+		t.Errorf("shellQuote plain = %s", got)
+	}
+	if got := shellQuote("a b'c"); got != `'a b'\''c'` {
+		t.Errorf("shellQuote = %s", got)
+	}
+}
