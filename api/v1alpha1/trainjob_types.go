@@ -59,6 +59,22 @@ type TrainJobSpec struct {
 	// +kubebuilder:validation:Minimum=0
 	MaxRestarts int32 `json:"maxRestarts,omitempty"`
 
+	// HangTimeoutSeconds treats the gang as failed (and restarts it) when no rank prints or
+	// reports anything for this long. 0, the default, never does.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	HangTimeoutSeconds int64 `json:"hangTimeoutSeconds,omitempty"`
+
+	// ProcessGroupTimeoutSeconds is the timeout the helper's init_process_group gives
+	// torch.distributed, so a frozen peer fails a collective in minutes. Default 300.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	ProcessGroupTimeoutSeconds *int64 `json:"processGroupTimeoutSeconds,omitempty"`
+
+	// Checkpoints says which committed checkpoints to keep.
+	// +optional
+	Checkpoints CheckpointPolicy `json:"checkpoints,omitempty"`
+
 	// TerminationGracePeriodSeconds is how long a process has to exit after SIGTERM
 	// before it is killed. Default 5.
 	// +kubebuilder:validation:Minimum=0
@@ -76,6 +92,25 @@ type WorkerResources struct {
 	// GPU is the number of whole NVIDIA GPUs the worker gets.
 	// +kubebuilder:validation:Minimum=0
 	GPU int32 `json:"gpu,omitempty"`
+}
+
+// CheckpointPolicy says which committed checkpoints to keep. The latest is always kept,
+// since a resume needs it.
+type CheckpointPolicy struct {
+	// Keep is how many checkpoints to keep; 0, the default, keeps all.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Keep int32 `json:"keep,omitempty"`
+
+	// ScoreMetric keeps the best Keep checkpoints by this reported metric instead of the
+	// most recent ones.
+	// +optional
+	ScoreMetric string `json:"scoreMetric,omitempty"`
+
+	// ScoreOrder is "max" (higher is better, the default) or "min".
+	// +kubebuilder:validation:Enum=max;min
+	// +optional
+	ScoreOrder string `json:"scoreOrder,omitempty"`
 }
 
 // EnvVar is one environment variable.
@@ -154,6 +189,14 @@ func (s *TrainJobSpec) ProcCount() int {
 // WorldSize returns the total number of processes in the gang.
 func (s *TrainJobSpec) WorldSize() int {
 	return s.WorkerCount() * s.ProcCount()
+}
+
+// PGTimeout returns the process-group timeout in seconds, 300 when unset.
+func (s *TrainJobSpec) PGTimeout() int64 {
+	if s.ProcessGroupTimeoutSeconds == nil {
+		return 300
+	}
+	return *s.ProcessGroupTimeoutSeconds
 }
 
 // GracePeriod returns the termination grace period in seconds, 5 when unset.

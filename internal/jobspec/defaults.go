@@ -62,6 +62,12 @@ func Default(job *v1.TrainJob, env Env) error {
 	if s.TerminationGracePeriodSeconds == nil {
 		s.TerminationGracePeriodSeconds = ptr(int64(5))
 	}
+	if s.ProcessGroupTimeoutSeconds == nil {
+		s.ProcessGroupTimeoutSeconds = ptr(int64(300))
+	}
+	if s.Checkpoints.ScoreMetric != "" && s.Checkpoints.ScoreOrder == "" {
+		s.Checkpoints.ScoreOrder = "max"
+	}
 	if s.StoragePath == "" {
 		s.StoragePath = DefaultStoragePath
 	}

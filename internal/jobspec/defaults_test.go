@@ -30,6 +30,7 @@ func TestDefault(t *testing.T) {
 				StoragePath:                   "/home/ada/trainyard_results",
 				RunName:                       "train-20261122-134501-xxxx",
 				TerminationGracePeriodSeconds: ptr(int64(5)),
+				ProcessGroupTimeoutSeconds:    ptr(int64(300)),
 			}}),
 		},
 		"procsPerWorker defaults to the worker's GPU count": {
@@ -43,6 +44,7 @@ func TestDefault(t *testing.T) {
 				StoragePath:                   "/home/ada/trainyard_results",
 				RunName:                       "train-20261122-134501-xxxx",
 				TerminationGracePeriodSeconds: ptr(int64(5)),
+				ProcessGroupTimeoutSeconds:    ptr(int64(300)),
 			}}),
 		},
 		"metadata.name becomes the run name": {
@@ -55,6 +57,7 @@ func TestDefault(t *testing.T) {
 				StoragePath:                   "/home/ada/trainyard_results",
 				RunName:                       "bert-large",
 				TerminationGracePeriodSeconds: ptr(int64(5)),
+				ProcessGroupTimeoutSeconds:    ptr(int64(300)),
 			}}),
 		},
 		"a run name the user set wins over metadata.name": {
@@ -67,6 +70,7 @@ func TestDefault(t *testing.T) {
 				StoragePath:                   "/home/ada/trainyard_results",
 				RunName:                       "second-try",
 				TerminationGracePeriodSeconds: ptr(int64(5)),
+				ProcessGroupTimeoutSeconds:    ptr(int64(300)),
 			}}),
 		},
 		"relative paths are made absolute against the working folder": {
@@ -79,6 +83,7 @@ func TestDefault(t *testing.T) {
 				StoragePath:                   "/home/ada/runs",
 				RunName:                       "r",
 				TerminationGracePeriodSeconds: ptr(int64(5)),
+				ProcessGroupTimeoutSeconds:    ptr(int64(300)),
 			}}),
 		},
 		"~ is the injected home folder": {
@@ -91,6 +96,7 @@ func TestDefault(t *testing.T) {
 				StoragePath:                   "/home/ada",
 				RunName:                       "r",
 				TerminationGracePeriodSeconds: ptr(int64(5)),
+				ProcessGroupTimeoutSeconds:    ptr(int64(300)),
 			}}),
 		},
 		"absolute paths are cleaned and kept": {
@@ -103,6 +109,7 @@ func TestDefault(t *testing.T) {
 				StoragePath:                   "/data/runs",
 				RunName:                       "r",
 				TerminationGracePeriodSeconds: ptr(int64(5)),
+				ProcessGroupTimeoutSeconds:    ptr(int64(300)),
 			}}),
 		},
 		"values the user set are kept, even invalid ones, for Validate to judge": {
@@ -113,6 +120,7 @@ func TestDefault(t *testing.T) {
 				Command:                       cmd,
 				RunName:                       "../x",
 				TerminationGracePeriodSeconds: ptr(int64(0)),
+				ProcessGroupTimeoutSeconds:    ptr(int64(300)),
 				MaxRestarts:                   -1,
 			}},
 			want: typeMeta(v1.TrainJob{Spec: v1.TrainJobSpec{
@@ -124,6 +132,7 @@ func TestDefault(t *testing.T) {
 				StoragePath:                   "/home/ada/trainyard_results",
 				RunName:                       "../x",
 				TerminationGracePeriodSeconds: ptr(int64(0)),
+				ProcessGroupTimeoutSeconds:    ptr(int64(300)),
 				MaxRestarts:                   -1,
 			}}),
 		},
@@ -137,6 +146,7 @@ func TestDefault(t *testing.T) {
 				StoragePath:                   "/home/ada/trainyard_results",
 				RunName:                       "r",
 				TerminationGracePeriodSeconds: ptr(int64(5)),
+				ProcessGroupTimeoutSeconds:    ptr(int64(300)),
 			}}),
 		},
 		"the run name comes from the script even when it is in args": {
@@ -150,6 +160,7 @@ func TestDefault(t *testing.T) {
 				StoragePath:                   "/home/ada/trainyard_results",
 				RunName:                       "finetune-20261122-134501-xxxx",
 				TerminationGracePeriodSeconds: ptr(int64(5)),
+				ProcessGroupTimeoutSeconds:    ptr(int64(300)),
 			}}),
 		},
 	}

@@ -28,6 +28,11 @@ type Flags struct {
 	Name        string
 	MaxRestarts int32
 	GracePeriod time.Duration
+	HangTimeout time.Duration
+	PGTimeout   time.Duration
+	Keep        int32
+	Score       string
+	ScoreOrder  string
 
 	fs *pflag.FlagSet
 }
@@ -44,6 +49,11 @@ var flagFields = map[string]string{
 	"spec.storagePath":                   "--storage-path",
 	"spec.maxRestarts":                   "--max-restarts",
 	"spec.terminationGracePeriodSeconds": "--grace-period",
+	"spec.hangTimeoutSeconds":            "--hang-timeout",
+	"spec.processGroupTimeoutSeconds":    "--pg-timeout",
+	"spec.checkpoints.keep":              "--keep-checkpoints",
+	"spec.checkpoints.scoreMetric":       "--checkpoint-score",
+	"spec.checkpoints.scoreOrder":        "--score-order",
 	"spec.command":                       "the command after --",
 }
 
@@ -62,6 +72,11 @@ func (f *Flags) Bind(fs *pflag.FlagSet) {
 	fs.StringVar(&f.Name, "name", "", "run name: the run's folder under the storage path (default: generated)")
 	fs.Int32Var(&f.MaxRestarts, "max-restarts", 0, "restart the whole gang up to this many times after a failure")
 	fs.DurationVar(&f.GracePeriod, "grace-period", 5*time.Second, "time a worker has to exit after SIGTERM before SIGKILL")
+	fs.DurationVar(&f.HangTimeout, "hang-timeout", 0, "restart the gang when no rank prints or reports for this long, e.g. 10m (default off)")
+	fs.DurationVar(&f.PGTimeout, "pg-timeout", 300*time.Second, "timeout of torch.distributed collectives set up by trainyard.init_process_group()")
+	fs.Int32Var(&f.Keep, "keep-checkpoints", 0, "keep this many checkpoints (the latest always stays); 0 keeps all")
+	fs.StringVar(&f.Score, "checkpoint-score", "", "keep the best checkpoints by this reported metric instead of the newest")
+	fs.StringVar(&f.ScoreOrder, "score-order", "", "max (higher is better, the default) or min, for --checkpoint-score")
 }
 
 // Job builds the job from the file (if any), the flags the user set, and the command
@@ -101,6 +116,21 @@ func (f *Flags) apply(job *v1.TrainJob) error {
 	}
 	if f.changed("grace-period") {
 		s.TerminationGracePeriodSeconds = ptr(int64(math.Ceil(f.GracePeriod.Seconds())))
+	}
+	if f.changed("hang-timeout") {
+		s.HangTimeoutSeconds = int64(math.Ceil(f.HangTimeout.Seconds()))
+	}
+	if f.changed("pg-timeout") {
+		s.ProcessGroupTimeoutSeconds = ptr(int64(math.Ceil(f.PGTimeout.Seconds())))
+	}
+	if f.changed("keep-checkpoints") {
+		s.Checkpoints.Keep = f.Keep
+	}
+	if f.Score != "" {
+		s.Checkpoints.ScoreMetric = f.Score
+	}
+	if f.ScoreOrder != "" {
+		s.Checkpoints.ScoreOrder = f.ScoreOrder
 	}
 	if f.WorkingDir != "" {
 		s.WorkingDir = f.WorkingDir

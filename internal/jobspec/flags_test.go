@@ -73,6 +73,7 @@ func fileJob() *v1.TrainJob {
 			RunName:                       "file-run",
 			MaxRestarts:                   2,
 			TerminationGracePeriodSeconds: ptr(int64(30)),
+			ProcessGroupTimeoutSeconds:    ptr(int64(300)),
 		},
 	})
 }
@@ -87,6 +88,7 @@ func flagsJob() *v1.TrainJob {
 		StoragePath:                   "/home/ada/trainyard_results",
 		RunName:                       "train-20261122-134501-xxxx",
 		TerminationGracePeriodSeconds: ptr(int64(5)),
+		ProcessGroupTimeoutSeconds:    ptr(int64(300)),
 	}})
 }
 
@@ -166,6 +168,7 @@ func TestFlagsResolve(t *testing.T) {
 					RunName:                       "exp-7",
 					MaxRestarts:                   5,
 					TerminationGracePeriodSeconds: ptr(int64(10)),
+					ProcessGroupTimeoutSeconds:    ptr(int64(300)),
 				},
 			}),
 		},

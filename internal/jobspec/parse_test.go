@@ -32,6 +32,9 @@ func validJob() *v1.TrainJob {
 			RunName:                       "resnet-try-1",
 			MaxRestarts:                   3,
 			TerminationGracePeriodSeconds: ptr(int64(30)),
+			ProcessGroupTimeoutSeconds:    ptr(int64(120)),
+			HangTimeoutSeconds:            600,
+			Checkpoints:                   v1.CheckpointPolicy{Keep: 3, ScoreMetric: "accuracy", ScoreOrder: "max"},
 		},
 	})
 }

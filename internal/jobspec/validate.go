@@ -75,12 +75,36 @@ func validateSpec(s *v1.TrainJobSpec, p *field.Path) field.ErrorList {
 	if g := s.TerminationGracePeriodSeconds; g != nil && (*g < 0 || *g > 3600) {
 		errs = append(errs, field.Invalid(p.Child("terminationGracePeriodSeconds"), *g, "must be between 0 and 3600 seconds"))
 	}
+	if s.HangTimeoutSeconds < 0 {
+		errs = append(errs, field.Invalid(p.Child("hangTimeoutSeconds"), s.HangTimeoutSeconds, "must be 0 (off) or more"))
+	}
+	if t := s.ProcessGroupTimeoutSeconds; t != nil && (*t < 1 || *t > 86400) {
+		errs = append(errs, field.Invalid(p.Child("processGroupTimeoutSeconds"), *t, "must be between 1 and 86400 seconds"))
+	}
+	errs = append(errs, validateCheckpoints(&s.Checkpoints, p.Child("checkpoints"))...)
 	if s.StoragePath == "" {
 		errs = append(errs, field.Required(p.Child("storagePath"), "the folder that holds runs"))
 	}
 	if !runName.MatchString(s.RunName) {
 		errs = append(errs, field.Invalid(p.Child("runName"), s.RunName,
 			"must start with a letter or digit and hold only letters, digits, '.', '_' and '-' (at most 128)"))
+	}
+	return errs
+}
+
+func validateCheckpoints(c *v1.CheckpointPolicy, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if c.Keep < 0 {
+		errs = append(errs, field.Invalid(p.Child("keep"), c.Keep, "must be 0 (keep all) or more"))
+	}
+	switch {
+	case c.ScoreOrder != "" && c.ScoreOrder != "max" && c.ScoreOrder != "min":
+		errs = append(errs, field.NotSupported(p.Child("scoreOrder"), c.ScoreOrder, []string{"max", "min"}))
+	case c.ScoreOrder != "" && c.ScoreMetric == "":
+		errs = append(errs, field.Required(p.Child("scoreMetric"), "scoreOrder needs the metric to order by"))
+	}
+	if len(c.ScoreMetric) > 256 {
+		errs = append(errs, field.TooLong(p.Child("scoreMetric"), c.ScoreMetric, 256))
 	}
 	return errs
 }

@@ -26,6 +26,7 @@ func goodJob() *v1.TrainJob {
 			RunName:                       "bert-large",
 			MaxRestarts:                   3,
 			TerminationGracePeriodSeconds: ptr(int64(5)),
+			ProcessGroupTimeoutSeconds:    ptr(int64(300)),
 		},
 	})
 }

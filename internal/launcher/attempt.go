@@ -41,6 +41,7 @@ type attempt struct {
 	l       *Launcher
 	number  int
 	port    int
+	env     map[string]string
 	procs   []*process
 	records []rundir.Rank
 }
@@ -61,6 +62,7 @@ func (a *attempt) run(ctx context.Context) AttemptResult {
 		go func() { exits <- pr.wait(i) }()
 	}
 	a.save()
+	a.l.Touch()
 	res := a.supervise(ctx, exits)
 	a.drain()
 	return res
@@ -76,8 +78,8 @@ func (a *attempt) startOne(i int, p Proc) (*process, error) {
 	}
 	s := &a.l.Job.Spec
 	args := append(append([]string{}, s.Command...), s.Args...)
-	env := Env(a.l.Job, p, a.l.Folder.Dir, os.Environ(), a.l.ExtraEnv)
-	pr, err := start(a.l.path, args, s.WorkingDir, env, p, log, a.l.Console)
+	env := Env(a.l.Job, p, a.l.Folder.Dir, os.Environ(), a.env)
+	pr, err := start(a.l.path, args, s.WorkingDir, env, p, log, a.l.Console, a.l.Touch)
 	if err != nil {
 		log.Close()
 		return nil, err
@@ -96,11 +98,13 @@ func (a *attempt) supervise(ctx context.Context, exits <-chan exit) AttemptResul
 		killTimer <-chan time.Time
 		done      = ctx.Done()
 		force     = a.l.ForceKill
+		hang      = a.hangTicker()
 	)
 	stop := func(outcome Outcome, reason string, rank int) {
 		res = AttemptResult{Outcome: outcome, Reason: reason, FailedRank: rank}
-		stopping, stopAt = true, time.Now()
+		stopping, stopAt, hang = true, time.Now(), nil
 		a.signalLive(syscall.SIGTERM)
+		a.signalLive(syscall.SIGCONT) // a stopped process handles SIGTERM only once resumed
 		killTimer = time.After(time.Duration(a.l.Job.Spec.GracePeriod()) * time.Second)
 	}
 	for live := len(a.procs); live > 0; {
@@ -118,6 +122,11 @@ func (a *attempt) supervise(ctx context.Context, exits <-chan exit) AttemptResul
 				stop(Interrupted, "interrupted", -1)
 				a.l.notice("interrupted: stopping the gang (SIGTERM, SIGKILL after %ds)", a.l.Job.Spec.GracePeriod())
 			}
+		case <-hang:
+			if limit := a.hangTimeout(); a.l.idle() > limit {
+				stop(Failed, fmt.Sprintf("no rank printed or reported anything for %s (--hang-timeout): the gang looks hung", limit), -1)
+				a.l.notice("%s; stopping it", res.Reason)
+			}
 		case <-killTimer:
 			killTimer = nil
 			a.signalLive(syscall.SIGKILL)
@@ -131,6 +140,20 @@ func (a *attempt) supervise(ctx context.Context, exits <-chan exit) AttemptResul
 		res.Teardown = time.Since(stopAt)
 	}
 	return res
+}
+
+func (a *attempt) hangTimeout() time.Duration {
+	return time.Duration(a.l.Job.Spec.HangTimeoutSeconds) * time.Second
+}
+
+// hangTicker ticks while the hang timeout is on, often enough to notice a hang within a
+// few percent of the timeout.
+func (a *attempt) hangTicker() <-chan time.Time {
+	limit := a.hangTimeout()
+	if limit <= 0 {
+		return nil
+	}
+	return time.Tick(min(max(limit/20, 10*time.Millisecond), time.Second))
 }
 
 func (a *attempt) describe(e exit) string {

@@ -61,6 +61,11 @@ func (b *jobBuilder) grace(s int64) *jobBuilder {
 	return b
 }
 
+func (b *jobBuilder) hangTimeout(s int64) *jobBuilder {
+	b.job.Spec.HangTimeoutSeconds = s
+	return b
+}
+
 func (b *jobBuilder) obj(t *testing.T) *v1.TrainJob {
 	t.Helper()
 	if err := jobspec.Default(b.job, jobspec.Env{}); err != nil {

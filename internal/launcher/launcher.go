@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
+	"sync/atomic"
 	"time"
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
@@ -26,10 +28,23 @@ type Launcher struct {
 	Logger *slog.Logger
 	// ExtraEnv is set in every process, below the job's own env.
 	ExtraEnv map[string]string
+	// AttemptEnv, when set, is called before each attempt for more variables (the
+	// checkpoint to resume from, say); they are set below the job's own env.
+	AttemptEnv func(attempt int) (map[string]string, error)
 	// ForceKill, when closed, makes a running teardown send SIGKILL at once.
 	ForceKill <-chan struct{}
 
-	path string // the resolved program
+	path     string       // the resolved program
+	activity atomic.Int64 // unix nanoseconds of the last line or report of any rank
+}
+
+// Touch records that the gang did something: a rank printed or reported. The hang
+// timeout counts from the last touch.
+func (l *Launcher) Touch() { l.activity.Store(time.Now().UnixNano()) }
+
+// idle returns how long the gang has done nothing.
+func (l *Launcher) idle() time.Duration {
+	return time.Since(time.Unix(0, l.activity.Load()))
 }
 
 // Result is how the run ended.
@@ -108,12 +123,31 @@ func (l *Launcher) RunAttempt(ctx context.Context, n int) (AttemptResult, error)
 	if err := l.beginAttempt(n, port); err != nil {
 		return AttemptResult{}, err
 	}
-	a := &attempt{l: l, number: n, port: port}
+	env, err := l.attemptEnv(n)
+	if err != nil {
+		return AttemptResult{}, err
+	}
+	a := &attempt{l: l, number: n, port: port, env: env}
 	res := a.run(ctx)
 	if err := l.endAttempt(res); err != nil {
 		return res, err
 	}
 	return res, nil
+}
+
+func (l *Launcher) attemptEnv(n int) (map[string]string, error) {
+	env := maps.Clone(l.ExtraEnv)
+	if env == nil {
+		env = map[string]string{}
+	}
+	if l.AttemptEnv != nil {
+		more, err := l.AttemptEnv(n)
+		if err != nil {
+			return nil, fmt.Errorf("prepare attempt %d: %w", n, err)
+		}
+		maps.Copy(env, more)
+	}
+	return env, nil
 }
 
 func (l *Launcher) beginAttempt(n, port int) error {

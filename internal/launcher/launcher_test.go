@@ -205,3 +205,47 @@ func zombie(pid int) bool {
 	_, after, _ := strings.Cut(string(data), ") ")
 	return strings.HasPrefix(after, "Z")
 }
+
+// A frozen rank (SIGSTOP) with silent peers is caught by the hang timeout instead of
+// stalling the job until a collective times out, and the gang is restarted.
+func TestHangTimeout(t *testing.T) {
+	job := makeJob(t, `echo "attempt $TRAINYARD_ATTEMPT"; if [ "$RANK" = 1 ]; then kill -STOP $$; fi; exec sleep 300`).
+		workers(2).hangTimeout(1).restarts(1).obj(t)
+	h := newHarness(t, job)
+	res, took := h.run(t, context.Background())
+	if res.Outcome != Failed || res.Attempts != 2 {
+		t.Fatalf("got %+v, want failure after 2 hung attempts\n%s", res, h.out)
+	}
+	if !strings.Contains(res.Reason, "no rank printed or reported anything for 1s") {
+		t.Errorf("reason = %q", res.Reason)
+	}
+	if took > 30*time.Second {
+		t.Errorf("two hung attempts took %s to be caught", took)
+	}
+	for _, r := range h.l.Folder.Record().Attempts[1].Ranks {
+		if r.Signal != "SIGTERM" || !gone(-r.PID) {
+			t.Errorf("rank %d ended with %+v; want stopped by SIGTERM (a stopped rank is resumed to take it)", r.Rank, r)
+		}
+	}
+}
+
+// Reports and output keep a quiet gang from counting as hung.
+func TestHangTimeoutTouch(t *testing.T) {
+	job := makeJob(t, `sleep 2.5`).hangTimeout(1).obj(t)
+	h := newHarness(t, job)
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+				h.l.Touch()
+			}
+		}
+	}()
+	if res, _ := h.run(t, context.Background()); res.Outcome != Succeeded {
+		t.Errorf("got %+v, want success: reports were arriving", res)
+	}
+}

@@ -3,6 +3,7 @@ package launcher
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -53,7 +54,7 @@ func (e exit) describe() string {
 // start starts one worker process in its own process group, with stdout and stderr on
 // one pipe that a goroutine copies to log and console. Once started, the process owns
 // log and closes it when its output ends.
-func start(path string, args []string, dir string, env []string, p Proc, log *os.File, console *logstream.Console) (*process, error) {
+func start(path string, args []string, dir string, env []string, p Proc, log *os.File, console *logstream.Console, touch func()) (*process, error) {
 	r, w, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("start rank %d: %w", p.Rank, err)
@@ -71,7 +72,7 @@ func start(path string, args []string, dir string, env []string, p Proc, log *os
 	pr := &process{proc: p, cmd: cmd, pid: cmd.Process.Pid, started: time.Now(), copied: make(chan error, 1)}
 	src := logstream.Source{Rank: p.Rank, PID: pr.pid}
 	go func() {
-		err := logstream.Copy(r, src, log, console)
+		err := logstream.Copy(touchReader{r, touch}, src, log, console)
 		r.Close()
 		if cerr := log.Close(); err == nil && cerr != nil {
 			err = fmt.Errorf("close log of rank %d: %w", p.Rank, cerr)
@@ -115,4 +116,18 @@ func gpuList(gpus []device.GPU) string {
 		ids[i] = fmt.Sprint(g.Index)
 	}
 	return strings.Join(ids, ",")
+}
+
+// touchReader calls touch whenever it reads something: the process is alive and talking.
+type touchReader struct {
+	r     io.Reader
+	touch func()
+}
+
+func (t touchReader) Read(p []byte) (int, error) {
+	n, err := t.r.Read(p)
+	if n > 0 {
+		t.touch()
+	}
+	return n, err
 }

@@ -1,0 +1,205 @@
+package reporting
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+)
+
+// Limits on what one request may hold.
+const (
+	MaxRequestBytes = 1 << 20
+	MaxMetrics      = 1000
+	MaxMetricName   = 256
+)
+
+// Request is one line the helper sends.
+type Request struct {
+	Op         string                     `json:"op"`
+	Rank       *int                       `json:"rank"`
+	Metrics    map[string]json.RawMessage `json:"metrics"`
+	Checkpoint *string                    `json:"checkpoint"`
+}
+
+// Report is a decoded, checked report of one rank.
+type Report struct {
+	Rank       int
+	Metrics    map[string]float64
+	Checkpoint string // "" when none
+}
+
+// Reply is the line the server answers with.
+type Reply struct {
+	OK         bool   `json:"ok"`
+	Iteration  int    `json:"iteration,omitempty"`
+	Checkpoint string `json:"checkpoint,omitempty"`
+	Error      string `json:"error,omitempty"`
+}
+
+// Handler acts on a report and says what became of it.
+type Handler interface {
+	Report(Report) (Reply, error)
+}
+
+// Server serves the helper's protocol on a Unix socket: one JSON request per line, one
+// JSON reply per line, any number of connections.
+type Server struct {
+	Path    string
+	ln      net.Listener
+	handler Handler
+	logger  *slog.Logger
+	dir     string
+	wg      sync.WaitGroup
+
+	mu    sync.Mutex
+	conns map[net.Conn]bool
+}
+
+// Listen creates a socket in a new private folder under os.TempDir (socket paths are
+// limited to about 100 bytes, so the run folder will not do) and serves it until Close.
+func Listen(handler Handler, logger *slog.Logger) (*Server, error) {
+	dir, err := os.MkdirTemp("", "trainyard-")
+	if err != nil {
+		return nil, fmt.Errorf("create report socket folder: %w", err)
+	}
+	path := filepath.Join(dir, "report.sock")
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("listen for reports: %w", err)
+	}
+	s := &Server{Path: path, ln: ln, handler: handler, logger: logger, dir: dir, conns: map[net.Conn]bool{}}
+	s.wg.Add(1)
+	go s.accept()
+	return s, nil
+}
+
+// Close stops serving, closes every connection and removes the socket.
+func (s *Server) Close() error {
+	err := s.ln.Close()
+	s.mu.Lock()
+	for c := range s.conns {
+		c.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	return errors.Join(err, os.RemoveAll(s.dir))
+}
+
+func (s *Server) accept() {
+	defer s.wg.Done()
+	for {
+		c, err := s.ln.Accept()
+		if err != nil {
+			return
+		}
+		s.mu.Lock()
+		s.conns[c] = true
+		s.mu.Unlock()
+		s.wg.Add(1)
+		go s.serve(c)
+	}
+}
+
+func (s *Server) serve(c net.Conn) {
+	defer s.wg.Done()
+	defer func() {
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+		c.Close()
+	}()
+	sc := bufio.NewScanner(c)
+	sc.Buffer(make([]byte, 64<<10), MaxRequestBytes)
+	enc := json.NewEncoder(c)
+	for sc.Scan() {
+		if err := enc.Encode(s.handle(sc.Bytes())); err != nil {
+			return
+		}
+	}
+	if err := sc.Err(); err != nil {
+		_ = enc.Encode(Reply{Error: fmt.Sprintf("request longer than %d bytes; report fewer or shorter metrics", MaxRequestBytes)})
+	}
+}
+
+func (s *Server) handle(line []byte) Reply {
+	rep, err := Decode(line)
+	if err == nil {
+		var reply Reply
+		if reply, err = s.handler.Report(rep); err == nil {
+			reply.OK = true
+			return reply
+		}
+	}
+	return Reply{Error: err.Error()}
+}
+
+// Decode parses and checks one request line.
+func Decode(line []byte) (Report, error) {
+	var req Request
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return Report{}, fmt.Errorf("bad request: %w", err)
+	}
+	if req.Op != "report" {
+		return Report{}, fmt.Errorf("bad request: op %q: only \"report\" is known", req.Op)
+	}
+	if req.Rank == nil || *req.Rank < 0 {
+		return Report{}, errors.New("bad request: rank: required, at least 0")
+	}
+	metrics, err := decodeMetrics(req.Metrics)
+	if err != nil {
+		return Report{}, err
+	}
+	rep := Report{Rank: *req.Rank, Metrics: metrics}
+	if req.Checkpoint != nil {
+		rep.Checkpoint = *req.Checkpoint
+	}
+	return rep, nil
+}
+
+func decodeMetrics(raw map[string]json.RawMessage) (map[string]float64, error) {
+	if len(raw) > MaxMetrics {
+		return nil, fmt.Errorf("report: %d metrics; at most %d", len(raw), MaxMetrics)
+	}
+	out := make(map[string]float64, len(raw))
+	for name, v := range raw {
+		if name == "" || len(name) > MaxMetricName {
+			return nil, fmt.Errorf("report: metric name %q: must be 1 to %d characters", name, MaxMetricName)
+		}
+		f, err := metricValue(v)
+		if err != nil {
+			return nil, fmt.Errorf("report: metric %q: %w", name, err)
+		}
+		out[name] = f
+	}
+	return out, nil
+}
+
+func metricValue(v json.RawMessage) (float64, error) {
+	var f float64
+	if err := json.Unmarshal(v, &f); err == nil {
+		return f, nil
+	}
+	var s string
+	if err := json.Unmarshal(v, &s); err == nil {
+		switch s {
+		case "NaN":
+			return math.NaN(), nil
+		case "Infinity":
+			return math.Inf(1), nil
+		case "-Infinity":
+			return math.Inf(-1), nil
+		}
+	}
+	return 0, fmt.Errorf("%s is not a number; metrics must be numbers", v)
+}

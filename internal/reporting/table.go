@@ -1,0 +1,76 @@
+package reporting
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"text/tabwriter"
+)
+
+// WriteTable prints results as a table: iteration, the metrics, the checkpoint, the time
+// of the iteration and the total time. With more than maxRows rows (0: no limit) the
+// middle ones are left out.
+func WriteTable(w io.Writer, rows []Result, maxRows int) error {
+	if len(rows) == 0 {
+		_, err := fmt.Fprintln(w, "No results: the job never called trainyard.report().")
+		return err
+	}
+	metrics := metricNames(rows)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	header := append(append([]string{"iter"}, metrics...), "checkpoint", "iter time", "total time", "")
+	fmt.Fprintln(tw, tabbed(header))
+	shown, skipped := elide(rows, maxRows)
+	for i, r := range shown {
+		if skipped > 0 && i == len(shown)/2 {
+			fmt.Fprintf(tw, "... %d more\t\n", skipped)
+		}
+		fmt.Fprintln(tw, tabbed(tableRow(r, metrics)))
+	}
+	return tw.Flush()
+}
+
+func tableRow(r Result, metrics []string) []string {
+	row := []string{strconv.Itoa(r.Iteration)}
+	for _, m := range metrics {
+		v, ok := r.Metrics[m]
+		if !ok {
+			row = append(row, "-")
+			continue
+		}
+		row = append(row, strconv.FormatFloat(v, 'g', 5, 64))
+	}
+	cp := r.Checkpoint
+	if cp == "" {
+		cp = "-"
+	}
+	return append(row, cp, fmt.Sprintf("%.1fs", r.TimeThisIterS), fmt.Sprintf("%.1fs", r.TimeTotalS), "")
+}
+
+func tabbed(cells []string) string {
+	s := ""
+	for _, c := range cells {
+		s += c + "\t"
+	}
+	return s
+}
+
+func metricNames(rows []Result) []string {
+	set := map[string]bool{}
+	for _, r := range rows {
+		for k := range r.Metrics {
+			set[k] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(set))
+}
+
+func elide(rows []Result, maxRows int) ([]Result, int) {
+	if maxRows <= 0 || len(rows) <= maxRows {
+		return rows, 0
+	}
+	head := maxRows / 2
+	tail := maxRows - head
+	return append(slices.Clone(rows[:head]), rows[len(rows)-tail:]...), len(rows) - maxRows
+}
