@@ -1,0 +1,45 @@
+"""trainyard: the in-job helper for scripts started by the Trainyard launcher.
+
+Trainyard puts this package on every worker's PYTHONPATH. It needs only the standard
+library; torch is imported by the functions that use it, when they are called. Without
+Trainyard (a plain ``python3 train.py``) everything still works, as rank 0 of a world of 1.
+
+A typical script::
+
+    import torch, trainyard
+
+    trainyard.init_process_group()                  # nccl with CUDA, else gloo
+    model = trainyard.prepare_model(MyModel())      # on this rank's device, in DDP
+    loader = trainyard.prepare_data_loader(loader)  # sharded across ranks
+    start = 0
+    if (ckpt := trainyard.get_checkpoint()) is not None:
+        state = torch.load(f"{ckpt}/state.pt")
+        model.load_state_dict(state["model"])
+        start = state["epoch"] + 1
+    for epoch in range(start, epochs):
+        ...
+        folder = None
+        if trainyard.get_context().rank == 0:   # only rank 0's checkpoint is kept
+            folder = trainyard.new_checkpoint_dir()
+            torch.save({"model": model.state_dict(), "epoch": epoch}, f"{folder}/state.pt")
+        trainyard.report({"loss": loss, "epoch": epoch}, checkpoint=folder)
+"""
+
+from ._checkpoint import get_checkpoint, new_checkpoint_dir
+from ._context import Context, get_context
+from ._dist import get_device, init_process_group, prepare_data_loader, prepare_model
+from ._report import ReportError, ReportResult, report
+
+__all__ = [
+    "Context",
+    "ReportError",
+    "ReportResult",
+    "get_checkpoint",
+    "get_context",
+    "get_device",
+    "init_process_group",
+    "new_checkpoint_dir",
+    "prepare_data_loader",
+    "prepare_model",
+    "report",
+]
