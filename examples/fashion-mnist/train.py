@@ -4,11 +4,13 @@ This is the PyTorch Fashion-MNIST example from Ray's KubeRay guide, rewritten
 as a plain DistributedDataParallel script: an MLP 784-512-512-10 trained with
 SGD (lr 1e-3, momentum 0.9) and a global batch size of 32.
 
-It is meant to be started by ``trainyard run`` (or by ``torchrun``), which set
-the usual environment: MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK, LOCAL_RANK
-and LOCAL_WORLD_SIZE. Trainyard also sets TRAINYARD_ATTEMPT (1-based) and
-TRAINYARD_RUN_NAME, which rank 0 prints in its startup line. Without
-WORLD_SIZE the script trains in a single process, with no process group.
+It is meant to be started by ``trainyard run``, and uses Trainyard's in-job
+helper (the ``trainyard`` Python module, put on PYTHONPATH by the launcher):
+``init_process_group`` and ``prepare_model`` set up DDP, ``report`` records
+each epoch's metrics with a checkpoint of the model and optimizer, and
+``get_checkpoint`` resumes from the latest committed checkpoint after a
+failure or an interruption. It also runs under ``torchrun`` or alone (then
+with ``python/`` on PYTHONPATH), as a single process without WORLD_SIZE.
 
 The data set is read from the four gzipped IDX files of Fashion-MNIST, as
 installed by Debian's ``dataset-fashion-mnist`` package. Only the standard
@@ -16,7 +18,6 @@ library, numpy and torch are used (no torchvision).
 """
 
 import argparse
-import datetime
 import gzip
 import os
 import sys
@@ -26,9 +27,9 @@ import numpy as np
 import torch
 import torch.distributed as dist
 from torch import nn
-from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, Subset, TensorDataset
-from torch.utils.data.distributed import DistributedSampler
+
+import trainyard
 
 START_TIME = time.monotonic()
 
@@ -57,8 +58,6 @@ def parse_args(argv=None):
                    help="every rank prints one line per training step")
     p.add_argument("--sleep-per-step", type=float, default=0.0,
                    metavar="SECONDS", help="sleep after each training step")
-    p.add_argument("--timeout-seconds", type=float, default=60.0,
-                   help="process group timeout")
     return p.parse_args(argv)
 
 
@@ -97,20 +96,17 @@ def load_split(data_dir, split, limit):
 
 
 def make_loaders(args, ctx):
-    """Build the sharded train and test loaders for this rank."""
+    """Build the train loader (sharded by the helper) and this rank's test shard."""
     train_ds = load_split(args.data_dir, "train", args.train_subset)
     test_ds = load_split(args.data_dir, "test", args.test_subset)
-    sampler = DistributedSampler(train_ds, num_replicas=ctx["world_size"],
-                                 rank=ctx["rank"], shuffle=True,
-                                 seed=args.seed)
-    train_loader = DataLoader(train_ds, batch_size=ctx["batch_size"],
-                              sampler=sampler, num_workers=0)
+    train_loader = trainyard.prepare_data_loader(
+        DataLoader(train_ds, batch_size=ctx["batch_size"], shuffle=True))
     # Strided shard without padding, so the reduced counts are exact.
     test_shard = Subset(test_ds, range(ctx["rank"], len(test_ds),
                                        ctx["world_size"]))
     test_loader = DataLoader(test_shard, batch_size=ctx["batch_size"],
                              shuffle=False, num_workers=0)
-    return train_loader, test_loader, sampler
+    return train_loader, test_loader
 
 
 # ---------------------------------------------------------------- setup
@@ -126,27 +122,18 @@ def build_model():
     )
 
 
-def setup_distributed(args):
-    """Initialise the process group if WORLD_SIZE is set; return a context."""
-    distributed = "WORLD_SIZE" in os.environ
-    world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    rank = int(os.environ.get("RANK", "0"))
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    if torch.cuda.is_available():
-        backend, device = "nccl", torch.device("cuda", local_rank)
-        torch.cuda.set_device(device)
-    else:
-        backend, device = "gloo", torch.device("cpu")
-    if distributed:
-        dist.init_process_group(
-            backend=backend, init_method="env://", world_size=world_size,
-            rank=rank,
-            timeout=datetime.timedelta(seconds=args.timeout_seconds))
+def setup_distributed():
+    """Initialise the process group (when launched as a gang); return a context."""
+    trainyard.init_process_group()
+    info = trainyard.get_context()
+    distributed = dist.is_initialized()
     return {
-        "distributed": distributed, "world_size": world_size, "rank": rank,
-        "local_rank": local_rank, "backend": backend if distributed else
-        "none", "device": device,
-        "batch_size": max(1, GLOBAL_BATCH_SIZE // world_size),
+        "distributed": distributed, "world_size": info.world_size,
+        "rank": info.rank, "local_rank": info.local_rank,
+        "backend": dist.get_backend() if distributed else "none",
+        "device": trainyard.get_device(), "attempt": info.attempt,
+        "run_name": info.run_name,
+        "batch_size": max(1, GLOBAL_BATCH_SIZE // info.world_size),
     }
 
 
@@ -171,10 +158,8 @@ def startup_line(ctx):
     parts = [f"world_size={ctx['world_size']}", f"backend={ctx['backend']}",
              f"device={ctx['device']}",
              f"batch_per_rank={ctx['batch_size']}"]
-    for key, env in (("attempt", "TRAINYARD_ATTEMPT"),
-                     ("run_name", "TRAINYARD_RUN_NAME")):
-        if os.environ.get(env):
-            parts.append(f"{key}={os.environ[env]}")
+    if ctx["run_name"]:
+        parts += [f"attempt={ctx['attempt']}", f"run_name={ctx['run_name']}"]
     return "starting fashion-mnist: " + " ".join(parts)
 
 
@@ -193,8 +178,7 @@ def train_epoch(model, loader, optimizer, loss_fn, ctx, state):
     """Train one epoch; return the global mean training loss."""
     model.train()
     loss_sum, count = 0.0, 0
-    for x, y in loader:
-        x, y = x.to(ctx["device"]), y.to(ctx["device"])
+    for x, y in loader:  # the helper's loader moves batches to the device
         optimizer.zero_grad()
         loss = loss_fn(model(x), y)
         loss.backward()
@@ -237,37 +221,63 @@ def evaluate(model, loader, loss_fn, ctx):
     return loss_sum / max(total, 1), 100.0 * correct / max(total, 1)
 
 
+def save_checkpoint(model, optimizer, epoch):
+    """Write model, optimizer and epoch into a fresh checkpoint folder (rank 0)."""
+    folder = trainyard.new_checkpoint_dir()
+    module = getattr(model, "module", model)
+    torch.save({"model": module.state_dict(),
+                "optimizer": optimizer.state_dict(), "epoch": epoch},
+               os.path.join(folder, "checkpoint.pt"))
+    return folder
+
+
+def load_checkpoint(model, optimizer, ctx):
+    """Resume from the latest committed checkpoint; return the next epoch."""
+    folder = trainyard.get_checkpoint()
+    if folder is None:
+        return 1
+    state = torch.load(os.path.join(folder, "checkpoint.pt"),
+                       map_location=ctx["device"])
+    getattr(model, "module", model).load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    log0(ctx, f"resuming from {os.path.basename(folder)}: "
+              f"epoch {state['epoch']} done, continuing at {state['epoch'] + 1}")
+    return state["epoch"] + 1
+
+
 def fit(args, ctx):
     """Build model and data, train for args.epochs; return final accuracy."""
     torch.manual_seed(args.seed)
-    model = build_model().to(ctx["device"])
-    if ctx["distributed"]:
-        device_ids = [ctx["device"]] if ctx["device"].type == "cuda" else None
-        model = DistributedDataParallel(model, device_ids=device_ids)
+    model = trainyard.prepare_model(build_model())
     # Same initial weights everywhere, but distinct dropout masks per rank.
     torch.manual_seed(args.seed + ctx["rank"])
-    train_loader, test_loader, sampler = make_loaders(args, ctx)
+    train_loader, test_loader = make_loaders(args, ctx)
     loss_fn = nn.CrossEntropyLoss()
     optimizer = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE,
                                 momentum=MOMENTUM)
     state = {"args": args, "step": 0, "last": START_TIME}
     accuracy = 0.0
-    for epoch in range(1, args.epochs + 1):
+    first = load_checkpoint(model, optimizer, ctx)
+    for epoch in range(first, args.epochs + 1):
         started = time.monotonic()
-        sampler.set_epoch(epoch)
+        train_loader.set_epoch(epoch)
         train_loss = train_epoch(model, train_loader, optimizer, loss_fn,
                                  ctx, state)
         test_loss, accuracy = evaluate(model, test_loader, loss_fn, ctx)
         log0(ctx, f"epoch {epoch}/{args.epochs}: train_loss={train_loss:.4f} "
                   f"test_loss={test_loss:.4f} test_accuracy={accuracy:.2f}% "
                   f"time={time.monotonic() - started:.1f}s")
+        folder = save_checkpoint(model, optimizer, epoch) if ctx["rank"] == 0 else None
+        trainyard.report({"epoch": epoch, "train_loss": train_loss,
+                          "test_loss": test_loss, "accuracy": accuracy},
+                         checkpoint=folder)
     return accuracy
 
 
 def main(argv=None):
     args = parse_args(argv)
     check_data_files(args.data_dir)
-    ctx = setup_distributed(args)
+    ctx = setup_distributed()
     try:
         log0(ctx, startup_line(ctx))
         accuracy = fit(args, ctx)

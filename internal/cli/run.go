@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -16,7 +17,9 @@ import (
 	"github.com/trainyard/trainyard/internal/jobspec"
 	"github.com/trainyard/trainyard/internal/launcher"
 	"github.com/trainyard/trainyard/internal/logstream"
+	"github.com/trainyard/trainyard/internal/reporting"
 	"github.com/trainyard/trainyard/internal/rundir"
+	"github.com/trainyard/trainyard/python"
 )
 
 const runLong = `Run a training job on this machine, in the foreground.
@@ -43,41 +46,65 @@ const runExample = `  trainyard run --workers 2 -- /usr/bin/python3 train.py --e
   trainyard run -f job.yaml
   trainyard run -f job.yaml --name retry-2 -- python3 train.py --lr 0.01`
 
+// runOptions are the flags of run that are not part of the job.
+type runOptions struct {
+	rerun bool
+}
+
 func newRunCommand(g *globals) *cobra.Command {
-	var flags jobspec.Flags
+	var (
+		flags jobspec.Flags
+		opts  runOptions
+	)
 	cmd := &cobra.Command{
 		Use:     "run [flags] [--] COMMAND [ARGS...]",
 		Short:   "Run a training job on this machine, in the foreground",
 		Long:    runLong,
 		Example: runExample,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runJob(cmd.Context(), g, &flags, args)
+			return runJob(cmd.Context(), g, &flags, opts, args)
 		},
 	}
 	cmd.Flags().SetInterspersed(false)
 	flags.Bind(cmd.Flags())
+	cmd.Flags().BoolVar(&opts.rerun, "rerun", false, "run a run that already succeeded again, resuming from its last checkpoint")
 	return cmd
 }
 
-func runJob(ctx context.Context, g *globals, flags *jobspec.Flags, command []string) error {
+func runJob(ctx context.Context, g *globals, flags *jobspec.Flags, opts runOptions, command []string) error {
 	job, place, err := prepare(ctx, flags, command)
 	if err != nil {
 		return usageError(err)
 	}
-	folder, err := rundir.Open(job, nil)
+	helper, err := python.Install(os.TempDir())
+	if err != nil {
+		return fmt.Errorf("install the Python helper: %w", err)
+	}
+	folder, err := rundir.Open(job, rundir.Options{Rerun: opts.rerun})
 	if err != nil {
 		return usageError(err)
 	}
 	defer folder.Close()
 
 	console := logstream.NewConsole(g.io.Out, logstream.Options{Color: isTerminal(g.io.Out)})
+	defer console.Close()
+	session, err := reporting.Start(job, folder.Dir, console, g.logger())
+	if err != nil {
+		return &exitError{code: ExitFailed, err: err}
+	}
 	ctx, force := handleSignals(ctx)
-	l := &launcher.Launcher{Job: job, Placement: place, Folder: folder, Console: console,
-		Logger: g.logger(), ForceKill: force}
+	l := &launcher.Launcher{Job: job, Placement: place, Folder: folder, Console: console, Logger: g.logger(),
+		ExtraEnv: map[string]string{"PYTHONPATH": helper}, AttemptEnv: session.AttemptEnv, ForceKill: force}
+	session.OnActivity(l.Touch)
 	res, err := l.Run(ctx)
+	err = errors.Join(err, session.Close())
 	console.Close()
 	if err != nil {
 		return &exitError{code: ExitFailed, err: err}
+	}
+	if rows := session.Results(); len(rows) > 0 {
+		fmt.Fprintln(g.io.Out)
+		_ = reporting.WriteTable(g.io.Out, rows, 20)
 	}
 	return report(g, job, folder, res)
 }

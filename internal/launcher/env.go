@@ -32,15 +32,24 @@ func RankOf(job *v1.TrainJob, worker, localRank int) int {
 // Env returns the environment of one worker process: the inherited environment, then the
 // variables torch.distributed and torchrun users expect, then Trainyard's own and the GPU
 // reservation, then the job's env, which wins over all of them. extra holds more
-// variables from the caller (it loses to the job's env too).
+// variables from the caller (it loses to the job's env too). PYTHONPATH is the exception:
+// the caller's (which holds the in-job helper) is appended to the job's or the inherited
+// one, so that the helper stays importable and the user's modules still come first.
 func Env(job *v1.TrainJob, p Proc, runDir string, inherited []string, extra map[string]string) []string {
 	vars := parseEnv(inherited)
+	userPath := vars["PYTHONPATH"]
 	maps.Copy(vars, TorchEnv(job, p))
 	maps.Copy(vars, trainyardEnv(job, p, runDir))
 	maps.Copy(vars, device.Env(p.GPUs))
 	maps.Copy(vars, extra)
 	for _, e := range job.Spec.Env {
 		vars[e.Name] = e.Value
+		if e.Name == "PYTHONPATH" {
+			userPath = e.Value
+		}
+	}
+	if helper, ok := extra["PYTHONPATH"]; ok {
+		vars["PYTHONPATH"] = joinPath(userPath, helper)
 	}
 	keys := slices.Sorted(maps.Keys(vars))
 	out := make([]string, len(keys))
@@ -95,6 +104,16 @@ func ompThreads(job *v1.TrainJob, cores, hostProcs int) int {
 		return max(1, int(cpu.MilliValue()/1000)/s.ProcCount())
 	}
 	return max(1, cores/max(1, hostProcs))
+}
+
+func joinPath(first, second string) string {
+	switch {
+	case first == "":
+		return second
+	case second == "":
+		return first
+	}
+	return first + ":" + second
 }
 
 func parseEnv(env []string) map[string]string {

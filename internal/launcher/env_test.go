@@ -135,3 +135,27 @@ func TestPlaceLocal(t *testing.T) {
 		t.Errorf("PlaceLocal with too few GPUs: %v", err)
 	}
 }
+
+// The helper's folder joins the user's PYTHONPATH instead of replacing it.
+func TestEnvPythonPath(t *testing.T) {
+	helper := map[string]string{"PYTHONPATH": "/helper"}
+	p := Proc{Attempt: 1, HostProcs: 1}
+	cases := map[string]struct {
+		inherited []string
+		jobEnv    []v1.EnvVar
+		want      string
+	}{
+		"no user path":         {want: "/helper"},
+		"inherited path first": {inherited: []string{"PYTHONPATH=/mine"}, want: "/mine:/helper"},
+		"the job's path first": {inherited: []string{"PYTHONPATH=/mine"}, jobEnv: []v1.EnvVar{{Name: "PYTHONPATH", Value: "/job"}}, want: "/job:/helper"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			job := envJob(1, 1)
+			job.Spec.Env = tc.jobEnv
+			if got := envMap(Env(job, p, "/r", tc.inherited, helper))["PYTHONPATH"]; got != tc.want {
+				t.Errorf("PYTHONPATH = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

@@ -89,7 +89,7 @@ type harness struct {
 
 func newHarness(t *testing.T, job *v1.TrainJob) *harness {
 	t.Helper()
-	folder, err := rundir.Open(job, nil)
+	folder, err := rundir.Open(job, rundir.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -120,11 +120,11 @@ func (l *Launcher) RunAttempt(ctx context.Context, n int) (AttemptResult, error)
 			return AttemptResult{}, err
 		}
 	}
-	if err := l.beginAttempt(n, port); err != nil {
-		return AttemptResult{}, err
-	}
 	env, err := l.attemptEnv(n)
 	if err != nil {
+		return AttemptResult{}, err
+	}
+	if err := l.beginAttempt(n, port); err != nil {
 		return AttemptResult{}, err
 	}
 	a := &attempt{l: l, number: n, port: port, env: env}

@@ -36,12 +36,25 @@ type Report struct {
 	Checkpoint string // "" when none
 }
 
-// Reply is the line the server answers with.
+// Reply is the line the server answers with: ok, iteration and checkpoint (null when
+// none) on success; ok false and error otherwise.
 type Reply struct {
-	OK         bool   `json:"ok"`
-	Iteration  int    `json:"iteration,omitempty"`
-	Checkpoint string `json:"checkpoint,omitempty"`
-	Error      string `json:"error,omitempty"`
+	OK         bool
+	Iteration  int
+	Checkpoint string
+	Error      string
+}
+
+// MarshalJSON writes the reply as the helper's protocol has it.
+func (r Reply) MarshalJSON() ([]byte, error) {
+	if !r.OK {
+		return json.Marshal(map[string]any{"ok": false, "error": r.Error})
+	}
+	var cp any
+	if r.Checkpoint != "" {
+		cp = r.Checkpoint
+	}
+	return json.Marshal(map[string]any{"ok": true, "iteration": r.Iteration, "checkpoint": cp})
 }
 
 // Handler acts on a report and says what became of it.

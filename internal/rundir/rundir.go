@@ -40,10 +40,19 @@ type Run struct {
 	now func() time.Time
 }
 
+// Options tune Open. The zero value refuses a finished run and uses the real clock.
+type Options struct {
+	// Rerun continues a run that already succeeded, with new attempts.
+	Rerun bool
+	Now   func() time.Time
+}
+
 // Open creates or continues the run folder <storage>/<name> for job, locks it, and writes
-// the job spec. It refuses a run that succeeded (ErrFinished) or that another process holds
-// (ErrBusy). Nothing is left behind when it fails on a folder it created.
-func Open(job *v1.TrainJob, now func() time.Time) (*Run, error) {
+// the job spec. It refuses a run that succeeded (ErrFinished) unless opts.Rerun, and one
+// that another process holds (ErrBusy). Nothing is left behind when it fails on a folder it
+// created.
+func Open(job *v1.TrainJob, opts Options) (*Run, error) {
+	now := opts.Now
 	if now == nil {
 		now = time.Now
 	}
@@ -52,7 +61,7 @@ func Open(job *v1.TrainJob, now func() time.Time) (*Run, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, err := open(dir, job, now)
+	r, err := open(dir, job, now, opts.Rerun)
 	if err != nil && created {
 		_ = os.RemoveAll(dir)
 	}
@@ -69,7 +78,7 @@ func makeDir(dir string) (created bool, err error) {
 	return true, nil
 }
 
-func open(dir string, job *v1.TrainJob, now func() time.Time) (*Run, error) {
+func open(dir string, job *v1.TrainJob, now func() time.Time, rerun bool) (*Run, error) {
 	lock, err := os.OpenFile(filepath.Join(dir, LockFile), os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("lock run folder: %w", err)
@@ -79,7 +88,7 @@ func open(dir string, job *v1.TrainJob, now func() time.Time) (*Run, error) {
 		return nil, fmt.Errorf("%s: %w: another trainyard process is running it", dir, ErrBusy)
 	}
 	r := &Run{Dir: dir, lock: lock, now: now}
-	if err := r.load(job); err != nil {
+	if err := r.load(job, rerun); err != nil {
 		r.Close()
 		return nil, err
 	}
@@ -90,7 +99,7 @@ func open(dir string, job *v1.TrainJob, now func() time.Time) (*Run, error) {
 	return r, nil
 }
 
-func (r *Run) load(job *v1.TrainJob) error {
+func (r *Run) load(job *v1.TrainJob, rerun bool) error {
 	data, err := os.ReadFile(filepath.Join(r.Dir, RecordFile))
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -103,8 +112,8 @@ func (r *Run) load(job *v1.TrainJob) error {
 	if err := json.Unmarshal(data, &r.rec); err != nil {
 		return fmt.Errorf("read run record %s: %w", filepath.Join(r.Dir, RecordFile), err)
 	}
-	if r.rec.Phase == v1.PhaseSucceeded {
-		return fmt.Errorf("%s: %w (succeeded %s); pick another --name, or remove the folder to run it again",
+	if r.rec.Phase == v1.PhaseSucceeded && !rerun {
+		return fmt.Errorf("%s: %w (succeeded %s); pick another --name, or give --rerun to run it again from its last checkpoint",
 			r.Dir, ErrFinished, r.rec.Updated.Format(time.RFC3339))
 	}
 	return nil
@@ -177,6 +186,10 @@ func writeAtomic(path string, data []byte) error {
 	}
 	defer os.Remove(tmp.Name())
 	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write %s: %w", filepath.Base(path), err)
+	}
+	if err := tmp.Chmod(0o644); err != nil {
 		tmp.Close()
 		return fmt.Errorf("write %s: %w", filepath.Base(path), err)
 	}

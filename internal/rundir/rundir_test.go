@@ -19,7 +19,7 @@ func testJob(t *testing.T) *v1.TrainJob {
 
 func TestOpenNewRun(t *testing.T) {
 	job := testJob(t)
-	r, err := Open(job, nil)
+	r, err := Open(job, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +38,7 @@ func TestOpenNewRun(t *testing.T) {
 
 func TestOpenRefusesSucceededRun(t *testing.T) {
 	job := testJob(t)
-	r, err := Open(job, nil)
+	r, err := Open(job, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,18 +47,23 @@ func TestOpenRefusesSucceededRun(t *testing.T) {
 	}
 	r.Close()
 	before, _ := os.ReadFile(filepath.Join(r.Dir, RecordFile))
-	_, err = Open(job, nil)
-	if !errors.Is(err, ErrFinished) || !strings.Contains(err.Error(), "pick another --name") {
+	_, err = Open(job, Options{})
+	if !errors.Is(err, ErrFinished) || !strings.Contains(err.Error(), "pick another --name, or give --rerun") {
 		t.Fatalf("Open of a succeeded run: %v, want ErrFinished with advice", err)
 	}
 	if after, _ := os.ReadFile(filepath.Join(r.Dir, RecordFile)); string(after) != string(before) {
 		t.Error("refusing the run changed its record")
 	}
+	r, err = Open(job, Options{Rerun: true})
+	if err != nil {
+		t.Fatalf("Open with Rerun of a succeeded run: %v", err)
+	}
+	r.Close()
 }
 
 func TestOpenContinuesFailedRun(t *testing.T) {
 	job := testJob(t)
-	r, err := Open(job, nil)
+	r, err := Open(job, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +75,7 @@ func TestOpenContinuesFailedRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.Close()
-	r, err = Open(job, nil)
+	r, err = Open(job, Options{})
 	if err != nil {
 		t.Fatalf("Open of a failed run: %v", err)
 	}
@@ -82,12 +87,12 @@ func TestOpenContinuesFailedRun(t *testing.T) {
 
 func TestOpenRefusesBusyRun(t *testing.T) {
 	job := testJob(t)
-	r, err := Open(job, nil)
+	r, err := Open(job, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	if _, err := Open(job, nil); !errors.Is(err, ErrBusy) {
+	if _, err := Open(job, Options{}); !errors.Is(err, ErrBusy) {
 		t.Errorf("second Open while the first holds the run: %v, want ErrBusy", err)
 	}
 	if _, err := os.Stat(r.Dir); err != nil {
@@ -101,7 +106,7 @@ func TestOpenFailureLeavesNothing(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(dir, RecordFile), 0o755); err != nil { // run.json is a folder: unreadable
 		t.Fatal(err)
 	}
-	if _, err := Open(job, nil); err == nil {
+	if _, err := Open(job, Options{}); err == nil {
 		t.Fatal("Open succeeded on a broken record")
 	}
 	if _, err := os.Stat(dir); err != nil {
@@ -122,7 +127,7 @@ func TestOpenFailureLeavesNothing(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(d, RecordFile), []byte("{not json"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Open(job, nil); err == nil || !strings.Contains(err.Error(), "read run record") {
+	if _, err := Open(job, Options{}); err == nil || !strings.Contains(err.Error(), "read run record") {
 		t.Errorf("Open with a corrupt record: %v", err)
 	}
 }
@@ -130,7 +135,7 @@ func TestOpenFailureLeavesNothing(t *testing.T) {
 func TestUpdateIsAtomic(t *testing.T) {
 	job := testJob(t)
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
-	r, err := Open(job, func() time.Time { return now })
+	r, err := Open(job, Options{Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +160,7 @@ func TestUpdateIsAtomic(t *testing.T) {
 }
 
 func TestCreateLog(t *testing.T) {
-	r, err := Open(testJob(t), nil)
+	r, err := Open(testJob(t), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -112,7 +112,7 @@ def report(
         socket_path,
         {"op": "report", "rank": ctx.rank, "metrics": encoded, "checkpoint": path},
     )
-    return ReportResult(iteration=response["iteration"], checkpoint=response["checkpoint"])
+    return ReportResult(iteration=response["iteration"], checkpoint=response.get("checkpoint"))
 
 
 # --- validation --------------------------------------------------------------------------

@@ -1,0 +1,135 @@
+package checkpoint
+
+import (
+	"errors"
+	"log/slog"
+	"sync"
+)
+
+// Committer commits checkpoints in the background while training goes on, one at a time,
+// and applies a retention policy after each. Its methods are safe for concurrent use.
+type Committer struct {
+	store  *Store
+	policy Policy
+	logger *slog.Logger
+
+	submit sync.Mutex // serializes Submit, so commits run in the order of their indices
+
+	mu          sync.Mutex
+	done        chan struct{} // closed when the in-flight commit ends; nil before the first
+	err         error         // errors of finished commits not yet returned by Err or Wait
+	scoreWarned map[string]bool
+}
+
+// NewCommitter returns a Committer that commits into store and then applies policy.
+func NewCommitter(store *Store, policy Policy, logger *slog.Logger) *Committer {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Committer{store: store, policy: policy, logger: logger, scoreWarned: make(map[string]bool)}
+}
+
+// Submit takes the checkpoint folder src at once (see Store.Take; its errors are returned
+// here), reserves the checkpoint's name, waits for the previous commit if it is still
+// running, and starts committing src in the background. It returns the name the checkpoint
+// will have. Errors of the background commit come from Err or Wait.
+func (c *Committer) Submit(src string, meta Meta) (string, error) {
+	c.submit.Lock()
+	defer c.submit.Unlock()
+	t, err := c.store.Take(src)
+	if err != nil {
+		return "", err
+	}
+	index := c.store.reserve()
+	c.waitInFlight()
+	done := make(chan struct{})
+	c.mu.Lock()
+	c.done = done
+	c.mu.Unlock()
+	go c.run(t, index, meta, done)
+	return checkpointName(index), nil
+}
+
+// run commits t and applies the retention policy, then closes done.
+func (c *Committer) run(t *Taken, index int, meta Meta, done chan struct{}) {
+	defer close(done)
+	info, err := c.store.commitTaken(t, index, meta)
+	if err != nil {
+		c.logger.Error("checkpoint commit failed", "err", err)
+		c.record(err)
+		return
+	}
+	deleted, err := c.store.Retain(c.policy)
+	if len(deleted) > 0 {
+		c.logger.Info("deleted checkpoints by retention policy", "after", info.Name, "deleted", deleted)
+	}
+	var score *ScoreError
+	if errors.As(err, &score) {
+		c.mu.Lock()
+		first := !c.scoreWarned[score.Metric]
+		c.scoreWarned[score.Metric] = true
+		c.mu.Unlock()
+		if first {
+			c.logger.Warn("checkpoint retention", "err", score)
+			c.record(score)
+		}
+		err = withoutScore(err)
+	}
+	if err != nil {
+		c.logger.Error("checkpoint retention failed", "after", info.Name, "err", err)
+		c.record(err)
+	}
+}
+
+// withoutScore returns err without its *ScoreError parts (Retain joins them).
+func withoutScore(err error) error {
+	var score *ScoreError
+	if errors.As(err, &score) && err == error(score) {
+		return nil
+	}
+	joined, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		return err
+	}
+	var rest []error
+	for _, e := range joined.Unwrap() {
+		if !errors.As(e, &score) {
+			rest = append(rest, e)
+		}
+	}
+	return errors.Join(rest...)
+}
+
+// record keeps err for Err.
+func (c *Committer) record(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.err = errors.Join(c.err, err)
+}
+
+// waitInFlight waits for the commit in flight, if any.
+func (c *Committer) waitInFlight() {
+	c.mu.Lock()
+	done := c.done
+	c.mu.Unlock()
+	if done != nil {
+		<-done
+	}
+}
+
+// Err returns the errors of background commits (and retention) that finished since the
+// last call, and forgets them; nil when there were none. A missing score metric is
+// reported once per metric.
+func (c *Committer) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	err := c.err
+	c.err = nil
+	return err
+}
+
+// Wait waits for the commit in flight, if any, and then returns what Err returns.
+func (c *Committer) Wait() error {
+	c.waitInFlight()
+	return c.Err()
+}

@@ -1,0 +1,195 @@
+package reporting
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	v1 "github.com/trainyard/trainyard/api/v1alpha1"
+	"github.com/trainyard/trainyard/internal/checkpoint"
+	"github.com/trainyard/trainyard/internal/tfevents"
+)
+
+// Notifier shows Trainyard's own messages to the user (the console).
+type Notifier interface {
+	Notice(text string)
+}
+
+// Session is the reporting side of one run on this machine: the socket the helper reports
+// to, the checkpoint committer, and the results files. Its methods are safe for concurrent
+// use.
+type Session struct {
+	job       *v1.TrainJob
+	dir       string
+	notify    Notifier
+	logger    *slog.Logger
+	store     *checkpoint.Store
+	committer *checkpoint.Committer
+	results   *Results
+	events    *tfevents.Writer
+	server    *Server
+
+	mu        sync.Mutex
+	touch     func()
+	attempt   int
+	iteration int         // the run's last iteration (rank 0's reports, across attempts)
+	ranks     map[int]int // reports per rank in this attempt
+	lastAt    time.Time   // the previous rank-0 report, or the attempt's start
+	total     float64     // seconds of training before this attempt
+	began     time.Time   // this attempt's start
+	warned    map[string]bool
+}
+
+// Start opens the run folder's checkpoints and results and starts serving the socket.
+func Start(job *v1.TrainJob, runDir string, notify Notifier, logger *slog.Logger) (*Session, error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Session{job: job, dir: runDir, notify: notify, logger: logger, touch: func() {}, warned: map[string]bool{}}
+	var err error
+	if s.store, err = checkpoint.Open(runDir, logger); err != nil {
+		return nil, err
+	}
+	c := job.Spec.Checkpoints
+	policy := checkpoint.Policy{Keep: int(c.Keep), Score: c.ScoreMetric, Order: c.ScoreOrder}
+	s.committer = checkpoint.NewCommitter(s.store, policy, logger)
+	if s.results, err = OpenResults(runDir); err != nil {
+		return nil, err
+	}
+	if last, ok := s.results.Last(); ok {
+		s.iteration, s.total = last.Iteration, last.TimeTotalS
+	}
+	if s.events, err = tfevents.Create(runDir); err != nil {
+		return nil, fmt.Errorf("create TensorBoard events: %w", err)
+	}
+	if s.server, err = Listen(s, logger); err != nil {
+		s.events.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// OnActivity sets the function called on every report (the launcher's hang clock).
+func (s *Session) OnActivity(touch func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.touch = touch
+}
+
+// AttemptEnv returns what the workers of an attempt need to report and to resume: the
+// socket, the process-group timeout, and the latest checkpoint that verifies. Newer
+// checkpoints that do not verify are skipped with a notice.
+func (s *Session) AttemptEnv(attempt int) (map[string]string, error) {
+	env := map[string]string{
+		"TRAINYARD_REPORT_SOCKET":      s.server.Path,
+		"TRAINYARD_PG_TIMEOUT_SECONDS": strconv.FormatInt(s.job.Spec.PGTimeout(), 10),
+	}
+	if err := s.committer.Wait(); err != nil {
+		s.notice("the last checkpoint could not be committed: %v", err)
+	}
+	latest, skipped, err := s.store.Latest()
+	if err != nil && !errors.Is(err, checkpoint.ErrNoCheckpoint) {
+		return nil, fmt.Errorf("find the latest checkpoint: %w", err)
+	}
+	for _, e := range skipped {
+		s.notice("warning: skipping a checkpoint that does not verify: %v", e)
+	}
+	if latest.Name != "" {
+		env["TRAINYARD_CHECKPOINT"] = latest.Dir
+		m := latest.Manifest.Meta
+		s.notice("attempt %d: resuming from %s (iteration %d, saved in attempt %d)", attempt, latest.Name, m.Iteration, m.Attempt)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.attempt != 0 {
+		s.total += time.Since(s.began).Seconds()
+	}
+	s.attempt, s.ranks, s.began, s.lastAt = attempt, map[int]int{}, time.Now(), time.Now()
+	return env, nil
+}
+
+// Report records one rank's report; it is the Server's Handler.
+func (s *Session) Report(rep Report) (Reply, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.touch()
+	s.ranks[rep.Rank]++
+	if rep.Rank != 0 {
+		if rep.Checkpoint != "" {
+			return Reply{}, errors.New("only rank 0's checkpoint is kept: pass checkpoint=None on other ranks")
+		}
+		return Reply{Iteration: s.ranks[rep.Rank]}, nil
+	}
+	if err := s.committer.Err(); err != nil {
+		return Reply{}, fmt.Errorf("an earlier checkpoint could not be committed: %w", err)
+	}
+	now := time.Now()
+	res := Result{Iteration: s.iteration + 1, Timestamp: now, Attempt: s.attempt, Metrics: rep.Metrics,
+		TimeThisIterS: now.Sub(s.lastAt).Seconds(), TimeTotalS: s.total + now.Sub(s.began).Seconds()}
+	if rep.Checkpoint != "" {
+		name, err := s.committer.Submit(rep.Checkpoint, checkpoint.Meta{Iteration: res.Iteration,
+			Attempt: s.attempt, Rank: 0, Metrics: rep.Metrics, Time: now})
+		if err != nil {
+			return Reply{}, err
+		}
+		res.Checkpoint = name
+	}
+	s.iteration, s.lastAt = res.Iteration, now
+	s.record(res)
+	return Reply{Iteration: res.Iteration, Checkpoint: res.Checkpoint}, nil
+}
+
+// record writes a result to the results files and TensorBoard; a failure is a notice, not
+// a failure of the training.
+func (s *Session) record(res Result) {
+	if err := s.results.Append(res); err != nil {
+		s.warnOnce("results", "warning: %v", err)
+	}
+	if err := s.events.AddScalars(int64(res.Iteration), res.Timestamp, res.Metrics); err != nil {
+		s.warnOnce("events", "warning: TensorBoard events: %v", err)
+	}
+	if err := s.events.Flush(); err != nil {
+		s.warnOnce("events", "warning: TensorBoard events: %v", err)
+	}
+	if c := s.job.Spec.Checkpoints.ScoreMetric; c != "" && res.Checkpoint != "" {
+		if _, ok := res.Metrics[c]; !ok {
+			s.warnOnce("score", "warning: --checkpoint-score %s: the report of iteration %d has no metric %q (it has: %s); such checkpoints are kept",
+				c, res.Iteration, c, strings.Join(metricNames([]Result{res}), ", "))
+		}
+	}
+}
+
+// Results returns every result of the run so far.
+func (s *Session) Results() []Result {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Result(nil), s.results.rows...)
+}
+
+// Close waits for the checkpoint in flight, then stops serving and closes the files.
+func (s *Session) Close() error {
+	werr := s.committer.Wait()
+	if werr != nil {
+		s.notice("the last checkpoint could not be committed: %v", werr)
+	}
+	return errors.Join(s.server.Close(), s.events.Close())
+}
+
+func (s *Session) notice(format string, args ...any) {
+	if s.notify != nil {
+		s.notify.Notice(fmt.Sprintf(format, args...))
+	}
+}
+
+// warnOnce shows a warning of a kind only the first time. s.mu is held.
+func (s *Session) warnOnce(kind, format string, args ...any) {
+	if s.warned[kind] {
+		return
+	}
+	s.warned[kind] = true
+	s.notice(format, args...)
+}
