@@ -77,7 +77,7 @@ wired for torch.distributed, torn down together when one fails, and restarted as
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageError(fmt.Errorf("%w (see '%s --help')", err, c.CommandPath()))
 	})
-	root.AddCommand(newRunCommand(g), newDevicesCommand(g), newVersionCommand(g))
+	root.AddCommand(newRunCommand(g), newResultsCommand(g), newDevicesCommand(g), newVersionCommand(g))
 	return root
 }
 

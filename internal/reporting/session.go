@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -13,6 +15,10 @@ import (
 	"github.com/trainyard/trainyard/internal/checkpoint"
 	"github.com/trainyard/trainyard/internal/tfevents"
 )
+
+// ScratchDir is the folder of the run where the helper's new_checkpoint_dir() makes
+// checkpoint folders by default (on the storage path's filesystem, so a commit is a rename).
+const ScratchDir = ".scratch"
 
 // Notifier shows Trainyard's own messages to the user (the console).
 type Notifier interface {
@@ -90,6 +96,11 @@ func (s *Session) AttemptEnv(attempt int) (map[string]string, error) {
 	}
 	if err := s.committer.Wait(); err != nil {
 		s.notice("the last checkpoint could not be committed: %v", err)
+	}
+	// Checkpoint folders the helper made for an earlier attempt's processes (all gone now)
+	// and never handed over are of no use.
+	if err := os.RemoveAll(filepath.Join(s.dir, ScratchDir)); err != nil {
+		s.logger.Warn("clean scratch folders", "err", err)
 	}
 	latest, skipped, err := s.store.Latest()
 	if err != nil && !errors.Is(err, checkpoint.ErrNoCheckpoint) {

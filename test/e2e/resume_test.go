@@ -1,0 +1,135 @@
+package e2e
+
+import (
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/trainyard/trainyard/internal/checkpoint"
+)
+
+// fourEpochs runs the example for 4 epochs on a subset; sleep slows steps so that a test
+// can kill something mid-run.
+func fourEpochs(t *testing.T, storage, name string, flags ...string) []string {
+	script := filepath.Join(repoRoot(t), "examples", "fashion-mnist", "train.py")
+	args := append([]string{"run", "--storage-path", storage, "--name", name, "--workers", "2"}, flags...)
+	return append(args, "--", python, script, "--epochs", "4", "--train-subset", "6000",
+		"--test-subset", "2000", "--sleep-per-step", "0.005")
+}
+
+// waitForFile waits until path exists.
+func waitForFile(t *testing.T, path string, timeout time.Duration, out *lineBuffer) {
+	t.Helper()
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+	}
+	t.Fatalf("%s did not appear within %s:\n%s", path, timeout, out)
+}
+
+// A rank SIGKILLed after epoch 2 of 4: the gang restarts, resumes from checkpoint 2, and
+// ends within 1.5 points of the accuracy of an uninterrupted run with the same seed.
+func TestResumeAfterKilledRank(t *testing.T) {
+	needTorch(t)
+	storage := t.TempDir()
+	code, out := run(t, repoRoot(t), nil, fourEpochs(t, storage, "straight")...)
+	if code != 0 {
+		t.Fatalf("uninterrupted run: exit %d\n%s", code, out)
+	}
+	want := accuracies(out)
+
+	ty := start(t, repoRoot(t), nil, fourEpochs(t, storage, "killed", "--max-restarts", "1")...)
+	waitForFile(t, filepath.Join(storage, "killed", "checkpoint_000002"), 5*time.Minute, ty.out)
+	victim := readRecord(t, filepath.Join(storage, "killed")).Attempts[0].Ranks[1]
+	if err := syscall.Kill(victim.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if code := ty.wait(t); code != 0 {
+		t.Fatalf("exit %d after the kill:\n%s", code, ty.out)
+	}
+	out = ty.out.String()
+	for _, s := range []string{"attempt 2: resuming from checkpoint_000002", "resuming from checkpoint_000002: epoch 2 done, continuing at 3", "epoch 4/4"} {
+		if !strings.Contains(out, s) {
+			t.Errorf("output lacks %q:\n%s", s, out)
+		}
+	}
+	got := accuracies(out)
+	if len(want) != 4 || len(got) < 4 || math.Abs(got[len(got)-1]-want[3]) > 1.5 {
+		t.Errorf("final accuracy %v, uninterrupted %v: want within 1.5 points", got, want)
+	}
+}
+
+// trainyard itself SIGKILLed: its workers go with it, and running it again resumes the run.
+func TestResumeAfterTrainyardKilled(t *testing.T) {
+	needTorch(t)
+	storage := t.TempDir()
+	ty := start(t, repoRoot(t), nil, fourEpochs(t, storage, "again")...)
+	waitForFile(t, filepath.Join(storage, "again", "checkpoint_000001"), 5*time.Minute, ty.out)
+	if err := ty.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	ty.wait(t)
+	for _, r := range readRecord(t, filepath.Join(storage, "again")).Attempts[0].Ranks {
+		if !processGone(r.PID) {
+			t.Errorf("rank %d (pid %d) outlived the killed trainyard", r.Rank, r.PID)
+		}
+	}
+	code, out := run(t, repoRoot(t), nil, fourEpochs(t, storage, "again")...)
+	if code != 0 || !strings.Contains(out, "attempt 2: resuming from checkpoint_00000") || !strings.Contains(out, "epoch 4/4") {
+		t.Errorf("second run: exit %d\n%s", code, out)
+	}
+}
+
+// trainyard SIGKILLed at random moments, over and over: a resume never sees a checkpoint
+// that does not verify, and the run ends all the same.
+func TestKillDuringCommits(t *testing.T) {
+	needTorch(t)
+	storage := t.TempDir()
+	dir := filepath.Join(storage, "chaos")
+	for i := range 4 {
+		ty := start(t, repoRoot(t), nil, fourEpochs(t, storage, "chaos")...)
+		if i > 0 {
+			ty.out.waitFor(t, "starting fashion-mnist", 2*time.Minute)
+		}
+		time.Sleep(time.Duration(2000+rand.IntN(4000)) * time.Millisecond)
+		_ = ty.cmd.Process.Kill()
+		ty.wait(t)
+		assertCheckpointsVerify(t, dir)
+	}
+	code, out := run(t, repoRoot(t), nil, fourEpochs(t, storage, "chaos")...)
+	if code != 0 {
+		t.Fatalf("final run: exit %d\n%s", code, out)
+	}
+	assertCheckpointsVerify(t, dir)
+}
+
+func assertCheckpointsVerify(t *testing.T, dir string) {
+	t.Helper()
+	names, _ := filepath.Glob(filepath.Join(dir, "checkpoint_*"))
+	for _, n := range names {
+		if _, err := checkpoint.Verify(n); err != nil {
+			t.Errorf("a visible checkpoint does not verify: %v", err)
+		}
+	}
+}
+
+// processGone waits a little for pid to be gone (or a zombie).
+func processGone(pid int) bool {
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if syscall.Kill(pid, 0) == syscall.ESRCH {
+			return true
+		}
+		if data, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat")); err == nil && strings.Contains(string(data), ") Z ") {
+			return true
+		}
+	}
+	return false
+}
+

@@ -1,0 +1,144 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/trainyard/trainyard/internal/checkpoint"
+	"github.com/trainyard/trainyard/internal/reporting"
+	"github.com/trainyard/trainyard/internal/tfevents"
+)
+
+// reportJob runs testdata/report.py (stdlib only) with 2 workers.
+func reportJob(t *testing.T, storage, name string, flags []string, scriptArgs ...string) (int, string) {
+	t.Helper()
+	script := filepath.Join(repoRoot(t), "test", "e2e", "testdata", "report.py")
+	args := append([]string{"run", "--storage-path", storage, "--name", name, "--workers", "2"}, flags...)
+	args = append(append(args, "--", python, script), scriptArgs...)
+	return run(t, t.TempDir(), nil, args...)
+}
+
+// Metrics and checkpoints reach the run folder: progress.csv, result.json, TensorBoard
+// events, checkpoints that verify, and the result table at the end.
+func TestReportRecordsResults(t *testing.T) {
+	storage := t.TempDir()
+	code, out := reportJob(t, storage, "r", nil, "--iterations", "3")
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	dir := filepath.Join(storage, "r")
+	rows, err := reporting.ReadResults(dir)
+	if err != nil || len(rows) != 3 {
+		t.Fatalf("results: %d rows (%v), want 3\n%s", len(rows), err, out)
+	}
+	if rows[2].Checkpoint != "checkpoint_000003" || rows[2].Metrics["loss"] != 1.0/3 {
+		t.Errorf("last result %+v", rows[2])
+	}
+	for _, name := range []string{"checkpoint_000001", "checkpoint_000002", "checkpoint_000003"} {
+		if _, err := checkpoint.Verify(filepath.Join(dir, name)); err != nil {
+			t.Errorf("%s does not verify: %v", name, err)
+		}
+	}
+	csv, _ := os.ReadFile(filepath.Join(dir, reporting.ProgressFile))
+	if !strings.HasPrefix(string(csv), "training_iteration,timestamp,time_this_iter_s,time_total_s,attempt,checkpoint,iteration_seen,loss\n") {
+		t.Errorf("progress.csv:\n%s", csv)
+	}
+	events, _ := filepath.Glob(filepath.Join(dir, "events.out.tfevents.*"))
+	if len(events) != 1 {
+		t.Fatalf("events files: %v", events)
+	}
+	scalars, err := tfevents.ReadScalars(events[0])
+	if err != nil || len(scalars) != 6 {
+		t.Errorf("TensorBoard scalars: %d (%v), want 6 (2 metrics x 3 iterations)", len(scalars), err)
+	}
+	for _, want := range []string{"iter", "checkpoint_000003", "reported iteration 3 checkpoint checkpoint_000003"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	code, table := run(t, t.TempDir(), nil, "results", "--storage-path", storage, "r")
+	if code != 0 || !strings.Contains(table, "checkpoint_000002") {
+		t.Errorf("trainyard results: exit %d\n%s", code, table)
+	}
+}
+
+// Retention keeps the newest checkpoints, or the best by a metric; the latest stays.
+func TestCheckpointRetention(t *testing.T) {
+	cases := map[string]struct {
+		flags []string
+		want  []string
+		warn  string
+	}{
+		"newest two": {flags: []string{"--keep-checkpoints", "2"}, want: []string{"checkpoint_000003", "checkpoint_000004"}},
+		"best by min loss": {flags: []string{"--keep-checkpoints", "1", "--checkpoint-score", "loss", "--score-order", "min"},
+			want: []string{"checkpoint_000004"}},
+		"best by max loss, latest kept": {flags: []string{"--keep-checkpoints", "1", "--checkpoint-score", "loss", "--score-order", "max"},
+			want: []string{"checkpoint_000001", "checkpoint_000004"}},
+		"score never reported": {flags: []string{"--keep-checkpoints", "1", "--checkpoint-score", "acc"},
+			want: []string{"checkpoint_000001", "checkpoint_000002", "checkpoint_000003", "checkpoint_000004"},
+			warn: `--checkpoint-score acc: the report of iteration 1 has no metric "acc" (it has: iteration_seen, loss)`},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			storage := t.TempDir()
+			code, out := reportJob(t, storage, "k", tc.flags, "--iterations", "4")
+			if code != 0 {
+				t.Fatalf("exit %d:\n%s", code, out)
+			}
+			got, _ := filepath.Glob(filepath.Join(storage, "k", "checkpoint_*"))
+			for i := range got {
+				got[i] = filepath.Base(got[i])
+			}
+			if strings.Join(got, " ") != strings.Join(tc.want, " ") {
+				t.Errorf("kept %v, want %v\n%s", got, tc.want, out)
+			}
+			if tc.warn != "" && !strings.Contains(out, tc.warn) {
+				t.Errorf("output lacks the warning %q:\n%s", tc.warn, out)
+			}
+		})
+	}
+}
+
+// Bad reports get a clear message in the worker's traceback and fail the job; what was
+// committed stays.
+func TestBadReports(t *testing.T) {
+	cases := map[string]struct {
+		args []string
+		want string
+	}{
+		"string metric":      {args: []string{"--bad-metric"}, want: "report: metric 'loss' is str ('high'); metrics must be numbers"},
+		"missing checkpoint": {args: []string{"--checkpoint-path", "/nonexistent/ckpt"}, want: "report: checkpoint /nonexistent/ckpt does not exist"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			code, out := reportJob(t, t.TempDir(), "bad", nil, tc.args...)
+			if code != 1 || !strings.Contains(out, tc.want) {
+				t.Errorf("exit %d, want 1 with %q:\n%s", code, tc.want, out)
+			}
+		})
+	}
+}
+
+// A checkpoint edited after its commit is skipped on resume, with a warning, and the one
+// before it is used.
+func TestEditedCheckpointSkipped(t *testing.T) {
+	storage := t.TempDir()
+	if code, out := reportJob(t, storage, "e", nil, "--iterations", "2"); code != 0 {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	file := filepath.Join(storage, "e", "checkpoint_000002", "state.txt")
+	if err := os.WriteFile(file, []byte("2 edited"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out := reportJob(t, storage, "e", []string{"--rerun"}, "--iterations", "3")
+	if code != 0 {
+		t.Fatalf("rerun: exit %d:\n%s", code, out)
+	}
+	for _, want := range []string{"skipping a checkpoint that does not verify: checkpoint_000002", "resuming from checkpoint_000001", "resumed from checkpoint_000001 at iteration 2"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
