@@ -8,6 +8,7 @@ import (
 
 // Committer commits checkpoints in the background while training goes on, one at a time,
 // and applies a retention policy after each. Its methods are safe for concurrent use.
+// A commit that fails leaves the checkpoint's files in the taken folder its error names.
 type Committer struct {
 	store  *Store
 	policy Policy
@@ -50,7 +51,9 @@ func (c *Committer) Submit(src string, meta Meta) (string, error) {
 	return checkpointName(index), nil
 }
 
-// run commits t and applies the retention policy, then closes done.
+// run commits t and applies the retention policy, then closes done. A failed commit is
+// kept for Err; retention problems are only logged (a missing score metric once), as the
+// new checkpoint is committed all the same.
 func (c *Committer) run(t *Taken, index int, meta Meta, done chan struct{}) {
 	defer close(done)
 	info, err := c.store.commitTaken(t, index, meta)
@@ -71,29 +74,26 @@ func (c *Committer) run(t *Taken, index int, meta Meta, done chan struct{}) {
 		c.mu.Unlock()
 		if first {
 			c.logger.Warn("checkpoint retention", "err", score)
-			c.record(score)
 		}
 		err = withoutScore(err)
 	}
 	if err != nil {
 		c.logger.Error("checkpoint retention failed", "after", info.Name, "err", err)
-		c.record(err)
 	}
 }
 
 // withoutScore returns err without its *ScoreError parts (Retain joins them).
 func withoutScore(err error) error {
-	var score *ScoreError
-	if errors.As(err, &score) && err == error(score) {
-		return nil
-	}
 	joined, ok := err.(interface{ Unwrap() []error })
 	if !ok {
+		if _, isScore := err.(*ScoreError); isScore {
+			return nil
+		}
 		return err
 	}
 	var rest []error
 	for _, e := range joined.Unwrap() {
-		if !errors.As(e, &score) {
+		if _, isScore := e.(*ScoreError); !isScore {
 			rest = append(rest, e)
 		}
 	}
@@ -117,9 +117,9 @@ func (c *Committer) waitInFlight() {
 	}
 }
 
-// Err returns the errors of background commits (and retention) that finished since the
-// last call, and forgets them; nil when there were none. A missing score metric is
-// reported once per metric.
+// Err returns the errors of background commits that failed since the last call, and
+// forgets them; nil when there were none. Retention problems are not errors of the commit:
+// they are logged (a missing score metric once per metric).
 func (c *Committer) Err() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -37,8 +37,9 @@ type Store struct {
 	mu   sync.Mutex
 	last int // highest index committed, staged or reserved so far
 
-	// testHook, when set, is called after every step of a commit (see steps); an error it
-	// returns fails the commit there.
+	// testHook, when set, is called after every step of a commit (see steps) and, in a
+	// copy, before each file's data is copied ("copy <path>"); an error it returns fails
+	// the commit there, a panic stops it as a crash would.
 	testHook func(step string) error
 }
 

@@ -39,6 +39,9 @@ func (s *Store) Take(src string) (*Taken, error) {
 	t := &Taken{Src: abs, Dir: filepath.Join(filepath.Dir(abs),
 		"."+filepath.Base(abs)+".trainyard-"+randomSuffix())}
 	if err := renameNoReplace(abs, t.Dir); err != nil {
+		if errors.Is(err, syscall.EBUSY) {
+			return nil, fmt.Errorf("take checkpoint %s: %w (is it a mount point? pass a folder inside it)", abs, err)
+		}
 		return nil, fmt.Errorf("take checkpoint %s: %w", abs, err)
 	}
 	err = s.step("taken")
