@@ -132,4 +132,3 @@ func processGone(pid int) bool {
 	}
 	return false
 }
-
