@@ -56,7 +56,7 @@ func TestTrainFashionMNIST(t *testing.T) {
 }
 
 // A worker SIGKILLed mid-run tears the gang down in about a second, the whole gang
-// restarts, and the run still succeeds.
+// restarts (from the last checkpoint), and the run still succeeds.
 func TestKilledWorkerRestartsGang(t *testing.T) {
 	needTorch(t)
 	storage := t.TempDir()
@@ -84,8 +84,8 @@ func TestKilledWorkerRestartsGang(t *testing.T) {
 	if last := latestEnd(first); last.Sub(*first.Ranks[1].Ended) > 10*time.Second {
 		t.Errorf("the gang took %s to go after rank 1 died", last.Sub(*first.Ranks[1].Ended))
 	}
-	if !strings.Contains(out, "attempt 2: starting") || len(accuracies(out)) < 3 {
-		t.Errorf("want a second attempt that trains both epochs:\n%s", out)
+	if !strings.Contains(out, "attempt 2: starting") || !strings.Contains(out, "epoch 2/2") {
+		t.Errorf("want a second attempt that finishes the training:\n%s", out)
 	}
 }
 
