@@ -126,6 +126,14 @@ func (c *config) prepare() error {
 	return copyExecutable(c.trainyardArg, c.trainyard)
 }
 
+// env is the environment of both launchers: the script imports the trainyard helper
+// module, which trainyard run provides and torchrun does not, so both get the repository's
+// python/ folder on PYTHONPATH (trainyard appends its own copy of the same module after it).
+func (c *config) env() []string {
+	helper := filepath.Join(filepath.Dir(c.script), "..", "..", "python")
+	return append(os.Environ(), "PYTHONPATH="+filepath.Clean(helper))
+}
+
 // cleanup removes the binary snapshot and the temporary folder if nothing was kept in it.
 func (c *config) cleanup() {
 	_ = os.Remove(c.trainyard)

@@ -97,7 +97,7 @@ func measure(ctx context.Context, cfg *config, spec trialSpec, dir string, res *
 		return err
 	}
 	argv := spec.launcher.argv(cfg, dir, port, restartsFor(spec.kind), scriptArgs(cfg, spec.kind))
-	t, err := startTrial(spec, argv, dir)
+	t, err := startTrial(spec, argv, dir, cfg.env())
 	if err != nil {
 		return err
 	}
@@ -110,7 +110,7 @@ func measure(ctx context.Context, cfg *config, spec trialSpec, dir string, res *
 
 // startTrial starts the launcher in its own process group, with stdout on a pipe read
 // line by line and stderr in dir/stderr.log.
-func startTrial(spec trialSpec, argv []string, dir string) (*trial, error) {
+func startTrial(spec trialSpec, argv []string, dir string, env []string) (*trial, error) {
 	r, w, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("create stdout pipe: %w", err)
@@ -123,7 +123,7 @@ func startTrial(spec trialSpec, argv []string, dir string) (*trial, error) {
 	}
 	defer stderr.Close()
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Dir, cmd.Stdout, cmd.Stderr = dir, w, stderr
+	cmd.Dir, cmd.Stdout, cmd.Stderr, cmd.Env = dir, w, stderr, env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	t := &trial{spec: spec, cmd: cmd, lines: make(chan stamped, 1<<16), exited: make(chan error, 1),
 		steps: map[int]float64{}}
