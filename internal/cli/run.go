@@ -97,16 +97,19 @@ func runJob(ctx context.Context, g *globals, flags *jobspec.Flags, opts runOptio
 		ExtraEnv: map[string]string{"PYTHONPATH": helper}, AttemptEnv: session.AttemptEnv, ForceKill: force}
 	session.OnActivity(l.Touch)
 	res, err := l.Run(ctx)
-	err = errors.Join(err, session.Close())
+	closeErr := session.Close()
 	console.Close()
 	if err != nil {
-		return &exitError{code: ExitFailed, err: err}
+		return &exitError{code: ExitFailed, err: errors.Join(err, closeErr)}
 	}
 	if rows := session.Results(); len(rows) > 0 {
 		fmt.Fprintln(g.io.Out)
 		_ = reporting.WriteTable(g.io.Out, rows, 20)
 	}
-	return report(g, job, folder, res)
+	if err := report(g, job, folder, res); err != nil || closeErr == nil {
+		return err
+	}
+	return &exitError{code: ExitFailed, err: fmt.Errorf("run %s: %w", job.Spec.RunName, closeErr)}
 }
 
 // prepare turns flags into a job placed on this machine, checking everything that can be

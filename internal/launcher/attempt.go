@@ -114,7 +114,9 @@ func (a *attempt) supervise(ctx context.Context, exits <-chan exit) AttemptResul
 			a.recordExit(e, stopping)
 			if e.failed() && !stopping {
 				stop(Failed, a.describe(e), a.records[e.idx].Rank)
-				a.l.notice("%s; stopping the other %d", res.Reason, live)
+				if live > 0 {
+					a.l.notice("%s; stopping the other %d", res.Reason, live)
+				}
 			}
 		case <-done:
 			done = nil

@@ -181,14 +181,19 @@ func (s *Session) Results() []Result {
 	return append([]Result(nil), s.results.rows...)
 }
 
-// Close waits for the checkpoint in flight, then stops serving and closes the files.
+// Close waits for the checkpoint in flight, then stops serving and closes the files. A
+// checkpoint that could not be committed is an error (wrapping ErrCommit): the training
+// may have ended well, but without the checkpoint the user expects.
 func (s *Session) Close() error {
-	werr := s.committer.Wait()
-	if werr != nil {
-		s.notice("the last checkpoint could not be committed: %v", werr)
+	var errs []error
+	if err := s.committer.Wait(); err != nil {
+		errs = append(errs, fmt.Errorf("%w: %w", ErrCommit, err))
 	}
-	return errors.Join(s.server.Close(), s.events.Close())
+	return errors.Join(append(errs, s.server.Close(), s.events.Close())...)
 }
+
+// ErrCommit marks a checkpoint that could not be committed.
+var ErrCommit = errors.New("the last checkpoint could not be committed")
 
 func (s *Session) notice(format string, args ...any) {
 	if s.notify != nil {

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -139,6 +140,35 @@ func TestEditedCheckpointSkipped(t *testing.T) {
 	for _, want := range []string{"skipping a checkpoint that does not verify: checkpoint_000002", "resuming from checkpoint_000001", "resumed from checkpoint_000001 at iteration 2"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// A storage path that fills up: the commit that does not fit fails with a clear message
+// on the next report, and every checkpoint committed before it still verifies.
+func TestFullStorage(t *testing.T) {
+	storage := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", storage).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a small tmpfs to fill (%v: %s); needs root", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", storage).Run() })
+	scratch, err := os.MkdirTemp("/dev/shm", "trainyard-scratch-")
+	if err != nil {
+		t.Skip("no /dev/shm for checkpoints on another filesystem")
+	}
+	t.Cleanup(func() { os.RemoveAll(scratch) })
+	code, out := reportJob(t, storage, "full", []string{"--env", "TRAINYARD_SCRATCH_DIR=" + scratch},
+		"--iterations", "8", "--bytes", "300000")
+	if code != 1 || !strings.Contains(out, "an earlier checkpoint could not be committed") || !strings.Contains(out, "no space left on device") {
+		t.Errorf("exit %d; want 1 and a report error saying the disk is full:\n%s", code, out)
+	}
+	names, _ := filepath.Glob(filepath.Join(storage, "full", "checkpoint_*"))
+	if len(names) == 0 {
+		t.Fatalf("no checkpoint was committed before the disk filled:\n%s", out)
+	}
+	for _, n := range names {
+		if _, err := checkpoint.Verify(n); err != nil {
+			t.Errorf("committed checkpoint lost or damaged: %v", err)
 		}
 	}
 }
