@@ -205,3 +205,17 @@ func writeAtomic(path string, data []byte) error {
 	}
 	return nil
 }
+
+// ReadRecord reads the run.json of a run folder without locking it, for those who follow
+// a run from outside (the job server, tests).
+func ReadRecord(dir string) (Record, error) {
+	var rec Record
+	data, err := os.ReadFile(filepath.Join(dir, RecordFile))
+	if err != nil {
+		return rec, fmt.Errorf("read run record: %w", err)
+	}
+	if err := json.Unmarshal(data, &rec); err != nil {
+		return rec, fmt.Errorf("read run record %s: %w", filepath.Join(dir, RecordFile), err)
+	}
+	return rec, nil
+}

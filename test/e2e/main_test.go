@@ -3,7 +3,6 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -150,12 +149,8 @@ func run(t *testing.T, dir string, env []string, args ...string) (int, string) {
 // readRecord reads a run's run.json.
 func readRecord(t *testing.T, runDir string) rundir.Record {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(runDir, rundir.RecordFile))
+	rec, err := rundir.ReadRecord(runDir)
 	if err != nil {
-		t.Fatal(err)
-	}
-	var rec rundir.Record
-	if err := json.Unmarshal(data, &rec); err != nil {
 		t.Fatal(err)
 	}
 	return rec
