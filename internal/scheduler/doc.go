@@ -1,0 +1,74 @@
+// Package scheduler decides which queued jobs start on one machine and which
+// GPUs each of their workers gets.
+//
+// It is pure placement logic, modelled on Nomad's scheduler: [Schedule] sees
+// an immutable [State] (the node, the jobs running on it, and the time) and
+// the queue, and returns a [Decision]. It starts no process, reads no clock
+// and keeps no state between calls; the same input always gives the same
+// decision, and the input is never modified. [CheckFits] answers a separate
+// question, for refusing a job when it is submitted: could the job ever run
+// on this machine, even with nothing else running?
+//
+// # Order and gangs
+//
+// Jobs are taken by priority, higher first, then by submit order (Seq),
+// first come first served; ID breaks any remaining tie, so the decision
+// does not depend on the order of the queue slice. A job starts only when
+// all its workers fit at once (a gang): Workers x GPUs free GPUs, and
+// Workers x CPU and Workers x memory within what the running jobs leave.
+// Each worker gets its own GPUs, the lowest free indices first.
+//
+// Jobs start in that order while they fit. The first job that does not fit
+// is the head of the queue: it waits, and it is the only job that reserves
+// resources. A job that can never fit (see [CheckFits]) never becomes the
+// head and blocks nobody.
+//
+// # Backfill
+//
+// Later jobs may still start ahead of the head, as in EASY backfilling
+// (Lifka, 1995; Mu'alem and Feitelson, 2001), if they fit now and do not
+// delay the head. The head's shadow time is the earliest time at which it
+// fits if every running job ends at its expected end, Started + TimeLimit
+// (Now for a job already past it). A running job without a time limit may
+// run forever, so the computation never counts on it ending. The extra
+// resources are what is left at the shadow time once the head is placed. A
+// later job that fits now may start if
+//
+//   - its own time limit is known and it ends by the shadow time, or
+//   - it fits within the extra resources, which it then uses up.
+//
+// Jobs started earlier in the same decision count as running jobs that
+// started at Now. With these two rules the head starts no later than its
+// shadow time as long as jobs end by their time limits: a backfilled job
+// has either ended by then or leaves the head room. Running jobs that end
+// early may let the head start sooner; backfilled jobs may then hold it
+// back, but never past the shadow time.
+//
+// # Backfill when the head's start cannot be computed
+//
+// When the head does not fit even after every job with a time limit has
+// ended, it waits for a job without one, and nothing can tell when that will
+// be: it may be in a second or never. The shadow time is then unknown, and a
+// backfilled job with a time limit is no safer than one without: it could
+// still hold the very GPUs the head needs when that job ends. So the first
+// rule does not apply, and the second uses what the head can never lack:
+// in each resource where the head already fits now, what is free beyond the
+// head's need; in each resource where it does not fit now, nothing. A
+// waiting 8-GPU job therefore lets CPU-only jobs run while it waits for
+// GPUs, as long as the CPU and memory it needs stay free, and keeps every
+// free GPU idle for itself. Because running jobs only ever give resources
+// back, this guarantee is stronger than the one above: whenever the head
+// would have fit without the backfilled jobs, it fits with them.
+//
+// # One reservation
+//
+// Only the head reserves resources (classic EASY, not conservative
+// backfilling): the second job in line is not protected from backfilled
+// jobs, but it becomes the head, and is protected, as soon as the head has
+// started. This keeps a decision cheap and predictable, at the cost of
+// possibly longer waits for jobs behind the head.
+//
+// Every job that does not start gets a reason in words in
+// [Decision.Waiting], such as "needs 2 GPUs, 1 free" or "waiting behind job
+// llama (priority 5, submitted earlier)".
+package scheduler
