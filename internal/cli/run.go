@@ -72,6 +72,7 @@ func newRunCommand(g *globals) *cobra.Command {
 }
 
 func runJob(ctx context.Context, g *globals, flags *jobspec.Flags, opts runOptions, command []string) error {
+	ctx, force := handleSignals(ctx)
 	job, place, err := prepare(ctx, flags, command)
 	if err != nil {
 		return usageError(err)
@@ -92,7 +93,6 @@ func runJob(ctx context.Context, g *globals, flags *jobspec.Flags, opts runOptio
 	if err != nil {
 		return &exitError{code: ExitFailed, err: err}
 	}
-	ctx, force := handleSignals(ctx)
 	l := &launcher.Launcher{Job: job, Placement: place, Folder: folder, Console: console, Logger: g.logger(),
 		ExtraEnv: map[string]string{"PYTHONPATH": helper}, AttemptEnv: session.AttemptEnv, ForceKill: force}
 	session.OnActivity(l.Touch)
