@@ -1,0 +1,54 @@
+// Package auth keeps the job server closed to everyone but its owner: a bearer token that
+// every request must carry, a check of the Host header against DNS rebinding, and a warning
+// when the server would send the token over the network in clear text.
+//
+// Ray's job API has no authentication by default, which let anyone who could reach port
+// 8265 run code on the cluster (CVE-2023-48022, "ShadowRay"). Trainyard's server instead
+// refuses every request without the token and listens on loopback unless told otherwise.
+//
+// # The token
+//
+// The token is 32 random bytes from crypto/rand, written as unpadded base64url (43
+// characters) on one line of the token file: $TRAINYARD_TOKEN_FILE, else
+// $XDG_CONFIG_HOME/trainyard/token, else ~/.config/trainyard/token (DefaultTokenPath).
+// The server calls LoadOrCreate when it starts: the first start makes the file (its folder
+// 0700, the file 0600), later starts reuse it, and two servers starting at once agree on
+// one token. The CLI, on the same machine, calls Load to find the token by itself.
+//
+// Like ssh with its keys, both refuse a token file that group or others may read or write,
+// or that is owned by another user, and say how to fix it; they also refuse an empty or
+// malformed file rather than run with a weak or accidental token. A token a user writes
+// into the file by hand must be at least 32 characters of the Bearer token alphabet
+// (letters, digits and - . _ ~ + /, then optional =).
+//
+// # Requests
+//
+// Middleware checks, in this order, for every request:
+//
+//  1. The Host header names this server: localhost, 127.0.0.1, [::1], the listen address,
+//     or a name given with Options.AllowHosts (--allow-host); any port. Otherwise 403: a
+//     web page whose own name was re-pointed at 127.0.0.1 (DNS rebinding) reaches the
+//     server with the page's name in Host, and is stopped here. A server listening on all
+//     interfaces (0.0.0.0, ::) also accepts any IP address as Host, as a browser sends an
+//     IP address only to the server that really has it.
+//  2. GET and HEAD requests for an exempt path (Options.ExemptPaths, exact match) pass
+//     without a token. The server exempts only its health check, HealthPath ("/healthz"),
+//     which must say nothing but that the server is up; /metrics is not exempt, as its
+//     numbers tell about the jobs.
+//  3. The token, in "Authorization: Bearer <token>" or in Ray's
+//     "X-Ray-Authorization: Bearer <token>" (which Ray clients send through proxies that
+//     use Authorization themselves), compared in constant time. The scheme name is
+//     case-insensitive ("bearer" works), as RFC 7235 says. Tokens in the URL query or in
+//     cookies are never accepted: URLs end up in logs and browser history, and a cookie
+//     would let other web pages send requests with it (CSRF).
+//
+// A request without a token gets 401 Unauthorized (with WWW-Authenticate: Bearer); a
+// request with a wrong token gets 403 Forbidden, as Ray's own token check answers, so that
+// Ray's clients print "Authentication failed" for it. Every refusal has a JSON body
+// {"error": "..."} that says what to do.
+//
+// # Listening
+//
+// The token travels in every request, so CheckListen warns when the server would listen
+// on a non-loopback address without TLS.
+package auth
