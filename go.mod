@@ -6,6 +6,7 @@ require (
 	github.com/ebitengine/purego v0.11.3
 	github.com/google/go-cmp v0.7.0
 	github.com/spf13/cobra v1.10.2
+	go.etcd.io/bbolt v1.5.0
 	golang.org/x/term v0.47.0
 	k8s.io/apimachinery v0.37.1
 	sigs.k8s.io/json v0.0.0-20260909141634-11ed52e25bc5

@@ -1,0 +1,116 @@
+package jobs
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	v1 "github.com/trainyard/trainyard/api/v1alpha1"
+	"github.com/trainyard/trainyard/internal/scheduler"
+	"github.com/trainyard/trainyard/internal/store"
+)
+
+// schedJob is what the scheduler needs to know of a job.
+func schedJob(id string, priority int, seq uint64, job *v1.TrainJob) scheduler.Job {
+	r := job.Spec.Resources
+	per := scheduler.Resources{GPUs: int(r.GPU)}
+	if r.CPU != nil {
+		per.MilliCPU = r.CPU.MilliValue()
+	}
+	if r.Memory != nil {
+		per.MemoryBytes = r.Memory.Value()
+	}
+	return scheduler.Job{ID: id, Priority: priority, Seq: seq, Workers: job.Spec.WorkerCount(), PerWorker: per}
+}
+
+// decodeSpec reads a stored job's TrainJob.
+func decodeSpec(j *store.Job) (*v1.TrainJob, error) {
+	var job v1.TrainJob
+	if err := json.Unmarshal(j.Spec, &job); err != nil {
+		return nil, fmt.Errorf("job %s: decode spec: %w", j.ID, err)
+	}
+	return &job, nil
+}
+
+// reconcile starts the pending jobs the scheduler places, and records why the others wait.
+func (s *Service) reconcile() {
+	s.checkRunning()
+	pending, err := s.cfg.Store.List(store.Filter{Statuses: []store.Status{store.Pending}})
+	if err != nil || len(pending) == 0 {
+		if err != nil {
+			s.log.Error("list pending jobs", "err", err)
+		}
+		return
+	}
+	state, err := s.state()
+	if err != nil {
+		s.log.Error("read running jobs", "err", err)
+		return
+	}
+	queue := make([]scheduler.Job, 0, len(pending))
+	byID := map[string]*store.Job{}
+	for _, j := range pending {
+		spec, err := decodeSpec(j)
+		if err != nil {
+			s.fail(j.ID, err.Error())
+			continue
+		}
+		queue = append(queue, schedJob(j.ID, j.Priority, j.Seq, spec))
+		byID[j.ID] = j
+	}
+	d := scheduler.Schedule(state, queue)
+	for _, p := range d.Start {
+		s.start(byID[p.JobID], p.GPUs)
+	}
+	for id, reason := range d.Waiting {
+		if byID[id] != nil && byID[id].Message != reason {
+			s.setMessage(id, reason)
+		}
+	}
+}
+
+// state is the scheduler's view: this machine and the running jobs.
+func (s *Service) state() (scheduler.State, error) {
+	running, err := s.cfg.Store.List(store.Filter{Statuses: []store.Status{store.Running}})
+	if err != nil {
+		return scheduler.State{}, err
+	}
+	st := scheduler.State{Node: s.cfg.Node, Now: time.Now()}
+	for _, j := range running {
+		spec, err := decodeSpec(j)
+		if err != nil {
+			continue
+		}
+		started := time.Now()
+		if j.StartedAt != nil {
+			started = *j.StartedAt
+		}
+		st.Running = append(st.Running, scheduler.Running{Job: schedJob(j.ID, j.Priority, j.Seq, spec),
+			GPUs: j.GPUs, Started: started})
+	}
+	return st, nil
+}
+
+func (s *Service) setMessage(id, msg string) {
+	_, err := s.cfg.Store.Update(id, func(j *store.Job) error {
+		if j.Status == store.Pending {
+			j.Message = msg
+		}
+		return nil
+	})
+	if err != nil {
+		s.log.Warn("record waiting reason", "job", id, "err", err)
+	}
+}
+
+// fail marks a job failed for good.
+func (s *Service) fail(id, msg string) {
+	now := time.Now()
+	_, err := s.cfg.Store.Update(id, func(j *store.Job) error {
+		j.Status, j.Message, j.EndedAt, j.SupervisorPID = store.Failed, msg, &now, 0
+		return nil
+	})
+	if err != nil {
+		s.log.Error("mark job failed", "job", id, "err", err)
+	}
+}

@@ -1,0 +1,205 @@
+package jobs
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/big"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	v1 "github.com/trainyard/trainyard/api/v1alpha1"
+	"github.com/trainyard/trainyard/internal/scheduler"
+	"github.com/trainyard/trainyard/internal/store"
+)
+
+// Errors callers branch on (the HTTP layer maps them to status codes).
+var (
+	// ErrNeverFits: the job can never run on this machine.
+	ErrNeverFits = errors.New("the job can never run on this machine")
+	// ErrNotFinished: the job is pending or running (delete refuses it).
+	ErrNotFinished = errors.New("the job has not finished")
+	// ErrFinished: the job already ended (stop has nothing to do).
+	ErrFinished = errors.New("the job already finished")
+)
+
+// Config is what a Service needs.
+type Config struct {
+	Store *store.Store
+	// Node is what this machine offers to jobs.
+	Node scheduler.Node
+	// StateDir holds the submitted specs (StateDir/specs/<id>.yaml).
+	StateDir string
+	// Binary is the trainyard executable that supervises each job (`trainyard run`).
+	Binary string
+	Logger *slog.Logger
+	// Poll is how often running supervisors are checked; 0 means 500 ms.
+	Poll time.Duration
+}
+
+// Service runs jobs on this machine. Its methods are safe for concurrent use.
+type Service struct {
+	cfg   Config
+	log   *slog.Logger
+	wake  chan struct{}
+	exits chan exited
+
+	mu       sync.Mutex
+	children map[string]bool // jobs whose supervisor is this process's child
+}
+
+// New returns a Service; Run starts its work.
+func New(cfg Config) (*Service, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Poll <= 0 {
+		cfg.Poll = 500 * time.Millisecond
+	}
+	if err := os.MkdirAll(filepath.Join(cfg.StateDir, "specs"), 0o700); err != nil {
+		return nil, fmt.Errorf("create state folder: %w", err)
+	}
+	return &Service{cfg: cfg, log: cfg.Logger, wake: make(chan struct{}, 1), exits: make(chan exited, 64),
+		children: map[string]bool{}}, nil
+}
+
+// Submission is a job to submit.
+type Submission struct {
+	// ID is the submission id; empty generates one ("raysubmit_..." like Ray's).
+	ID string
+	// Job is defaulted and validated (jobspec). Its run name becomes the ID.
+	Job        *v1.TrainJob
+	Priority   int
+	Entrypoint string
+	Metadata   map[string]string
+	RuntimeEnv json.RawMessage
+}
+
+// Submit stores a job as pending and wakes the scheduler. A job that can never fit on
+// this machine is refused (ErrNeverFits), a duplicate ID too (store.ErrExists).
+func (s *Service) Submit(sub Submission) (*store.Job, error) {
+	if sub.ID == "" {
+		sub.ID = NewID()
+	}
+	if err := scheduler.CheckFits(s.cfg.Node, schedJob(sub.ID, sub.Priority, 0, sub.Job)); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrNeverFits, err)
+	}
+	sub.Job.Spec.RunName = sub.ID
+	spec, err := json.Marshal(sub.Job)
+	if err != nil {
+		return nil, fmt.Errorf("encode job: %w", err)
+	}
+	j := &store.Job{ID: sub.ID, Name: sub.Job.Name, Status: store.Pending, Priority: sub.Priority,
+		Entrypoint: sub.Entrypoint, Spec: spec, Metadata: sub.Metadata, RuntimeEnv: sub.RuntimeEnv,
+		RunDir: filepath.Join(sub.Job.Spec.StoragePath, sub.ID), SubmittedAt: time.Now()}
+	if err := s.cfg.Store.Create(j); err != nil {
+		return nil, err
+	}
+	s.poke()
+	return j, nil
+}
+
+// Get returns a job.
+func (s *Service) Get(id string) (*store.Job, error) { return s.cfg.Store.Get(id) }
+
+// List returns jobs in submit order.
+func (s *Service) List(f store.Filter) ([]*store.Job, error) { return s.cfg.Store.List(f) }
+
+// Stop stops a job: a pending one at once, a running one by SIGTERM to its supervisor,
+// which stops the gang (the job becomes STOPPED when it has). A finished job gives
+// ErrFinished.
+func (s *Service) Stop(id string) (*store.Job, error) {
+	j, err := s.cfg.Store.Update(id, func(j *store.Job) error {
+		switch {
+		case j.Status.Terminal():
+			return fmt.Errorf("job %s is %s: %w", id, j.Status, ErrFinished)
+		case j.Status == store.Pending:
+			now := time.Now()
+			j.Status, j.Message, j.EndedAt = store.Stopped, "stopped before it started", &now
+		default:
+			j.StopRequested = true
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if j.Status == store.Running {
+		s.signal(j)
+	}
+	s.poke()
+	return j, nil
+}
+
+// Delete removes a finished job's record and spec; its run folder (logs, results,
+// checkpoints) stays. A pending or running job gives ErrNotFinished.
+func (s *Service) Delete(id string) error {
+	j, err := s.cfg.Store.Get(id)
+	if err != nil {
+		return err
+	}
+	if !j.Status.Terminal() {
+		return fmt.Errorf("job %s is %s; stop it first: %w", id, j.Status, ErrNotFinished)
+	}
+	if err := s.cfg.Store.Delete(id); err != nil {
+		return err
+	}
+	_ = os.Remove(s.specPath(id))
+	return nil
+}
+
+// LogPath is the file holding a job's console output (what its supervisor printed).
+func LogPath(j *store.Job) string { return filepath.Join(j.RunDir, ConsoleLog) }
+
+// ConsoleLog is the name of a job's console log in its run folder.
+const ConsoleLog = "console.log"
+
+// Run re-attaches to the supervisors of running jobs, then schedules and follows jobs
+// until ctx ends. Supervisors keep running when it returns.
+func (s *Service) Run(ctx context.Context) error {
+	if err := s.reattach(); err != nil {
+		return err
+	}
+	tick := time.NewTicker(s.cfg.Poll)
+	defer tick.Stop()
+	for {
+		s.reconcile()
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-s.wake:
+		case <-tick.C:
+		case e := <-s.exits:
+			s.settle(e.id, e.err)
+		}
+	}
+}
+
+// poke wakes Run without blocking.
+func (s *Service) poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Service) specPath(id string) string {
+	return filepath.Join(s.cfg.StateDir, "specs", id+".yaml")
+}
+
+const idChars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+
+// NewID returns a new submission id in Ray's form, "raysubmit_" and 16 letters or digits.
+func NewID() string {
+	b := make([]byte, 16)
+	for i := range b {
+		n, _ := rand.Int(rand.Reader, big.NewInt(int64(len(idChars))))
+		b[i] = idChars[n.Int64()]
+	}
+	return "raysubmit_" + string(b)
+}

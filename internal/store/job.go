@@ -1,0 +1,104 @@
+package store
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Status is a job's state, named as Ray's Jobs API names them.
+type Status string
+
+// The statuses of a job. A job starts Pending and ends in one of the terminal statuses
+// (Stopped, Succeeded, Failed); see Status.Terminal.
+const (
+	// Pending: submitted, waiting for resources or for its supervisor to start.
+	Pending Status = "PENDING"
+	// Running: its supervisor runs the gang.
+	Running Status = "RUNNING"
+	// Stopped: stopped by a user.
+	Stopped Status = "STOPPED"
+	// Succeeded: every worker exited with status 0.
+	Succeeded Status = "SUCCEEDED"
+	// Failed: the job failed and will not be restarted.
+	Failed Status = "FAILED"
+)
+
+// statuses returns every Status, in the order Counts and List use.
+func statuses() []Status {
+	return []Status{Pending, Running, Stopped, Succeeded, Failed}
+}
+
+// Terminal reports whether s is a final status: Stopped, Succeeded or Failed.
+func (s Status) Terminal() bool {
+	return s == Stopped || s == Succeeded || s == Failed
+}
+
+// Known reports whether s is one of the statuses above.
+func (s Status) Known() bool {
+	switch s {
+	case Pending, Running, Stopped, Succeeded, Failed:
+		return true
+	}
+	return false
+}
+
+// Job is what the server keeps of a job. The zero value is not a valid job: ID and Spec
+// are required.
+type Job struct {
+	// ID is the submission id; unique in the store and never changed.
+	ID string `json:"id"`
+	// Seq is the submit order, assigned by Create and never changed.
+	Seq uint64 `json:"seq"`
+	// Name is the job's display name.
+	Name string `json:"name,omitempty"`
+	// Status is the job's state; Create treats "" as Pending.
+	Status Status `json:"status"`
+	// Message says why the job is in its status: the waiting reason, the failure reason.
+	Message string `json:"message,omitempty"`
+	// Priority orders pending jobs: higher first (the scheduler's concern, not the store's).
+	Priority int `json:"priority"`
+	// Entrypoint is the command line a Ray Jobs API client submitted, if any.
+	Entrypoint string `json:"entrypoint,omitempty"`
+	// Spec is the resolved TrainJob as JSON; the store keeps it without interpreting it.
+	Spec json.RawMessage `json:"spec"`
+	// Metadata is the client's key-value metadata (Ray's job metadata).
+	Metadata map[string]string `json:"metadata,omitempty"`
+	// RuntimeEnv is the client's runtime environment (Ray's runtime_env) as JSON.
+	RuntimeEnv json.RawMessage `json:"runtimeEnv,omitempty"`
+	// GPUs are the GPU indices allocated to the job, one list per worker.
+	GPUs [][]int `json:"gpus,omitempty"`
+	// RunDir is the job's run folder.
+	RunDir string `json:"runDir,omitempty"`
+	// SupervisorPID is the process id of the job's supervisor while it runs.
+	SupervisorPID int `json:"supervisorPID,omitempty"`
+	// StopRequested is set when a user asked to stop the job and it has not stopped yet.
+	StopRequested bool `json:"stopRequested,omitempty"`
+	// SubmittedAt is when the job was submitted.
+	SubmittedAt time.Time `json:"submittedAt"`
+	// StartedAt is when the job's supervisor started, nil before.
+	StartedAt *time.Time `json:"startedAt,omitempty"`
+	// EndedAt is when the job reached a terminal status, nil before.
+	EndedAt *time.Time `json:"endedAt,omitempty"`
+	// Version is 1 after Create and incremented by every Update, so a client can tell
+	// whether the job changed since it read it (optimistic concurrency).
+	Version uint64 `json:"version"`
+}
+
+// validate checks what the store relies on: an ID, a known status, and JSON in Spec (and
+// RuntimeEnv, if set), which the store keeps as given.
+func (j *Job) validate() error {
+	if j.ID == "" {
+		return fmt.Errorf("job has no ID: %w", ErrInvalid)
+	}
+	if !j.Status.Known() {
+		return fmt.Errorf("job %q: unknown status %q: %w", j.ID, j.Status, ErrInvalid)
+	}
+	if !json.Valid(j.Spec) {
+		return fmt.Errorf("job %q: spec is not JSON: %w", j.ID, ErrInvalid)
+	}
+	if len(j.RuntimeEnv) > 0 && !json.Valid(j.RuntimeEnv) {
+		return fmt.Errorf("job %q: runtime env is not JSON: %w", j.ID, ErrInvalid)
+	}
+	return nil
+}
