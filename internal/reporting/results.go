@@ -114,6 +114,7 @@ type Results struct {
 	dir     string
 	columns []string // metric columns of progress.csv, in order
 	rows    []Result
+	stale   bool // progress.csv is to be rewritten whole from rows at the next Append
 }
 
 // OpenResults reads the results a run folder already holds (a continued run appends).
@@ -122,7 +123,11 @@ func OpenResults(dir string) (*Results, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Results{dir: dir, rows: rows}
+	if err := endLine(filepath.Join(dir, ResultFile)); err != nil {
+		return nil, err
+	}
+	// progress.csv may lack the last rows, or end in a cut one, after a crash.
+	r := &Results{dir: dir, rows: rows, stale: true}
 	for _, row := range rows {
 		r.addColumns(row.Metrics)
 	}
@@ -148,7 +153,7 @@ func (r *Results) Append(res Result) error {
 	if err := appendFile(filepath.Join(r.dir, ResultFile), append(line, '\n')); err != nil {
 		return err
 	}
-	if r.addColumns(res.Metrics) || len(r.rows) == 1 {
+	if r.addColumns(res.Metrics) || r.stale {
 		return r.rewriteCSV()
 	}
 	return r.appendCSV(res)
@@ -202,6 +207,7 @@ func (r *Results) rewriteCSV() error {
 		os.Remove(tmp)
 		return fmt.Errorf("write %s: %w", ProgressFile, err)
 	}
+	r.stale = false
 	return nil
 }
 
@@ -215,6 +221,34 @@ func (r *Results) appendCSV(res Result) error {
 	w.Flush()
 	if err := errors.Join(w.Error(), f.Close()); err != nil {
 		return fmt.Errorf("append to %s: %w", ProgressFile, err)
+	}
+	return nil
+}
+
+// endLine ends the file's last line if a crash cut it short, so that the next line
+// appended is a line of its own (ReadResults skips the cut one).
+func endLine(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("open %s: %w", filepath.Base(path), err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || fi.Size() == 0 {
+		return err
+	}
+	last := []byte{0}
+	if _, err := f.ReadAt(last, fi.Size()-1); err != nil {
+		return fmt.Errorf("read %s: %w", filepath.Base(path), err)
+	}
+	if last[0] == '\n' {
+		return nil
+	}
+	if _, err := f.WriteAt([]byte{'\n'}, fi.Size()); err != nil {
+		return fmt.Errorf("append to %s: %w", filepath.Base(path), err)
 	}
 	return nil
 }

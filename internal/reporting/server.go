@@ -2,7 +2,6 @@ package reporting
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -72,8 +71,9 @@ type Server struct {
 	dir     string
 	wg      sync.WaitGroup
 
-	mu    sync.Mutex
-	conns map[net.Conn]bool
+	mu     sync.Mutex
+	conns  map[net.Conn]bool
+	closed bool // Close has begun: accepted connections are closed at once
 }
 
 // Listen creates a socket in a new private folder under os.TempDir (socket paths are
@@ -99,6 +99,7 @@ func Listen(handler Handler, logger *slog.Logger) (*Server, error) {
 func (s *Server) Close() error {
 	err := s.ln.Close()
 	s.mu.Lock()
+	s.closed = true
 	for c := range s.conns {
 		c.Close()
 	}
@@ -115,6 +116,11 @@ func (s *Server) accept() {
 			return
 		}
 		s.mu.Lock()
+		if s.closed { // accepted while Close ran: Close did not see it
+			s.mu.Unlock()
+			c.Close()
+			return
+		}
 		s.conns[c] = true
 		s.mu.Unlock()
 		s.wg.Add(1)
@@ -155,12 +161,11 @@ func (s *Server) handle(line []byte) Reply {
 	return Reply{Error: err.Error()}
 }
 
-// Decode parses and checks one request line.
+// Decode parses and checks one request line. Fields it does not know are ignored, as the
+// protocol says.
 func Decode(line []byte) (Report, error) {
 	var req Request
-	dec := json.NewDecoder(bytes.NewReader(line))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
+	if err := json.Unmarshal(line, &req); err != nil {
 		return Report{}, fmt.Errorf("bad request: %w", err)
 	}
 	if req.Op != "report" {
@@ -199,9 +204,9 @@ func decodeMetrics(raw map[string]json.RawMessage) (map[string]float64, error) {
 }
 
 func metricValue(v json.RawMessage) (float64, error) {
-	var f float64
-	if err := json.Unmarshal(v, &f); err == nil {
-		return f, nil
+	var f *float64 // nil for null, which is no number
+	if err := json.Unmarshal(v, &f); err == nil && f != nil {
+		return *f, nil
 	}
 	var s string
 	if err := json.Unmarshal(v, &s); err == nil {

@@ -43,6 +43,7 @@ type Session struct {
 	touch     func()
 	attempt   int
 	iteration int         // the run's last iteration (rank 0's reports, across attempts)
+	base      int         // the run's last iteration when this attempt began
 	ranks     map[int]int // reports per rank in this attempt
 	lastAt    time.Time   // the previous rank-0 report, or the attempt's start
 	total     float64     // seconds of training before this attempt
@@ -119,7 +120,7 @@ func (s *Session) AttemptEnv(attempt int) (map[string]string, error) {
 	if s.attempt != 0 {
 		s.total += time.Since(s.began).Seconds()
 	}
-	s.attempt, s.ranks, s.began, s.lastAt = attempt, map[int]int{}, time.Now(), time.Now()
+	s.attempt, s.base, s.ranks, s.began, s.lastAt = attempt, s.iteration, map[int]int{}, time.Now(), time.Now()
 	return env, nil
 }
 
@@ -133,7 +134,7 @@ func (s *Session) Report(rep Report) (Reply, error) {
 		if rep.Checkpoint != "" {
 			return Reply{}, errors.New("only rank 0's checkpoint is kept: pass checkpoint=None on other ranks")
 		}
-		return Reply{Iteration: s.ranks[rep.Rank]}, nil
+		return Reply{Iteration: s.base + s.ranks[rep.Rank]}, nil // rank 0's for the same step
 	}
 	if err := s.committer.Err(); err != nil {
 		return Reply{}, fmt.Errorf("an earlier checkpoint could not be committed: %w", err)

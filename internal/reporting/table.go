@@ -24,7 +24,11 @@ func WriteTable(w io.Writer, rows []Result, maxRows int) error {
 	shown, skipped := elide(rows, maxRows)
 	for i, r := range shown {
 		if skipped > 0 && i == len(shown)/2 {
-			fmt.Fprintf(tw, "... %d more\t\n", skipped)
+			// A cell in every column: a shorter line would end tabwriter's column blocks,
+			// and the rows below would be aligned apart from those above.
+			more := make([]string, len(header))
+			more[0] = fmt.Sprintf("... %d more", skipped)
+			fmt.Fprintln(tw, tabbed(more))
 		}
 		fmt.Fprintln(tw, tabbed(tableRow(r, metrics)))
 	}
