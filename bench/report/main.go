@@ -33,14 +33,12 @@ import (
 	"time"
 )
 
-// ranks is the number of workers (one process each) of the run.
-const ranks = 2
-
 // config holds the command-line settings.
 type config struct {
 	trainyard string
 	python    string
 	script    string
+	workers   int
 	steps     int
 	block     int
 	every     int
@@ -76,7 +74,7 @@ func run() error {
 		return fmt.Errorf("%w (files kept in %s)", err, cfg.root)
 	}
 	info.loadAfter, info.took = loadAverage(), took
-	out, err := loadRanks(filepath.Join(cfg.root, "out"))
+	out, err := loadRanks(filepath.Join(cfg.root, "out"), cfg.workers)
 	if err != nil {
 		return fmt.Errorf("%w (files kept in %s)", err, cfg.root)
 	}
@@ -97,6 +95,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.StringVar(&cfg.trainyard, "trainyard", "./bin/trainyard", "trainyard binary (built by `make build`)")
 	fs.StringVar(&cfg.python, "python", "/usr/bin/python3", "Python with torch, for the workers")
 	fs.StringVar(&cfg.script, "script", "bench/report/steps.py", "the training script")
+	fs.IntVar(&cfg.workers, "workers", 2, "workers (one process each) of the run; 1 leaves this 2-core machine a core for the launcher")
 	fs.IntVar(&cfg.steps, "steps", 300, "measured steps per mode")
 	fs.IntVar(&cfg.block, "block", 25, "steps of one mode before the next mode takes over")
 	fs.IntVar(&cfg.every, "every", 10, "checkpoint mode: a checkpoint every N of its steps")
@@ -145,7 +144,7 @@ func (c *config) cleanup() error {
 
 // argv is the trainyard command line of the run.
 func (c *config) argv() []string {
-	return []string{c.trainyard, "run", "--workers", strconv.Itoa(ranks),
+	return []string{c.trainyard, "run", "--workers", strconv.Itoa(c.workers),
 		"--storage-path", filepath.Join(c.root, "runs"), "--name", "bench", "--",
 		c.python, c.script, "--steps", strconv.Itoa(c.steps), "--block", strconv.Itoa(c.block),
 		"--every", strconv.Itoa(c.every), "--warmup", strconv.Itoa(c.warmup),

@@ -35,7 +35,7 @@ type rankTimes struct {
 }
 
 // loadRanks reads rank-0.json .. rank-<ranks-1>.json from dir.
-func loadRanks(dir string) ([]rankTimes, error) {
+func loadRanks(dir string, ranks int) ([]rankTimes, error) {
 	var out []rankTimes
 	for r := range ranks {
 		data, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("rank-%d.json", r)))

@@ -2,6 +2,7 @@ package reporting
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/csv"
 	"encoding/json"
 	"errors"
@@ -115,6 +116,9 @@ type Results struct {
 	columns []string // metric columns of progress.csv, in order
 	rows    []Result
 	stale   bool // progress.csv is to be rewritten whole from rows at the next Append
+
+	// The files stay open for appending between reports, which come often.
+	jsonFile, csvFile *os.File
 }
 
 // OpenResults reads the results a run folder already holds (a continued run appends).
@@ -150,7 +154,7 @@ func (r *Results) Append(res Result) error {
 	if err != nil {
 		return fmt.Errorf("encode result: %w", err)
 	}
-	if err := appendFile(filepath.Join(r.dir, ResultFile), append(line, '\n')); err != nil {
+	if err := appendTo(&r.jsonFile, filepath.Join(r.dir, ResultFile), append(line, '\n')); err != nil {
 		return err
 	}
 	if r.addColumns(res.Metrics) || r.stale {
@@ -187,6 +191,7 @@ func (r *Results) csvRow(res Result) []string {
 func fmtFloat(v float64) string { return strconv.FormatFloat(v, 'f', 3, 64) }
 
 func (r *Results) rewriteCSV() error {
+	closeFile(&r.csvFile) // the next append opens the new file
 	path := filepath.Join(r.dir, ProgressFile)
 	tmp := path + ".tmp"
 	f, err := os.Create(tmp)
@@ -212,17 +217,42 @@ func (r *Results) rewriteCSV() error {
 }
 
 func (r *Results) appendCSV(res Result) error {
-	f, err := os.OpenFile(filepath.Join(r.dir, ProgressFile), os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		return fmt.Errorf("append to %s: %w", ProgressFile, err)
-	}
-	w := csv.NewWriter(f)
+	var buf bytes.Buffer
+	w := csv.NewWriter(&buf)
 	_ = w.Write(r.csvRow(res))
 	w.Flush()
-	if err := errors.Join(w.Error(), f.Close()); err != nil {
-		return fmt.Errorf("append to %s: %w", ProgressFile, err)
+	return appendTo(&r.csvFile, filepath.Join(r.dir, ProgressFile), buf.Bytes())
+}
+
+// Close closes the results files.
+func (r *Results) Close() error {
+	return errors.Join(closeFile(&r.jsonFile), closeFile(&r.csvFile))
+}
+
+// appendTo appends data to the file *f, opening it (path) first if it is not open. After
+// a failure the file is closed, so the next append opens it again.
+func appendTo(f **os.File, path string, data []byte) error {
+	if *f == nil {
+		opened, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		if err != nil {
+			return fmt.Errorf("append to %s: %w", filepath.Base(path), err)
+		}
+		*f = opened
+	}
+	if _, err := (*f).Write(data); err != nil {
+		closeFile(f)
+		return fmt.Errorf("append to %s: %w", filepath.Base(path), err)
 	}
 	return nil
+}
+
+func closeFile(f **os.File) error {
+	if *f == nil {
+		return nil
+	}
+	err := (*f).Close()
+	*f = nil
+	return err
 }
 
 // endLine ends the file's last line if a crash cut it short, so that the next line
@@ -248,18 +278,6 @@ func endLine(path string) error {
 		return nil
 	}
 	if _, err := f.WriteAt([]byte{'\n'}, fi.Size()); err != nil {
-		return fmt.Errorf("append to %s: %w", filepath.Base(path), err)
-	}
-	return nil
-}
-
-func appendFile(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		return fmt.Errorf("append to %s: %w", filepath.Base(path), err)
-	}
-	_, err = f.Write(data)
-	if err = errors.Join(err, f.Close()); err != nil {
 		return fmt.Errorf("append to %s: %w", filepath.Base(path), err)
 	}
 	return nil

@@ -49,6 +49,9 @@ type Session struct {
 	total     float64     // seconds of training before this attempt
 	began     time.Time   // this attempt's start
 	warned    map[string]bool
+	// flushTimer writes the TensorBoard events buffered by reports, once a second at most.
+	flushTimer *time.Timer
+	closed     bool
 }
 
 // Start opens the run folder's checkpoints and results and starts serving the socket.
@@ -164,15 +167,36 @@ func (s *Session) record(res Result) {
 	if err := s.events.AddScalars(int64(res.Iteration), res.Timestamp, res.Metrics); err != nil {
 		s.warnOnce("events", "warning: TensorBoard events: %v", err)
 	}
-	if err := s.events.Flush(); err != nil {
-		s.warnOnce("events", "warning: TensorBoard events: %v", err)
-	}
+	s.flushEventsSoon()
 	if c := s.job.Spec.Checkpoints.ScoreMetric; c != "" && res.Checkpoint != "" {
 		if _, ok := res.Metrics[c]; !ok {
 			s.warnOnce("score", "warning: --checkpoint-score %s: the report of iteration %d has no metric %q (it has: %s); such checkpoints are kept",
 				c, res.Iteration, c, strings.Join(metricNames([]Result{res}), ", "))
 		}
 	}
+}
+
+// eventsFlushEvery bounds how stale TensorBoard's view of the run gets; flushing on every
+// report would cost a system call each.
+const eventsFlushEvery = time.Second
+
+// flushEventsSoon writes the buffered TensorBoard events within eventsFlushEvery. s.mu is
+// held.
+func (s *Session) flushEventsSoon() {
+	if s.flushTimer != nil {
+		return
+	}
+	s.flushTimer = time.AfterFunc(eventsFlushEvery, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.flushTimer = nil
+		if s.closed {
+			return
+		}
+		if err := s.events.Flush(); err != nil {
+			s.warnOnce("events", "warning: TensorBoard events: %v", err)
+		}
+	})
 }
 
 // Results returns every result of the run so far.
@@ -190,7 +214,15 @@ func (s *Session) Close() error {
 	if err := s.committer.Wait(); err != nil {
 		errs = append(errs, fmt.Errorf("%w: %w", ErrCommit, err))
 	}
-	return errors.Join(append(errs, s.server.Close(), s.events.Close())...)
+	serverErr := s.server.Close() // no more reports
+	s.mu.Lock()
+	if s.flushTimer != nil {
+		s.flushTimer.Stop()
+		s.flushTimer = nil
+	}
+	s.closed = true
+	s.mu.Unlock()
+	return errors.Join(append(errs, serverErr, s.events.Close(), s.results.Close())...)
 }
 
 // ErrCommit marks a checkpoint that could not be committed.

@@ -225,6 +225,19 @@ class ProtocolTest(_ReportTestCase):
         self.assertEqual(str(caught.exception), "checkpoint is on another filesystem")
         self.assertIsInstance(caught.exception, RuntimeError)
 
+    def test_pipelined_error_raised_at_next_call(self) -> None:
+        answers = iter([{"ok": True, "iteration": 1, "checkpoint": None},
+                        {"ok": False, "error": "disk full"}])
+        server = self.start_server(
+            lambda request: next(answers, {"ok": True, "iteration": 9, "checkpoint": None})
+        )
+        os.environ["TRAINYARD_REPORT_SOCKET"] = server.path
+        self.assertEqual(trainyard.report({"a": 1}).iteration, 1)  # waited for: the first
+        self.assertEqual(trainyard.report({"a": 2}).iteration, 2)  # pipelined: predicted
+        with self.assertRaises(trainyard.ReportError) as caught:
+            trainyard._report._client.flush()
+        self.assertEqual(str(caught.exception), "report of iteration 2: disk full")
+
     def test_invalid_response(self) -> None:
         server = self.start_server(lambda request: {"ok": True, "iteration": "one"})
         os.environ["TRAINYARD_REPORT_SOCKET"] = server.path
@@ -281,7 +294,11 @@ class ProtocolTest(_ReportTestCase):
         _, status = os.waitpid(pid, 0)
         self.assertEqual(os.waitstatus_to_exitcode(status), 0)
         self.assertEqual(self.server.connections, 2)
-        self.assertEqual(trainyard.report({"a": 3}).iteration, 3)  # the parent's still works
+        # The parent's connection still works; its count is its own (the fake server counts
+        # every request, the child's too, so the answer says 3).
+        self.assertEqual(trainyard.report({"a": 3}).iteration, 2)
+        trainyard._report._client.flush()
+        self.assertEqual(self.server.requests[-1]["metrics"], {"a": 3})
 
 
 class OtherRankTest(_ReportTestCase):
@@ -301,6 +318,7 @@ class OtherRankTest(_ReportTestCase):
         with contextlib.redirect_stderr(stderr):
             trainyard.report({"a": 1}, checkpoint=self.folder("model.pt"))
             trainyard.report({"a": 2}, checkpoint=self.folder("model.pt"))
+        trainyard._report._client.flush()  # the second was pipelined
         self.assertEqual([r["checkpoint"] for r in self.server.requests], [None, None])
         self.assertEqual(
             stderr.getvalue(),
