@@ -1,0 +1,148 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	v1 "github.com/trainyard/trainyard/api/v1alpha1"
+	"github.com/trainyard/trainyard/internal/jobs"
+	"github.com/trainyard/trainyard/internal/jobspec"
+	"github.com/trainyard/trainyard/internal/store"
+	"github.com/trainyard/trainyard/internal/upload"
+)
+
+// jobID is what a job's ID may be: it names the job's run folder.
+var jobID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+// newID returns id, or a new one when it is empty, and refuses an ID that cannot name a
+// run folder; field names the request field that holds it.
+func newID(id, field string) (string, error) {
+	if id == "" {
+		return jobs.NewID(), nil
+	}
+	if !jobID.MatchString(id) {
+		return "", invalid("%s %q: must start with a letter or digit and hold only letters, digits, '.', '_' and '-' (at most 128)",
+			field, truncate(id, 200))
+	}
+	return id, nil
+}
+
+// workdir is the folder a job starts in. When the server made it for the job (under
+// StateDir/workdirs), top is the folder to remove with the job.
+type workdir struct {
+	top, dir string
+}
+
+// remove removes the folder the server made for a job, if it made one.
+func (w workdir) remove() {
+	if w.top != "" {
+		_ = os.RemoveAll(w.top)
+	}
+}
+
+// newWorkdir makes an empty folder of the job's own under StateDir/workdirs.
+func (s *Server) newWorkdir(id string) (workdir, error) {
+	top, err := os.MkdirTemp(s.workdirs, id+"-")
+	if err != nil {
+		return workdir{}, fmt.Errorf("create the job's working folder: %w", err)
+	}
+	return workdir{top: top, dir: top}, nil
+}
+
+// prepareWorkdir returns the folder a Ray job starts in: a folder of this machine that
+// runtime_env names, the uploaded package it names unpacked into a folder of the job's
+// own, or else an empty folder of the job's own.
+func (s *Server) prepareWorkdir(id string, env runtimeEnv) (workdir, error) {
+	switch {
+	case env.PackageName != "":
+		return s.unpack(id, env.PackageName)
+	case env.WorkingDir != "":
+		info, err := os.Stat(env.WorkingDir)
+		if err != nil || !info.IsDir() {
+			return workdir{}, invalid("runtime_env.working_dir %s is not a folder on the server's machine", env.WorkingDir)
+		}
+		return workdir{dir: env.WorkingDir}, nil
+	}
+	return s.newWorkdir(id)
+}
+
+// unpack extracts the uploaded package name into StateDir/workdirs/<id>-*/working_dir.
+func (s *Server) unpack(id, name string) (workdir, error) {
+	f, err := s.cfg.Packages.Open(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return workdir{}, invalid("runtime_env.working_dir: package %s://%s was not uploaded; PUT it to /api/packages/%s/%s first",
+			packageProtocol, name, packageProtocol, name)
+	}
+	if err != nil {
+		return workdir{}, err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return workdir{}, fmt.Errorf("read package %s: %w", name, err)
+	}
+	wd, err := s.newWorkdir(id)
+	if err != nil {
+		return workdir{}, err
+	}
+	wd.dir = filepath.Join(wd.top, "working_dir")
+	if err := upload.Extract(f, info.Size(), wd.dir, s.cfg.PackageLimits); err != nil {
+		wd.remove()
+		return workdir{}, err
+	}
+	return wd, nil
+}
+
+// admit defaults and validates a job that starts in wd and submits it. A job that breaks
+// a rule of jobspec is refused with every problem, each naming its field.
+func (s *Server) admit(job *v1.TrainJob, wd workdir, sub jobs.Submission) (*store.Job, error) {
+	if job.Spec.StoragePath == "" {
+		job.Spec.StoragePath = s.cfg.StoragePath
+	}
+	job.Spec.WorkingDir = wd.dir
+	job.Spec.RunName = sub.ID
+	if err := jobspec.Default(job, jobspec.Env{WorkDir: wd.dir}); err != nil {
+		return nil, fmt.Errorf("fill in the job's defaults: %w", err)
+	}
+	if err := jobspec.Validate(job); err != nil {
+		return nil, invalidBecause(err)
+	}
+	sub.Job = job
+	j, err := s.cfg.Jobs.Submit(sub)
+	if err != nil {
+		return nil, fmt.Errorf("submit job %s: %w", sub.ID, err)
+	}
+	return j, nil
+}
+
+// removeWorkdir removes the working folder the server made for a deleted job, if it made
+// one; a folder of the user's own choosing stays.
+func (s *Server) removeWorkdir(j *store.Job) {
+	spec, err := decodeSpec(j)
+	if err != nil {
+		return
+	}
+	rel, err := filepath.Rel(s.workdirs, spec.Spec.WorkingDir)
+	if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return
+	}
+	top := strings.Split(rel, string(filepath.Separator))[0]
+	if !madeFor(top, j.ID) {
+		return
+	}
+	if err := os.RemoveAll(filepath.Join(s.workdirs, top)); err != nil {
+		s.log.Warn("remove a deleted job's working folder", "job", j.ID, "err", err)
+	}
+}
+
+// madeFor reports whether name is that of a folder newWorkdir made for the job id: the
+// ID, '-' and the digits os.MkdirTemp adds.
+func madeFor(name, id string) bool {
+	rest, ok := strings.CutPrefix(name, id+"-")
+	return ok && rest != "" && strings.Trim(rest, "0123456789") == ""
+}

@@ -1,0 +1,213 @@
+package server
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"time"
+
+	v1 "github.com/trainyard/trainyard/api/v1alpha1"
+)
+
+// The native API's wire types (/api/v1/). They are apart from the store's and the run
+// folder's types, which may change without breaking clients; convert.go converts them, in
+// one place. A Go client of the API reuses them.
+
+// JobStatus is a job's state, named as Ray's Jobs API names them.
+type JobStatus string
+
+// The statuses of a job. A job starts Pending and ends Stopped, Succeeded or Failed.
+const (
+	StatusPending   JobStatus = "PENDING"
+	StatusRunning   JobStatus = "RUNNING"
+	StatusStopped   JobStatus = "STOPPED"
+	StatusSucceeded JobStatus = "SUCCEEDED"
+	StatusFailed    JobStatus = "FAILED"
+)
+
+// SubmitRequest is the JSON body of POST /api/v1/jobs.
+type SubmitRequest struct {
+	// ID is the job's ID; empty lets the server choose one ("raysubmit_...").
+	ID string `json:"id,omitempty"`
+	// Job is the TrainJob to run, as in a job file: apiVersion, kind and spec required.
+	Job *v1.TrainJob `json:"job"`
+	// Priority orders pending jobs: higher first. The zero value is the default.
+	Priority int `json:"priority,omitempty"`
+}
+
+// Job is a job as the server keeps it. POST /api/v1/jobs (201) and POST
+// /api/v1/jobs/{id}/stop answer one.
+type Job struct {
+	ID     string    `json:"id"`
+	Name   string    `json:"name,omitempty"`
+	Status JobStatus `json:"status"`
+	// Message says why the job is in its status: the waiting reason, the failure reason.
+	Message    string            `json:"message,omitempty"`
+	Priority   int               `json:"priority"`
+	Entrypoint string            `json:"entrypoint,omitempty"`
+	Metadata   map[string]string `json:"metadata,omitempty"`
+	// RuntimeEnv is the runtime_env a Ray client submitted, if any.
+	RuntimeEnv json.RawMessage `json:"runtimeEnv,omitempty"`
+	// GPUs are the GPU indices allocated to the job, one list per worker.
+	GPUs [][]int `json:"gpus,omitempty"`
+	// RunDir is the job's run folder on the server's machine.
+	RunDir string `json:"runDir,omitempty"`
+	// StopRequested is set when a stop was asked and the job has not stopped yet.
+	StopRequested bool       `json:"stopRequested,omitempty"`
+	SubmittedAt   time.Time  `json:"submittedAt"`
+	StartedAt     *time.Time `json:"startedAt,omitempty"`
+	EndedAt       *time.Time `json:"endedAt,omitempty"`
+	// Version increases with every change of the job.
+	Version uint64 `json:"version"`
+}
+
+// JobList is the answer of GET /api/v1/jobs: jobs in submit order.
+type JobList struct {
+	Jobs []Job `json:"jobs"`
+}
+
+// JobDetail is the answer of GET /api/v1/jobs/{id}: the job and what its run folder says.
+type JobDetail struct {
+	Job  Job          `json:"job"`
+	Spec *v1.TrainJob `json:"spec"`
+	// Run is the run's record, once its supervisor has written one.
+	Run *Run `json:"run,omitempty"`
+	// Results is the last result the job reported, if any.
+	Results *Result `json:"results,omitempty"`
+	// Checkpoints names the committed checkpoints, oldest first.
+	Checkpoints []string `json:"checkpoints,omitempty"`
+}
+
+// Run is what happened to a job's run: its attempts, each with its ranks.
+type Run struct {
+	Phase    v1.JobPhase `json:"phase"`
+	Reason   string      `json:"reason,omitempty"`
+	Created  time.Time   `json:"created"`
+	Updated  time.Time   `json:"updated"`
+	Finished *time.Time  `json:"finished,omitempty"`
+	Attempts []Attempt   `json:"attempts"`
+}
+
+// Attempt is one start of the whole gang.
+type Attempt struct {
+	Number     int        `json:"number"`
+	MasterAddr string     `json:"masterAddr"`
+	MasterPort int        `json:"masterPort"`
+	Started    time.Time  `json:"started"`
+	Ended      *time.Time `json:"ended,omitempty"`
+	// Outcome is "succeeded", "failed" or "interrupted" once the attempt ended.
+	Outcome string `json:"outcome,omitempty"`
+	Reason  string `json:"reason,omitempty"`
+	Ranks   []Rank `json:"ranks"`
+}
+
+// Rank is one worker process of an attempt.
+type Rank struct {
+	Rank      int    `json:"rank"`
+	Worker    int    `json:"worker"`
+	LocalRank int    `json:"localRank"`
+	PID       int    `json:"pid,omitempty"`
+	GPUs      string `json:"gpus,omitempty"`
+	// Log is the rank's log file, relative to the run folder.
+	Log      string     `json:"log"`
+	Started  time.Time  `json:"started"`
+	Ended    *time.Time `json:"ended,omitempty"`
+	ExitCode *int       `json:"exitCode,omitempty"`
+	Signal   string     `json:"signal,omitempty"`
+	// StoppedByTrainyard is set for ranks stopped because another failed.
+	StoppedByTrainyard bool   `json:"stoppedByTrainyard,omitempty"`
+	Error              string `json:"error,omitempty"`
+}
+
+// Result is one iteration the job reported (rank 0's report).
+type Result struct {
+	Iteration     int       `json:"iteration"`
+	Timestamp     time.Time `json:"timestamp"`
+	TimeThisIterS float64   `json:"timeThisIterS"`
+	TimeTotalS    float64   `json:"timeTotalS"`
+	Attempt       int       `json:"attempt"`
+	Checkpoint    string    `json:"checkpoint,omitempty"`
+	Metrics       Metrics   `json:"metrics,omitempty"`
+}
+
+// Metrics are reported values by name. NaN and infinities, which JSON numbers cannot
+// hold, travel as the strings "NaN", "Inf" and "-Inf".
+type Metrics map[string]float64
+
+// MarshalJSON writes the metrics, non-finite values as strings.
+func (m Metrics) MarshalJSON() ([]byte, error) {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		switch {
+		case math.IsNaN(v):
+			out[k] = "NaN"
+		case math.IsInf(v, 1):
+			out[k] = "Inf"
+		case math.IsInf(v, -1):
+			out[k] = "-Inf"
+		default:
+			out[k] = v
+		}
+	}
+	return json.Marshal(out)
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (m *Metrics) UnmarshalJSON(data []byte) error {
+	var raw map[string]any
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return err
+	}
+	*m = make(Metrics, len(raw))
+	for k, v := range raw {
+		switch v := v.(type) {
+		case float64:
+			(*m)[k] = v
+		case string:
+			f, ok := map[string]float64{"NaN": math.NaN(), "Inf": math.Inf(1), "-Inf": math.Inf(-1)}[v]
+			if !ok {
+				return fmt.Errorf("metric %s: %q is not a number", k, v)
+			}
+			(*m)[k] = f
+		default:
+			return fmt.Errorf("metric %s: %v is not a number", k, v)
+		}
+	}
+	return nil
+}
+
+// Node is the answer of GET /api/v1/node: what this machine offers to jobs, and how much
+// of it running jobs hold.
+type Node struct {
+	GPUs GPUs `json:"gpus"`
+	// MilliCPU is CPU in thousandths of a core.
+	MilliCPU Amount `json:"milliCPU"`
+	// MemoryBytes is memory in bytes.
+	MemoryBytes Amount `json:"memoryBytes"`
+}
+
+// GPUs counts the machine's GPUs.
+type GPUs struct {
+	Amount
+	// Indices are the NVML indices of the GPUs jobs may use.
+	Indices []int `json:"indices"`
+	// Utilization is each GPU's current use, when the server can measure it.
+	Utilization []GPUUtilization `json:"utilization,omitempty"`
+}
+
+// Amount is how much of a resource the machine offers to jobs, how much running jobs
+// hold, and the rest.
+type Amount struct {
+	Total     int64 `json:"total"`
+	Allocated int64 `json:"allocated"`
+	Free      int64 `json:"free"`
+}
+
+// GPUUtilization is one GPU's current use.
+type GPUUtilization struct {
+	Index int `json:"index"`
+	// Percent is the share of the last sample period the GPU was busy, 0 to 100.
+	Percent          float64 `json:"percent"`
+	MemoryUsedBytes  int64   `json:"memoryUsedBytes"`
+	MemoryTotalBytes int64   `json:"memoryTotalBytes"`
+}

@@ -1,0 +1,71 @@
+// Package server is `trainyard server`'s HTTP layer: it turns requests into calls of a
+// jobs.Service, the engine that runs jobs on this machine's GPUs. It speaks two APIs on
+// one listener, behind auth.Middleware (a bearer token and a Host check; only /healthz
+// is exempt):
+//
+//   - Ray's Jobs REST API, so that Ray's JobSubmissionClient, `ray job submit` and other
+//     Ray job clients (KubeRay's dashboard client among them) work unchanged;
+//   - a native API under /api/v1/, whose wire types (apitypes.go) a Go client reuses.
+//
+// # Ray's Jobs API
+//
+// The endpoints, request and response bodies and status codes follow Ray's OpenAPI
+// specification (doc/source/cluster/running-applications/job-submission/openapi.yml,
+// API version 4) and Ray's own server (python/ray/dashboard/modules/job/job_head.py,
+// job_agent.py, common.py and pydantic_models.py):
+//
+//	GET    /api/version                        {"version": "4", "ray_version", "ray_commit", "session_name"}
+//	POST   /api/jobs/  (and /api/jobs)          JobSubmitRequest -> {"job_id", "submission_id"}
+//	GET    /api/jobs/  (and /api/jobs)          [JobDetails, ...] (a list, as since API version 2)
+//	GET    /api/jobs/{id}                       JobDetails
+//	POST   /api/jobs/{id}/stop                  {"stopped": bool}; false when the job had already ended
+//	DELETE /api/jobs/{id}                       {"deleted": true}; a job not yet ended is a 500, as Ray answers
+//	GET    /api/jobs/{id}/logs                  {"logs": "..."}: the console log, its last 16 MiB at most
+//	GET    /api/jobs/{id}/logs/tail             a WebSocket of text messages as the log grows; closed when the job has ended
+//	GET    /api/packages/{protocol}/{name}      200 when the package was uploaded, 404 otherwise
+//	PUT    /api/packages/{protocol}/{name}      stores a zip archive (protocol "gcs" only)
+//
+// A submitted job is one worker running one process, `/bin/sh -c <entrypoint>`, with
+// entrypoint_num_gpus whole GPUs (a fraction is refused: GPUs are not shared),
+// entrypoint_num_cpus cores and entrypoint_memory bytes. Of runtime_env, working_dir (a
+// folder on this machine, or a gcs:// package uploaded before, unpacked into the job's
+// own folder) and env_vars are supported; excludes and config are accepted and have no
+// effect; every other key is refused with a 400 that names it. Like Ray, the server
+// ignores keys whose value is null and refuses unknown keys (Ray builds its request
+// dataclass from the body, which fails on an unknown key, and answers 400).
+//
+// Ray answers errors with a text/plain traceback; this server answers every error with
+// a JSON body {"error": "what to fix"}, which Ray's clients print as they print Ray's
+// text. Status codes are Ray's: 400 for a bad request and for a submission_id in use
+// (whose message is Ray's, "Job with submission_id ... already exists. Please use a
+// different submission_id.", which KubeRay looks for), 404 for an unknown job, 500 for
+// the deletion of a job that has not ended (with Ray's message, "... but it is in a
+// non-terminal state ..."). The 400 for a submission_id in use is what Ray's OpenAPI
+// specification and its job agent answer for the ValueError it raises; Ray's dashboard
+// head, which proxies the agent, passes it on as a 500. Ray's clients do not depend on
+// either: the SDK raises for any status but 200, KubeRay matches the message.
+//
+// # The native API
+//
+//	POST   /api/v1/jobs                 {"id"?, "job": TrainJob, "priority"?} as JSON, or the TrainJob
+//	                                    as YAML (Content-Type: application/yaml; ?id= and ?priority=)
+//	GET    /api/v1/jobs?status=S&limit=N {"jobs": [Job, ...]}
+//	GET    /api/v1/jobs/{id}            JobDetail: the job, its spec, its run record, last result, checkpoints
+//	POST   /api/v1/jobs/{id}/stop       Job
+//	DELETE /api/v1/jobs/{id}            204
+//	GET    /api/v1/jobs/{id}/logs?rank=R&tail=N   a rank's log of the last attempt, or the console log
+//	GET    /api/v1/node                 GPUs, CPU and memory: total, allocated, free
+//
+// The native API refuses unknown fields. Its errors use the same table as Ray's
+// endpoints (errors.go), with a column of its own: 409 for a duplicate ID, for stopping
+// an ended job and for deleting a running one.
+//
+// # Operations
+//
+// GET /metrics answers in the Prometheus text format (no client library): jobs by
+// status, GPUs allocated and in all, restarts of the gang, and the time jobs waited in
+// the queue. GET /healthz answers "ok" without a token and says nothing else.
+//
+// Every JSON body is limited to 1 MiB (413 beyond); package uploads to the upload
+// limits (100 MiB by default).
+package server

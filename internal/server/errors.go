@@ -1,0 +1,120 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/trainyard/trainyard/internal/jobs"
+	"github.com/trainyard/trainyard/internal/store"
+	"github.com/trainyard/trainyard/internal/upload"
+)
+
+// Kinds of refusal that the server itself finds in a request, besides the domain errors
+// of the packages it calls.
+var (
+	// errInvalid: the request is malformed or asks for something unsupported.
+	errInvalid = errors.New("invalid request")
+	// errTooLarge: the request body is over its limit.
+	errTooLarge = errors.New("request body too large")
+	// errMediaType: the request body is of a type the endpoint does not read.
+	errMediaType = errors.New("unsupported media type")
+	// errNoPackage: no package of that name was uploaded.
+	errNoPackage = errors.New("package not found")
+	// errNoEndpoint: no endpoint has that method and path.
+	errNoEndpoint = errors.New("no such endpoint")
+)
+
+// api says which API a handler serves, as the two answer some errors differently.
+type api int
+
+const (
+	native api = iota
+	ray
+)
+
+// statusTable is the one table that maps errors to HTTP status codes: the first entry
+// whose err matches (errors.Is) gives the status, for the native API or for Ray's. Any
+// other error is a 500.
+var statusTable = []struct {
+	err            error
+	native, rayAPI int
+}{
+	{store.ErrNotFound, http.StatusNotFound, http.StatusNotFound},
+	{errNoPackage, http.StatusNotFound, http.StatusNotFound},
+	{errNoEndpoint, http.StatusNotFound, http.StatusNotFound},
+	// Ray's job manager raises ValueError for a submission_id in use, answered 400.
+	{store.ErrExists, http.StatusConflict, http.StatusBadRequest},
+	// Ray answers 500: its job manager raises RuntimeError for a job not yet ended.
+	{jobs.ErrNotFinished, http.StatusConflict, http.StatusInternalServerError},
+	// Ray's stop answers {"stopped": false} instead; the Ray handler never lets it here.
+	{jobs.ErrFinished, http.StatusConflict, http.StatusConflict},
+	{jobs.ErrNeverFits, http.StatusBadRequest, http.StatusBadRequest},
+	{errInvalid, http.StatusBadRequest, http.StatusBadRequest},
+	{store.ErrInvalid, http.StatusBadRequest, http.StatusBadRequest},
+	{upload.ErrInvalidName, http.StatusBadRequest, http.StatusBadRequest},
+	{upload.ErrBadArchive, http.StatusBadRequest, http.StatusBadRequest},
+	{errTooLarge, http.StatusRequestEntityTooLarge, http.StatusRequestEntityTooLarge},
+	{upload.ErrTooLarge, http.StatusRequestEntityTooLarge, http.StatusRequestEntityTooLarge},
+	{errMediaType, http.StatusUnsupportedMediaType, http.StatusUnsupportedMediaType},
+}
+
+// statusOf returns the status code that answers err on the given API.
+func statusOf(err error, a api) int {
+	for _, row := range statusTable {
+		if errors.Is(err, row.err) {
+			if a == ray {
+				return row.rayAPI
+			}
+			return row.native
+		}
+	}
+	return http.StatusInternalServerError
+}
+
+// refusal is an error of one of the kinds above (or a domain error's kind) with a
+// message of its own, which is what the client reads. It unwraps to its cause, if any.
+type refusal struct {
+	kind  error
+	msg   string
+	cause error
+}
+
+// Error returns the message the client reads.
+func (e *refusal) Error() string { return e.msg }
+
+// Is makes errors.Is(err, kind) true for the refusal's kind.
+func (e *refusal) Is(target error) bool { return target == e.kind }
+
+// Unwrap returns the error that caused the refusal, if any.
+func (e *refusal) Unwrap() error { return e.cause }
+
+// refuse returns a refusal of the given kind with a formatted message.
+func refuse(kind error, format string, args ...any) error {
+	return &refusal{kind: kind, msg: fmt.Sprintf(format, args...)}
+}
+
+// invalid returns a refusal of kind errInvalid with a formatted message.
+func invalid(format string, args ...any) error {
+	return refuse(errInvalid, format, args...)
+}
+
+// invalidBecause returns a refusal of kind errInvalid whose message is cause's.
+func invalidBecause(cause error) error {
+	return &refusal{kind: errInvalid, msg: cause.Error(), cause: cause}
+}
+
+// errorBody is the JSON body of every error the server answers.
+type errorBody struct {
+	Error string `json:"error"`
+}
+
+// writeError answers err with its status on API a and a JSON body that holds its
+// message. Server errors (500 and up) are logged too.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, a api, err error) {
+	status := statusOf(err, a)
+	if status >= http.StatusInternalServerError && !errors.Is(err, jobs.ErrNotFinished) {
+		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	writeJSON(w, status, errorBody{Error: err.Error()})
+}

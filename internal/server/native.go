@@ -1,0 +1,224 @@
+package server
+
+import (
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	v1 "github.com/trainyard/trainyard/api/v1alpha1"
+	"github.com/trainyard/trainyard/internal/jobs"
+	"github.com/trainyard/trainyard/internal/rundir"
+	"github.com/trainyard/trainyard/internal/store"
+)
+
+// submit answers POST /api/v1/jobs with the new job (201).
+func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
+	j, err := s.submitNative(w, r)
+	if err != nil {
+		s.writeError(w, r, native, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, toJob(j))
+}
+
+// submitNative reads, defaults, validates and submits a TrainJob.
+func (s *Server) submitNative(w http.ResponseWriter, r *http.Request) (*store.Job, error) {
+	data, err := readBody(w, r)
+	if err != nil {
+		return nil, err
+	}
+	req, err := decodeNative(r, data)
+	if err != nil {
+		return nil, err
+	}
+	id, err := newID(req.id, "id")
+	if err != nil {
+		return nil, err
+	}
+	wd, err := s.nativeWorkdir(id, req.job)
+	if err != nil {
+		return nil, err
+	}
+	j, err := s.admit(req.job, wd, jobs.Submission{ID: id, Priority: req.priority})
+	if err != nil {
+		wd.remove()
+		return nil, err
+	}
+	return j, nil
+}
+
+// nativeWorkdir returns the folder a TrainJob starts in: its workingDir, which must be a
+// folder on this machine, or an empty folder of the job's own.
+func (s *Server) nativeWorkdir(id string, job *v1.TrainJob) (workdir, error) {
+	dir := job.Spec.WorkingDir
+	if dir == "" {
+		return s.newWorkdir(id)
+	}
+	if rest, ok := strings.CutPrefix(dir, "~"); ok && (rest == "" || rest[0] == '/') {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return workdir{}, err
+		}
+		dir = filepath.Join(home, rest)
+	}
+	if info, err := os.Stat(dir); !filepath.IsAbs(dir) || err != nil || !info.IsDir() {
+		return workdir{}, invalid("spec.workingDir %q must be an absolute path of a folder on the server's machine", truncate(job.Spec.WorkingDir, 200))
+	}
+	return workdir{dir: filepath.Clean(dir)}, nil
+}
+
+// list answers GET /api/v1/jobs, in submit order: ?status= (repeated or comma-separated)
+// keeps the jobs in those statuses, ?limit= the first ones.
+func (s *Server) list(w http.ResponseWriter, r *http.Request) {
+	f, err := listFilter(r)
+	if err != nil {
+		s.writeError(w, r, native, err)
+		return
+	}
+	list, err := s.cfg.Jobs.List(f)
+	if err != nil {
+		s.writeError(w, r, native, err)
+		return
+	}
+	out := JobList{Jobs: make([]Job, 0, len(list))}
+	for _, j := range list {
+		out.Jobs = append(out.Jobs, toJob(j))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// listFilter reads the query of GET /api/v1/jobs.
+func listFilter(r *http.Request) (store.Filter, error) {
+	var f store.Filter
+	q := r.URL.Query()
+	for _, v := range q["status"] {
+		for _, name := range strings.Split(v, ",") {
+			st := store.Status(strings.ToUpper(strings.TrimSpace(name)))
+			if !st.Known() {
+				return f, invalid("status %q: use PENDING, RUNNING, STOPPED, SUCCEEDED or FAILED", truncate(name, 64))
+			}
+			f.Statuses = append(f.Statuses, st)
+		}
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return f, invalid("limit %q: must be a whole number, 0 or more (0: no limit)", truncate(v, 64))
+		}
+		f.Limit = n
+	}
+	return f, nil
+}
+
+// get answers GET /api/v1/jobs/{id} with the job, its spec and what its run folder holds.
+func (s *Server) get(w http.ResponseWriter, r *http.Request) {
+	j, err := s.cfg.Jobs.Get(r.PathValue("id"))
+	var d JobDetail
+	if err == nil {
+		d, err = toDetail(j)
+	}
+	if err != nil {
+		s.writeError(w, r, native, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, d)
+}
+
+// stop answers POST /api/v1/jobs/{id}/stop with the job; an ended job is a 409.
+func (s *Server) stop(w http.ResponseWriter, r *http.Request) {
+	j, err := s.cfg.Jobs.Stop(r.PathValue("id"))
+	if err != nil {
+		s.writeError(w, r, native, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toJob(j))
+}
+
+// delete answers DELETE /api/v1/jobs/{id} with 204; a job not yet ended is a 409.
+func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
+	j, err := s.cfg.Jobs.Get(r.PathValue("id"))
+	if err == nil {
+		err = s.deleteJob(j)
+	}
+	if err != nil {
+		s.writeError(w, r, native, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// logs answers GET /api/v1/jobs/{id}/logs as text: with ?rank=R, that rank's log of the
+// last attempt, else the console log; ?tail=N keeps the last N lines. Like Ray's logs,
+// a log is read from its last 16 MiB at most.
+func (s *Server) logs(w http.ResponseWriter, r *http.Request) {
+	text, err := s.readLogs(r)
+	if err != nil {
+		s.writeError(w, r, native, err)
+		return
+	}
+	writeText(w, text)
+}
+
+// readLogs reads the log that GET /api/v1/jobs/{id}/logs asks for.
+func (s *Server) readLogs(r *http.Request) (string, error) {
+	j, err := s.cfg.Jobs.Get(r.PathValue("id"))
+	if err != nil {
+		return "", err
+	}
+	q := r.URL.Query()
+	tail, err := queryInt(q.Get("tail"), "tail")
+	if err != nil {
+		return "", err
+	}
+	path := jobs.LogPath(j)
+	if v := q.Get("rank"); v != "" {
+		rank, err := queryInt(v, "rank")
+		if err != nil {
+			return "", err
+		}
+		if path, err = rankLog(j, rank); err != nil {
+			return "", err
+		}
+	}
+	text, err := readLogTail(path, maxLogBytes)
+	if err != nil {
+		return "", err
+	}
+	return lastLines(text, tail), nil
+}
+
+// queryInt reads a query parameter that must be 0 or more; "" is 0.
+func queryInt(v, name string) (int, error) {
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, invalid("%s %q: must be a whole number, 0 or more", name, truncate(v, 64))
+	}
+	return n, nil
+}
+
+// rankLog returns the path of a rank's log in the job's last attempt.
+func rankLog(j *store.Job, rank int) (string, error) {
+	rec, err := rundir.ReadRecord(j.RunDir)
+	if errors.Is(err, os.ErrNotExist) || (err == nil && len(rec.Attempts) == 0) {
+		return "", refuse(store.ErrNotFound, "job %s has not started an attempt yet, so rank %d has no log; read the console log (no rank)", j.ID, rank)
+	}
+	if err != nil {
+		return "", err
+	}
+	last := rec.Attempts[len(rec.Attempts)-1]
+	for _, rk := range last.Ranks {
+		if rk.Rank == rank && filepath.IsAbs(rk.Log) {
+			return rk.Log, nil
+		}
+		if rk.Rank == rank {
+			return filepath.Join(j.RunDir, rk.Log), nil
+		}
+	}
+	return "", refuse(store.ErrNotFound, "attempt %d of job %s has no rank %d; it has ranks 0 to %d", last.Number, j.ID, rank, len(last.Ranks)-1)
+}

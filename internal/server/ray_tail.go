@@ -1,0 +1,179 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"golang.org/x/net/websocket"
+
+	"github.com/trainyard/trainyard/internal/jobs"
+)
+
+// Tailing a log: how often the file is read again, and the most one message holds.
+const (
+	tailPoll     = 200 * time.Millisecond
+	tailMaxChunk = 64 << 10
+)
+
+// rayTail answers GET /api/jobs/{id}/logs/tail: a WebSocket that sends the job's console
+// log as text messages, whole lines, as it grows, and closes once the job has ended and
+// the log is sent, as Ray's job manager does.
+func (s *Server) rayTail(w http.ResponseWriter, r *http.Request) {
+	j, err := s.rayJob(r)
+	if err != nil {
+		s.writeError(w, r, ray, err)
+		return
+	}
+	if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+		s.writeError(w, r, ray, invalid("this endpoint is a WebSocket: connect with a WebSocket client, or read GET /api/jobs/%s/logs", j.ID))
+		return
+	}
+	ws := websocket.Server{Handshake: checkOrigin, Handler: func(conn *websocket.Conn) {
+		defer conn.Close()
+		if err := s.followLog(conn, j.ID, jobs.LogPath(j)); err != nil {
+			s.log.Debug("log tail ended", "job", j.ID, "err", err)
+		}
+	}}
+	ws.ServeHTTP(w, r)
+}
+
+// checkOrigin accepts a WebSocket without Origin (Ray's clients send none) or from a
+// page of this server; a browser page elsewhere cannot read the logs, even with a token.
+func checkOrigin(cfg *websocket.Config, r *http.Request) error {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return nil
+	}
+	u, err := url.Parse(origin)
+	if err != nil {
+		return fmt.Errorf("bad Origin %q: %w", origin, err)
+	}
+	if u.Host != r.Host {
+		return fmt.Errorf("origin %s is not this server", origin)
+	}
+	cfg.Origin = u
+	return nil
+}
+
+// followLog sends the log at path to conn until the job has ended and the log is drained,
+// the job is deleted, or the client goes away.
+func (s *Server) followLog(conn *websocket.Conn, id, path string) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { // the client's messages are ignored; a read error means it left
+		var discard []byte
+		for websocket.Message.Receive(conn, &discard) == nil {
+		}
+		cancel()
+	}()
+	t := &logTail{path: path}
+	tick := time.NewTicker(tailPoll)
+	defer tick.Stop()
+	for {
+		ended := s.jobEnded(id) // before reading, so that the read drains what the job wrote
+		n, err := t.send(conn, ended)
+		if err != nil {
+			return err
+		}
+		if ended && n == 0 {
+			return nil
+		}
+		if n == 0 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-tick.C:
+			}
+		}
+	}
+}
+
+// jobEnded reports whether the job has ended or is gone.
+func (s *Server) jobEnded(id string) bool {
+	j, err := s.cfg.Jobs.Get(id)
+	return err != nil || j.Status.Terminal()
+}
+
+// logTail reads a growing file from where it stopped.
+type logTail struct {
+	path    string
+	off     int64
+	buf     []byte // tailMaxChunk bytes to read into
+	pending []byte // read but not yet sent: the start of a line
+}
+
+// send reads what the file gained and sends its whole lines as one message; final sends
+// a last partial line too. It returns how many bytes it read.
+func (t *logTail) send(conn *websocket.Conn, final bool) (int, error) {
+	if t.buf == nil {
+		t.buf = make([]byte, tailMaxChunk)
+	}
+	n, err := t.read(t.buf)
+	if err != nil {
+		return 0, err
+	}
+	t.pending = append(t.pending, t.buf[:n]...)
+	msg := cutMessage(&t.pending, final)
+	if msg != "" {
+		if err := websocket.Message.Send(conn, msg); err != nil {
+			return 0, fmt.Errorf("send log: %w", err)
+		}
+	}
+	return n, nil
+}
+
+// read reads from the file's offset; a file not yet created reads nothing.
+func (t *logTail) read(buf []byte) (int, error) {
+	f, err := os.Open(t.path)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read log: %w", err)
+	}
+	defer f.Close()
+	n, err := f.ReadAt(buf, t.off)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return 0, fmt.Errorf("read log: %w", err)
+	}
+	t.off += int64(n)
+	return n, nil
+}
+
+// cutMessage removes from *pending what to send now and returns it as valid UTF-8: all
+// of it when final; else up to its last newline, or, when it is full without one, up to
+// its last whole character.
+func cutMessage(pending *[]byte, final bool) string {
+	p := *pending
+	end := len(p)
+	if !final {
+		end = strings.LastIndexByte(string(p), '\n') + 1
+		if end == 0 && len(p) >= tailMaxChunk {
+			end = wholeRunes(p)
+		}
+	}
+	msg := strings.ToValidUTF8(string(p[:end]), "\uFFFD")
+	*pending = append(p[:0:0], p[end:]...)
+	return msg
+}
+
+// wholeRunes returns the length of p without an incomplete UTF-8 sequence at its end.
+func wholeRunes(p []byte) int {
+	for i := len(p) - 1; i >= 0 && i >= len(p)-utf8.UTFMax; i-- {
+		if utf8.RuneStart(p[i]) {
+			if !utf8.FullRune(p[i:]) {
+				return i
+			}
+			break
+		}
+	}
+	return len(p)
+}

@@ -1,0 +1,144 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+
+	"github.com/trainyard/trainyard/internal/auth"
+	"github.com/trainyard/trainyard/internal/jobs"
+	"github.com/trainyard/trainyard/internal/jobspec"
+	"github.com/trainyard/trainyard/internal/scheduler"
+	"github.com/trainyard/trainyard/internal/upload"
+)
+
+// Config is what a Server needs. Jobs, Token, Packages and StateDir are required.
+type Config struct {
+	// Jobs is the engine that runs the jobs.
+	Jobs *jobs.Service
+	// Token is the bearer token every request but GET /healthz must carry.
+	Token string
+	// Auth adjusts the token and Host checks (listen address, allowed hosts). The server
+	// adds auth.HealthPath to its ExemptPaths.
+	Auth auth.Options
+	// Packages keeps the zip archives that Ray clients upload.
+	Packages *upload.Store
+	// PackageLimits bound an uploaded package and what it unpacks to; the zero value is
+	// upload.DefaultLimits.
+	PackageLimits upload.Limits
+	// StateDir is the server's own folder; jobs submitted with a package get their
+	// working folder under StateDir/workdirs.
+	StateDir string
+	// StoragePath is the folder that holds the runs of jobs that do not name one; empty
+	// means jobspec.DefaultStoragePath.
+	StoragePath string
+	// Node is what /api/v1/node and /metrics report of this machine.
+	Node NodeConfig
+	// Version is trainyard's version, reported by /api/version.
+	Version string
+	// Logger receives the server's errors; nil discards them.
+	Logger *slog.Logger
+}
+
+// NodeConfig is what the server reports of this machine.
+type NodeConfig struct {
+	// Resources is what the machine offers to jobs: the jobs.Service's scheduler.Node.
+	Resources scheduler.Node
+	// Utilization, when set, reports the GPUs' current use for /api/v1/node (from NVML,
+	// say); nil leaves utilization out.
+	Utilization func(ctx context.Context) ([]GPUUtilization, error)
+}
+
+// Server answers the Ray Jobs API and the native API. Its methods are safe for
+// concurrent use.
+type Server struct {
+	cfg      Config
+	log      *slog.Logger
+	workdirs string // StateDir/workdirs: working folders unpacked from packages
+	handler  http.Handler
+
+	mu       sync.Mutex
+	restarts map[string]restartCount // by job ID, for /metrics
+}
+
+// New checks cfg and returns a Server.
+func New(cfg Config) (*Server, error) {
+	switch {
+	case cfg.Jobs == nil:
+		return nil, errors.New("server: no jobs service")
+	case cfg.Token == "":
+		return nil, errors.New("server: no token")
+	case cfg.Packages == nil:
+		return nil, errors.New("server: no package store")
+	case cfg.StateDir == "":
+		return nil, errors.New("server: no state folder")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.StoragePath == "" {
+		cfg.StoragePath = jobspec.DefaultStoragePath
+	}
+	if cfg.Version == "" {
+		cfg.Version = "dev"
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, workdirs: filepath.Join(cfg.StateDir, "workdirs"),
+		restarts: map[string]restartCount{}}
+	if err := os.MkdirAll(s.workdirs, 0o700); err != nil {
+		return nil, fmt.Errorf("server: create the working folders' folder: %w", err)
+	}
+	opts := cfg.Auth
+	opts.ExemptPaths = append(slices.Clip(opts.ExemptPaths), auth.HealthPath)
+	s.handler = auth.Middleware(cfg.Token, opts, s.routes())
+	return s, nil
+}
+
+// Handler returns the server's HTTP handler: every endpoint, behind auth.Middleware.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// routes registers every endpoint.
+func (s *Server) routes() *http.ServeMux {
+	mux := http.NewServeMux()
+	s.rayRoutes(mux)
+	s.nativeRoutes(mux)
+	mux.HandleFunc("GET "+auth.HealthPath, func(w http.ResponseWriter, _ *http.Request) { writeText(w, "ok\n") })
+	mux.HandleFunc("GET /metrics", s.metrics)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		s.writeError(w, r, native, refuse(errNoEndpoint, "no endpoint %s %s; see the API in the trainyard docs", r.Method, r.URL.Path))
+	})
+	return mux
+}
+
+// rayRoutes registers Ray's Jobs API. Ray's clients send a trailing slash to submit and
+// list; both forms are served.
+func (s *Server) rayRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("GET /api/version", s.rayVersion)
+	for _, p := range []string{"/api/jobs", "/api/jobs/{$}"} {
+		mux.HandleFunc("POST "+p, s.raySubmit)
+		mux.HandleFunc("GET "+p, s.rayList)
+	}
+	mux.HandleFunc("GET /api/jobs/{id}", s.rayGet)
+	mux.HandleFunc("POST /api/jobs/{id}/stop", s.rayStop)
+	mux.HandleFunc("DELETE /api/jobs/{id}", s.rayDelete)
+	mux.HandleFunc("GET /api/jobs/{id}/logs", s.rayLogs)
+	mux.HandleFunc("GET /api/jobs/{id}/logs/tail", s.rayTail)
+	mux.HandleFunc("GET /api/packages/{protocol}/{name}", s.getPackage)
+	mux.HandleFunc("PUT /api/packages/{protocol}/{name}", s.putPackage)
+}
+
+// nativeRoutes registers the native API.
+func (s *Server) nativeRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("POST /api/v1/jobs", s.submit)
+	mux.HandleFunc("GET /api/v1/jobs", s.list)
+	mux.HandleFunc("GET /api/v1/jobs/{id}", s.get)
+	mux.HandleFunc("POST /api/v1/jobs/{id}/stop", s.stop)
+	mux.HandleFunc("DELETE /api/v1/jobs/{id}", s.delete)
+	mux.HandleFunc("GET /api/v1/jobs/{id}/logs", s.logs)
+	mux.HandleFunc("GET /api/v1/node", s.node)
+}
