@@ -19,6 +19,9 @@ import (
 	"github.com/trainyard/trainyard/internal/store"
 )
 
+// errNotPending aborts recording a start: the job is no longer pending.
+var errNotPending = errors.New("the job is no longer pending")
+
 // exited is a supervisor of this process that ended.
 type exited struct {
 	id  string
@@ -42,11 +45,15 @@ func (s *Service) start(j *store.Job, gpus [][]int) {
 	}
 	now := time.Now()
 	_, err = s.cfg.Store.Update(j.ID, func(j *store.Job) error {
+		if j.Status != store.Pending { // stopped (or deleted) while its supervisor started
+			return errNotPending
+		}
 		j.Status, j.Message, j.StartedAt, j.SupervisorPID, j.GPUs = store.Running, "", &now, cmd.Process.Pid, gpus
 		return nil
 	})
 	if err != nil {
-		s.log.Error("record started job", "job", j.ID, "err", err)
+		s.log.Warn("job left pending while its supervisor started; stopping the supervisor", "job", j.ID, "err", err)
+		_ = cmd.Process.Signal(syscall.SIGTERM)
 	}
 	s.mu.Lock()
 	s.children[j.ID] = true
