@@ -231,3 +231,12 @@ func jsonNumber(raw json.RawMessage) (v float64, ok bool) {
 	}
 	return 0, false
 }
+
+// Metric names that Trainyard records itself would overwrite its own columns.
+func TestDecodeReservedMetricName(t *testing.T) {
+	_, err := Decode([]byte(`{"op":"report","rank":0,"metrics":{"timestamp":1}}`))
+	want := `report: metric name "timestamp" is one Trainyard records itself; rename the metric`
+	if err == nil || err.Error() != want {
+		t.Errorf("Decode: %v, want %q", err, want)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 )
 
@@ -193,6 +194,9 @@ func decodeMetrics(raw map[string]json.RawMessage) (map[string]float64, error) {
 	for name, v := range raw {
 		if name == "" || len(name) > MaxMetricName {
 			return nil, fmt.Errorf("report: metric name %q: must be 1 to %d characters", name, MaxMetricName)
+		}
+		if slices.Contains(fixedColumns, name) {
+			return nil, fmt.Errorf("report: metric name %q is one Trainyard records itself; rename the metric", name)
 		}
 		f, err := metricValue(v)
 		if err != nil {

@@ -101,11 +101,7 @@ func (s *Session) AttemptEnv(attempt int) (map[string]string, error) {
 	if err := s.committer.Wait(); err != nil {
 		s.notice("the last checkpoint could not be committed: %v", err)
 	}
-	// Checkpoint folders the helper made for an earlier attempt's processes (all gone now)
-	// and never handed over are of no use.
-	if err := os.RemoveAll(filepath.Join(s.dir, ScratchDir)); err != nil {
-		s.logger.Warn("clean scratch folders", "err", err)
-	}
+	s.cleanScratch()
 	latest, skipped, err := s.store.Latest()
 	if err != nil && !errors.Is(err, checkpoint.ErrNoCheckpoint) {
 		return nil, fmt.Errorf("find the latest checkpoint: %w", err)
@@ -125,6 +121,40 @@ func (s *Session) AttemptEnv(attempt int) (map[string]string, error) {
 	}
 	s.attempt, s.base, s.ranks, s.began, s.lastAt = attempt, s.iteration, map[int]int{}, time.Now(), time.Now()
 	return env, nil
+}
+
+// cleanScratch removes the checkpoint folders the helper made for an earlier attempt's
+// processes (all gone now) and never handed over: everything in the run's scratch folder
+// and its per-rank folders, but for folders a failed commit kept (named
+// ".<name>.trainyard-<random>", as its error said), which stay for the user.
+func (s *Session) cleanScratch() {
+	root := filepath.Join(s.dir, ScratchDir)
+	var errs []error
+	for _, dir := range append([]string{root}, subdirs(root)...) {
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			path := filepath.Join(dir, e.Name())
+			if strings.Contains(e.Name(), ".trainyard-") || (dir == root && e.IsDir() && strings.HasPrefix(e.Name(), "rank-")) {
+				continue
+			}
+			errs = append(errs, os.RemoveAll(path))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		s.logger.Warn("clean scratch folders", "err", err)
+	}
+}
+
+// subdirs lists the rank-N folders of the scratch folder.
+func subdirs(root string) []string {
+	var out []string
+	entries, _ := os.ReadDir(root)
+	for _, e := range entries {
+		if e.IsDir() && strings.HasPrefix(e.Name(), "rank-") {
+			out = append(out, filepath.Join(root, e.Name()))
+		}
+	}
+	return out
 }
 
 // Report records one rank's report; it is the Server's Handler.

@@ -417,3 +417,20 @@ func TestSessionCloseCommitFails(t *testing.T) {
 		t.Errorf("Close = %v, want an error wrapping ErrCommit about checkpoint_000001", err)
 	}
 }
+
+// A folder a failed commit kept for the user survives the cleaning of the scratch folder
+// at the next attempt; a folder never handed over does not.
+func TestSessionKeepsFoldersOfFailedCommits(t *testing.T) {
+	dir, job := newRunDir(t)
+	s, _ := startSession(t, job, dir)
+	attemptEnv(t, s, 1)
+	kept := newCheckpointDir(t, dir, ".checkpoint-1.trainyard-abc123", "kept")
+	stale := newCheckpointDir(t, dir, "checkpoint-2", "stale")
+	attemptEnv(t, s, 2)
+	if _, err := os.Stat(kept); err != nil {
+		t.Errorf("the folder a failed commit kept was removed: %v", err)
+	}
+	if _, err := os.Stat(stale); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a folder never handed over: %v; want it removed", err)
+	}
+}
