@@ -41,7 +41,7 @@ RUN is a run name under --storage-path, or the path of a run's folder.`,
 			if output == "json" {
 				return json.NewEncoder(g.io.Out).Encode(rows)
 			}
-			return reporting.WriteTable(g.io.Out, rows, 0)
+			return reporting.WriteTable(g.io.Out, reporting.MarkGone(rows, dir), 0)
 		},
 	}
 	cmd.Flags().StringVar(&storage, "storage-path", jobspec.DefaultStoragePath, "folder that holds runs")

@@ -104,7 +104,7 @@ func runJob(ctx context.Context, g *globals, flags *jobspec.Flags, opts runOptio
 	}
 	if rows := session.Results(); len(rows) > 0 {
 		fmt.Fprintln(g.io.Out)
-		_ = reporting.WriteTable(g.io.Out, rows, 20)
+		_ = reporting.WriteTable(g.io.Out, reporting.MarkGone(rows, folder.Dir), 20)
 	}
 	if err := report(g, job, folder, res); err != nil || closeErr == nil {
 		return err

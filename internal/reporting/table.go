@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"text/tabwriter"
@@ -77,4 +79,19 @@ func elide(rows []Result, maxRows int) ([]Result, int) {
 	head := maxRows / 2
 	tail := maxRows - head
 	return append(slices.Clone(rows[:head]), rows[len(rows)-tail:]...), len(rows) - maxRows
+}
+
+// MarkGone returns rows with " (gone)" after each checkpoint that runDir no longer holds:
+// deleted by the retention policy, or never committed because its commit failed.
+func MarkGone(rows []Result, runDir string) []Result {
+	out := slices.Clone(rows)
+	for i, r := range out {
+		if r.Checkpoint == "" {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(runDir, r.Checkpoint)); err != nil {
+			out[i].Checkpoint += " (gone)"
+		}
+	}
+	return out
 }

@@ -70,3 +70,21 @@ func TestWriteTable(t *testing.T) {
 		})
 	}
 }
+
+func TestMarkGone(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "checkpoint_000002"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rows := []Result{{Iteration: 1, Checkpoint: "checkpoint_000001"}, {Iteration: 2, Checkpoint: "checkpoint_000002"}, {Iteration: 3}}
+	var got []string
+	for _, r := range MarkGone(rows, dir) {
+		got = append(got, r.Checkpoint)
+	}
+	if diff := cmp.Diff([]string{"checkpoint_000001 (gone)", "checkpoint_000002", ""}, got); diff != "" {
+		t.Errorf("checkpoints (-want +got):\n%s", diff)
+	}
+	if rows[0].Checkpoint != "checkpoint_000001" {
+		t.Error("MarkGone changed its input")
+	}
+}
