@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/trainyard/trainyard/internal/durable"
 )
 
 // EnvTokenFile is the environment variable that names the token file, overriding the
@@ -172,7 +174,7 @@ func create(path string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("create token file: %w", err)
 	}
-	if err := syncDir(dir); err != nil {
+	if err := durable.Sync(dir); err != nil {
 		return "", fmt.Errorf("create token file %s: %w", path, err)
 	}
 	return tok, nil
@@ -212,17 +214,4 @@ func writeTemp(dir, tok string) (string, error) {
 		return "", fmt.Errorf("write token file %s: %w", f.Name(), err)
 	}
 	return f.Name(), nil
-}
-
-// syncDir makes the entries of the folder dir durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/trainyard/trainyard/internal/durable"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -95,7 +97,7 @@ func (c *commit) prepare(m *Manifest) error {
 		return err
 	}
 	for i := len(c.dirs) - 1; i >= 0; i-- {
-		if err := syncPath(filepath.Join(c.staged, filepath.FromSlash(c.dirs[i].rel))); err != nil {
+		if err := durable.Sync(filepath.Join(c.staged, filepath.FromSlash(c.dirs[i].rel))); err != nil {
 			return fmt.Errorf("sync folder %s: %w", c.dirs[i].rel, err)
 		}
 	}
@@ -119,7 +121,7 @@ func (c *commit) stage() error {
 		return fmt.Errorf("stage: %w", err)
 	}
 	if from == to {
-		err := renameNoReplace(c.t.Dir, staged)
+		err := durable.RenameNoReplace(c.t.Dir, staged)
 		if err == nil {
 			c.staged, c.moved = staged, true
 			return nil
@@ -136,7 +138,7 @@ func (c *commit) stage() error {
 func (c *commit) syncFiles() error {
 	if !c.moved {
 		for _, f := range c.files {
-			if err := syncPath(filepath.Join(c.staged, filepath.FromSlash(f.Path))); err != nil {
+			if err := durable.Sync(filepath.Join(c.staged, filepath.FromSlash(f.Path))); err != nil {
 				return fmt.Errorf("sync %s: %w", f.Path, err)
 			}
 		}
@@ -170,7 +172,7 @@ func (c *commit) syncFiles() error {
 // publish renames the staged folder to its final name, never over an existing folder.
 func (c *commit) publish() (string, error) {
 	final := filepath.Join(c.s.dir, c.name)
-	if err := renameNoReplace(c.staged, final); err != nil {
+	if err := durable.RenameNoReplace(c.staged, final); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			return "", fmt.Errorf("%s already exists; it was not made by this store", final)
 		}
@@ -186,10 +188,10 @@ func (c *commit) finish(final string) {
 	warn := func(err error) {
 		c.s.logger.Warn("checkpoint committed, but a later step failed", "checkpoint", c.name, "err", err)
 	}
-	if err := syncPath(c.s.dir); err != nil {
+	if err := durable.Sync(c.s.dir); err != nil {
 		warn(fmt.Errorf("sync run folder: %w", err))
 	}
-	if err := syncPath(c.s.staging); err != nil {
+	if err := durable.Sync(c.s.staging); err != nil {
 		warn(fmt.Errorf("sync %s: %w", StagingDir, err))
 	}
 	if err := c.s.step("published"); err != nil {
@@ -219,7 +221,7 @@ func (c *commit) abort(err error) error {
 	if c.staged != "" && c.moved {
 		_ = os.Remove(filepath.Join(c.staged, ManifestName))
 		_ = os.Remove(filepath.Join(c.staged, manifestTemp))
-		if rerr := renameNoReplace(c.staged, c.t.Dir); rerr != nil {
+		if rerr := durable.RenameNoReplace(c.staged, c.t.Dir); rerr != nil {
 			return fmt.Errorf("%w; moving the files back failed too (%v): they are in %s until the next Open",
 				err, rerr, c.staged)
 		}

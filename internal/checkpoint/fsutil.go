@@ -3,7 +3,6 @@ package checkpoint
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
@@ -125,37 +124,6 @@ func hashFile(path string, buf []byte, sync bool) (int64, uint32, error) {
 // crcHex formats a CRC-32C as the manifest writes it.
 func crcHex(crc uint32) string {
 	return fmt.Sprintf("%08x", crc)
-}
-
-// syncPath opens a file or folder read-only and syncs it.
-func syncPath(path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	err = f.Sync()
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
-
-// renameNoReplace renames oldpath to newpath, failing if newpath exists (a plain rename
-// would replace an empty folder there).
-func renameNoReplace(oldpath, newpath string) error {
-	err := unix.Renameat2(unix.AT_FDCWD, oldpath, unix.AT_FDCWD, newpath, unix.RENAME_NOREPLACE)
-	if errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EINVAL) {
-		// The filesystem cannot do it atomically: check, then rename.
-		if _, serr := os.Lstat(newpath); serr == nil {
-			err = unix.EEXIST
-		} else {
-			return os.Rename(oldpath, newpath)
-		}
-	}
-	if err != nil {
-		return &os.LinkError{Op: "rename", Old: oldpath, New: newpath, Err: err}
-	}
-	return nil
 }
 
 // randomSuffix returns 12 random hex digits for private names.

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/trainyard/trainyard/internal/durable"
 )
 
 // Policy says which committed checkpoints Retain keeps. The latest checkpoint is always
@@ -164,7 +166,7 @@ func (s *Store) remove(names []string) ([]string, error) {
 	var errs []error
 	for _, name := range names {
 		to := filepath.Join(s.staging, name+".deleted-"+randomSuffix())
-		if err := renameNoReplace(filepath.Join(s.dir, name), to); err != nil {
+		if err := durable.RenameNoReplace(filepath.Join(s.dir, name), to); err != nil {
 			errs = append(errs, fmt.Errorf("delete %s: %w", name, err))
 			continue
 		}
@@ -172,7 +174,7 @@ func (s *Store) remove(names []string) ([]string, error) {
 		deleted = append(deleted, name)
 	}
 	if len(moved) > 0 {
-		if err := syncPath(s.dir); err != nil {
+		if err := durable.Sync(s.dir); err != nil {
 			errs = append(errs, fmt.Errorf("delete checkpoints: sync run folder: %w", err))
 		}
 	}

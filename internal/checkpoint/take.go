@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/trainyard/trainyard/internal/durable"
 )
 
 // Taken is a checkpoint folder that Take moved out of the training process's way. Its
@@ -38,7 +40,7 @@ func (s *Store) Take(src string) (*Taken, error) {
 	}
 	t := &Taken{Src: abs, Dir: filepath.Join(filepath.Dir(abs),
 		"."+filepath.Base(abs)+".trainyard-"+randomSuffix())}
-	if err := renameNoReplace(abs, t.Dir); err != nil {
+	if err := durable.RenameNoReplace(abs, t.Dir); err != nil {
 		if errors.Is(err, syscall.EBUSY) {
 			return nil, fmt.Errorf("take checkpoint %s: %w (is it a mount point? pass a folder inside it)", abs, err)
 		}
@@ -49,7 +51,7 @@ func (s *Store) Take(src string) (*Taken, error) {
 		err = recreate(abs, fi)
 	}
 	if err != nil {
-		if rerr := renameNoReplace(t.Dir, abs); rerr != nil {
+		if rerr := durable.RenameNoReplace(t.Dir, abs); rerr != nil {
 			return nil, fmt.Errorf("take checkpoint %s: %w (its files are in %s)", abs, err, t.Dir)
 		}
 		return nil, fmt.Errorf("take checkpoint %s: %w", abs, err)

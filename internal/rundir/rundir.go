@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/trainyard/trainyard/internal/durable"
+
 	"golang.org/x/sys/unix"
 	"sigs.k8s.io/yaml"
 
@@ -124,7 +126,7 @@ func (r *Run) writeSpec(job *v1.TrainJob) error {
 	if err != nil {
 		return fmt.Errorf("encode job spec: %w", err)
 	}
-	return writeAtomic(filepath.Join(r.Dir, SpecFile), data)
+	return durable.WriteFile(filepath.Join(r.Dir, SpecFile), data, 0o644)
 }
 
 // Close releases the folder's lock.
@@ -156,7 +158,7 @@ func (r *Run) saveLocked() error {
 	if err != nil {
 		return fmt.Errorf("encode run record: %w", err)
 	}
-	return writeAtomic(filepath.Join(r.Dir, RecordFile), append(data, '\n'))
+	return durable.WriteFile(filepath.Join(r.Dir, RecordFile), append(data, '\n'), 0o644)
 }
 
 // LogPath returns the log file of a rank in an attempt, relative to the run folder.
@@ -175,35 +177,6 @@ func (r *Run) CreateLog(attempt, rank int) (*os.File, error) {
 		return nil, fmt.Errorf("create log of rank %d: %w", rank, err)
 	}
 	return f, nil
-}
-
-// writeAtomic writes data to a temporary file beside path, syncs it, and renames it into
-// place, so a reader sees the old content or the new, never a part.
-func writeAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", filepath.Base(path), err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write %s: %w", filepath.Base(path), err)
-	}
-	if err := tmp.Chmod(0o644); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write %s: %w", filepath.Base(path), err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("sync %s: %w", filepath.Base(path), err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", filepath.Base(path), err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("write %s: %w", filepath.Base(path), err)
-	}
-	return nil
 }
 
 // ReadRecord reads the run.json of a run folder without locking it, for those who follow

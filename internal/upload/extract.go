@@ -10,7 +10,7 @@ import (
 	"path"
 	"path/filepath"
 
-	"golang.org/x/sys/unix"
+	"github.com/trainyard/trainyard/internal/durable"
 )
 
 // Extract unpacks the zip archive of the given size into the new folder dest, which must
@@ -67,7 +67,7 @@ func extractAtomically(entries []entry, dest string, lim Limits) (err error) {
 	if err := os.Chmod(tmp, 0o755); err != nil {
 		return err
 	}
-	return renameNoReplace(tmp, dest)
+	return durable.RenameNoReplace(tmp, dest)
 }
 
 // writeEntries creates the entries' folders and files in the folder dir, through an
@@ -164,22 +164,4 @@ func (r *readErrors) Read(p []byte) (int, error) {
 		r.err = err
 	}
 	return n, err
-}
-
-// renameNoReplace renames oldpath to newpath, failing if newpath exists (a plain rename
-// would replace an empty folder there).
-func renameNoReplace(oldpath, newpath string) error {
-	err := unix.Renameat2(unix.AT_FDCWD, oldpath, unix.AT_FDCWD, newpath, unix.RENAME_NOREPLACE)
-	if errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EINVAL) {
-		// The filesystem cannot do it atomically: check, then rename.
-		if _, serr := os.Lstat(newpath); serr == nil {
-			err = unix.EEXIST
-		} else {
-			return os.Rename(oldpath, newpath)
-		}
-	}
-	if err != nil {
-		return &os.LinkError{Op: "rename", Old: oldpath, New: newpath, Err: err}
-	}
-	return nil
 }

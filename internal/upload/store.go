@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/trainyard/trainyard/internal/durable"
 )
 
 // Temporary files of uploads in progress are named tmpPrefix + random + tmpSuffix, which
@@ -80,7 +82,7 @@ func (s *Store) Put(name string, r io.Reader, lim Limits) error {
 		_ = os.Remove(tmp)
 		return fmt.Errorf("store package %s: %w", name, err)
 	}
-	if err := syncDir(s.dir); err != nil {
+	if err := durable.Sync(s.dir); err != nil {
 		return fmt.Errorf("store package %s: %w", name, err)
 	}
 	return nil
@@ -157,17 +159,4 @@ func (s *Store) Open(name string) (*os.File, error) {
 		return nil, fmt.Errorf("open package %s: %w", name, err)
 	}
 	return f, nil
-}
-
-// syncDir makes the entries of the folder dir durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
