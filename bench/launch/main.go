@@ -129,9 +129,12 @@ func (c *config) prepare() error {
 // env is the environment of both launchers: the script imports the trainyard helper
 // module, which trainyard run provides and torchrun does not, so both get the repository's
 // python/ folder on PYTHONPATH (trainyard appends its own copy of the same module after it).
+// Both train on the CPU with gloo: trainyard's workers get no GPU unless asked, and
+// CUDA_VISIBLE_DEVICES= does the same for torchrun's (on a one-GPU machine its second rank
+// would otherwise ask for cuda:1).
 func (c *config) env() []string {
 	helper := filepath.Join(filepath.Dir(c.script), "..", "..", "python")
-	return append(os.Environ(), "PYTHONPATH="+filepath.Clean(helper))
+	return append(os.Environ(), "PYTHONPATH="+filepath.Clean(helper), "CUDA_VISIBLE_DEVICES=")
 }
 
 // cleanup removes the binary snapshot and the temporary folder if nothing was kept in it.
