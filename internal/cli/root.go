@@ -78,6 +78,7 @@ wired for torch.distributed, torn down together when one fails, and restarted as
 		return usageError(fmt.Errorf("%w (see '%s --help')", err, c.CommandPath()))
 	})
 	root.AddCommand(newRunCommand(g), newResultsCommand(g), newDevicesCommand(g), newVersionCommand(g))
+	root.AddCommand(newServerCommand(g), newSubmitCommand(g), newListCommand(g), newGetCommand(g), newLogsCommand(g), newStopCommand(g), newDeleteCommand(g), newTopCommand(g))
 	return root
 }
 

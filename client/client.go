@@ -1,0 +1,266 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"syscall"
+	"time"
+	"unicode/utf8"
+)
+
+// userAgent is what the client tells the server it is.
+const userAgent = "trainyard-client"
+
+// maxErrorBody is the most of an error response the client reads.
+const maxErrorBody = 64 << 10
+
+// Client talks to one trainyard server. Its methods are safe for concurrent use.
+type Client struct {
+	base    *url.URL // scheme and host, no trailing slash
+	addrErr error    // why the address given to New is unusable, reported by every call
+	token   string
+	http    *http.Client
+	tls     *tls.Config   // for https servers, also used by the log WebSocket
+	poll    time.Duration // how often Follow reads a rank's log again
+	retry   time.Duration // how long Follow tries to reach a server that went away
+}
+
+// Option adjusts a Client.
+type Option func(*Client)
+
+// WithHTTPClient makes the client send its requests with hc instead of a client of its
+// own (which has no overall timeout, as following a log takes as long as the job).
+func WithHTTPClient(hc *http.Client) Option {
+	return func(c *Client) { c.http = hc }
+}
+
+// WithTLSConfig sets the TLS configuration for an https server, to trust a private CA,
+// say. It replaces the HTTP client's transport with one that uses cfg.
+func WithTLSConfig(cfg *tls.Config) Option {
+	return func(c *Client) {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.TLSClientConfig = cfg
+		c.http = &http.Client{Transport: tr}
+		c.tls = cfg
+	}
+}
+
+// WithPollInterval sets how often Follow reads a rank's log again; the default is one
+// second.
+func WithPollInterval(d time.Duration) Option {
+	return func(c *Client) { c.poll = d }
+}
+
+// WithReconnectFor sets how long Follow keeps trying to reach a server that went away
+// while the job runs (a server restart, say) before it gives up; the default is 30
+// seconds.
+func WithReconnectFor(d time.Duration) Option {
+	return func(c *Client) { c.retry = d }
+}
+
+// New returns a client of the server at address: a URL such as http://127.0.0.1:8265,
+// or host:port, which means http. token is sent with every request; empty sends none.
+// An unusable address is reported by the first call.
+func New(address, token string, opts ...Option) *Client {
+	c := &Client{token: token, http: &http.Client{}, poll: time.Second, retry: 30 * time.Second}
+	c.base, c.addrErr = parseAddress(address)
+	for _, o := range opts {
+		o(c)
+	}
+	return c
+}
+
+// Address returns the server's address as the client uses it, such as
+// http://127.0.0.1:8265.
+func (c *Client) Address() string {
+	if c.base == nil {
+		return ""
+	}
+	return c.base.String()
+}
+
+// parseAddress reads a server address: a URL with scheme http or https and a host, or
+// host:port.
+func parseAddress(address string) (*url.URL, error) {
+	a := strings.TrimSpace(address)
+	if !strings.Contains(a, "://") {
+		a = "http://" + a
+	}
+	u, err := url.Parse(strings.TrimRight(a, "/"))
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("server address %q: %w", address, err)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return nil, fmt.Errorf("server address %q: the scheme must be http or https", address)
+	case u.Host == "":
+		return nil, fmt.Errorf("server address %q has no host; give one such as %s", address, DefaultAddress)
+	case u.Path != "" || u.RawQuery != "" || u.User != nil:
+		return nil, fmt.Errorf("server address %q: give the scheme, host and port only, such as %s", address, DefaultAddress)
+	}
+	return u, nil
+}
+
+// APIError is a request the server refused: its HTTP status and the message of its JSON
+// body {"error": "..."}.
+type APIError struct {
+	Status  int
+	Message string
+}
+
+// Error returns the server's message, on one line.
+func (e *APIError) Error() string { return e.Message }
+
+// IsNotFound reports whether err is the server's answer that the job (or what else was
+// asked for) does not exist.
+func IsNotFound(err error) bool {
+	var ae *APIError
+	return errors.As(err, &ae) && ae.Status == http.StatusNotFound
+}
+
+// request is one call of the API.
+type request struct {
+	method string
+	path   string     // under the server's address, escaped
+	query  url.Values // optional
+	body   any        // sent as JSON when not nil
+	want   int        // the status of success
+}
+
+// do sends r and decodes the answer into out: a *string gets the body as text, anything
+// else non-nil gets it decoded from JSON.
+func (c *Client) do(ctx context.Context, r request, out any) error {
+	resp, err := c.send(ctx, r)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != r.want {
+		return decodeError(resp)
+	}
+	switch out := out.(type) {
+	case nil:
+		return nil
+	case *string:
+		data, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return fmt.Errorf("%s %s: read the answer: %w", r.method, r.path, err)
+		}
+		*out = string(data)
+		return nil
+	default:
+		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+			return fmt.Errorf("%s %s: decode the answer: %w", r.method, r.path, err)
+		}
+		return nil
+	}
+}
+
+// send builds and sends the HTTP request of r.
+func (c *Client) send(ctx context.Context, r request) (*http.Response, error) {
+	if c.addrErr != nil {
+		return nil, c.addrErr
+	}
+	u := *c.base
+	u.RawPath, u.Path = r.path, mustUnescape(r.path)
+	u.RawQuery = r.query.Encode()
+	var body io.Reader
+	if r.body != nil {
+		data, err := json.Marshal(r.body)
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: encode the request: %w", r.method, r.path, err)
+		}
+		body = bytes.NewReader(data)
+	}
+	req, err := http.NewRequestWithContext(ctx, r.method, u.String(), body)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", r.method, r.path, err)
+	}
+	c.setHeaders(req.Header)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, c.unreachable(ctx, err)
+	}
+	return resp, nil
+}
+
+// setHeaders sets the headers every request carries.
+func (c *Client) setHeaders(h http.Header) {
+	h.Set("User-Agent", userAgent)
+	h.Set("Accept", "application/json")
+	if c.token != "" {
+		h.Set("Authorization", "Bearer "+c.token)
+	}
+}
+
+// unreachable explains a request that got no answer.
+func (c *Client) unreachable(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return fmt.Errorf("no trainyard server at %s (connection refused): start one with `trainyard server`, "+
+			"or name another with --address or %s", c.base, EnvAddress)
+	}
+	return fmt.Errorf("reach the trainyard server at %s: %w", c.base, err)
+}
+
+// mustUnescape returns the path that an escaped path stands for; the client builds
+// only valid ones.
+func mustUnescape(escaped string) string {
+	p, err := url.PathUnescape(escaped)
+	if err != nil {
+		return escaped
+	}
+	return p
+}
+
+// decodeError reads a refusal: the message of the server's {"error": ...} body, or the
+// status and the first line of any other body.
+func decodeError(resp *http.Response) error {
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	var body struct {
+		Error string `json:"error"`
+	}
+	msg := ""
+	if json.Unmarshal(data, &body) == nil {
+		msg = body.Error
+	}
+	if msg == "" {
+		msg = fmt.Sprintf("the server answered %s", resp.Status)
+		if line, _, _ := strings.Cut(strings.TrimSpace(string(data)), "\n"); line != "" {
+			msg += ": " + truncate(line, 200)
+		}
+	}
+	return &APIError{Status: resp.StatusCode, Message: oneLine(msg)}
+}
+
+// oneLine joins the lines of s with "; ".
+func oneLine(s string) string {
+	lines := strings.FieldsFunc(strings.TrimSpace(s), func(r rune) bool { return r == '\n' || r == '\r' })
+	for i := range lines {
+		lines[i] = strings.TrimSpace(lines[i])
+	}
+	return strings.Join(lines, "; ")
+}
+
+// truncate cuts s to at most n bytes, on a character boundary, marking the cut.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}

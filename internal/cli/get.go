@@ -1,0 +1,236 @@
+package cli
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	v1 "github.com/trainyard/trainyard/api/v1alpha1"
+	"github.com/trainyard/trainyard/client"
+)
+
+func newGetCommand(g *globals) *cobra.Command {
+	var (
+		remote remoteOptions
+		output string
+	)
+	cmd := &cobra.Command{
+		Use:     "get ID",
+		Aliases: []string{"describe"},
+		Short:   "Show a job: its status, attempts and ranks, last metrics and checkpoints",
+		Long: `Show one job of a trainyard server: its status and why, what it runs and on which
+GPUs, each attempt of its gang with the state of every rank (running, exited with a
+code, killed by a signal, stopped by trainyard because another rank failed), the last
+metrics it reported and its committed checkpoints.
+
+-o json and -o yaml print everything the server knows, the resolved TrainJob included.` + remoteHelp,
+		Example: `  trainyard get raysubmit_XtqM3Lq8hZxwWz2a
+  trainyard get raysubmit_XtqM3Lq8hZxwWz2a -o yaml`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(output, "json", "yaml"); err != nil {
+				return err
+			}
+			c, err := remote.client()
+			if err != nil {
+				return err
+			}
+			d, err := c.Get(cmd.Context(), args[0])
+			if err != nil {
+				return failed(err)
+			}
+			if output != "" {
+				return printData(g.io.Out, output, d)
+			}
+			return printJobDetail(newView(g, output), d)
+		},
+	}
+	remote.bind(cmd.Flags())
+	cmd.Flags().StringVarP(&output, "output", "o", "", outputHelp("json", "yaml"))
+	return cmd
+}
+
+// printJobDetail writes a job as kubectl describe does: fields, then sections.
+func printJobDetail(v view, d client.JobDetail) error {
+	tw := v.table()
+	for _, f := range jobFields(v, d) {
+		fmt.Fprintf(tw, "%s:\t%s\n", f[0], f[1])
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if d.Run != nil {
+		for _, a := range d.Run.Attempts {
+			if err := printAttempt(v, a); err != nil {
+				return err
+			}
+		}
+	}
+	if err := printResult(v, d.Results); err != nil {
+		return err
+	}
+	if len(d.Checkpoints) > 0 {
+		_, err := fmt.Fprintf(v.out, "\nCheckpoints: %s\n", strings.Join(d.Checkpoints, ", "))
+		return err
+	}
+	return nil
+}
+
+// jobFields are the job's name-value lines; those that do not apply are left out.
+func jobFields(v view, d client.JobDetail) [][2]string {
+	j := d.Job
+	status := string(j.Status)
+	if j.StopRequested && !client.Ended(j.Status) {
+		status += " (stop requested)"
+	}
+	fields := [][2]string{{"ID", j.ID}, {"Name", orDash(j.Name)}, {"Status", status}}
+	if j.Message != "" {
+		fields = append(fields, [2]string{"Message", cell(j.Message)})
+	}
+	if d.Run != nil && d.Run.Reason != "" && d.Run.Reason != j.Message {
+		fields = append(fields, [2]string{"Reason", cell(d.Run.Reason)})
+	}
+	fields = append(fields, [2]string{"Priority", strconv.Itoa(j.Priority)})
+	if d.Spec != nil {
+		fields = append(fields, [2]string{"Command", shellJoin(append(slices.Clone(d.Spec.Spec.Command), d.Spec.Spec.Args...))},
+			[2]string{"Workers", gangShape(d.Spec.Spec)})
+	}
+	if gpuCount(j.GPUs) > 0 {
+		fields = append(fields, [2]string{"GPUs", gpuIDs(j.GPUs)})
+	}
+	fields = append(fields, [2]string{"Submitted", v.clock(j.SubmittedAt) + " (" + v.age(j.SubmittedAt) + ")"})
+	if j.StartedAt != nil {
+		fields = append(fields, [2]string{"Started", v.clock(*j.StartedAt)})
+	}
+	if j.EndedAt != nil {
+		fields = append(fields, [2]string{"Ended", v.clock(*j.EndedAt)})
+	}
+	if j.StartedAt != nil {
+		fields = append(fields, [2]string{"Duration", v.runTime(j.StartedAt, j.EndedAt)})
+	}
+	if d.Spec != nil && d.Spec.Spec.WorkingDir != "" {
+		fields = append(fields, [2]string{"Working dir", d.Spec.Spec.WorkingDir})
+	}
+	return append(fields, [2]string{"Run dir", orDash(j.RunDir)})
+}
+
+// gangShape describes the workers: how many, with how many processes and GPUs each.
+func gangShape(s v1.TrainJobSpec) string {
+	out := fmt.Sprintf("%d x %d process", s.WorkerCount(), s.ProcCount())
+	if s.ProcCount() != 1 {
+		out += "es"
+	}
+	if s.Resources.GPU > 0 {
+		out += fmt.Sprintf(", %d GPU", s.Resources.GPU)
+		if s.Resources.GPU != 1 {
+			out += "s"
+		}
+		out += " each"
+	}
+	if s.MaxRestarts > 0 {
+		out += fmt.Sprintf("; up to %d restarts", s.MaxRestarts)
+	}
+	return out
+}
+
+// printAttempt writes one attempt: a line of its own, then a table of its ranks.
+func printAttempt(v view, a client.Attempt) error {
+	head := fmt.Sprintf("\nAttempt %d: %s", a.Number, orDash(a.Outcome))
+	if a.Outcome == "" {
+		head = fmt.Sprintf("\nAttempt %d: running", a.Number)
+	}
+	if a.Reason != "" && a.Reason != a.Outcome {
+		head += " (" + cell(a.Reason) + ")"
+	}
+	head += fmt.Sprintf(", started %s, ran %s, master %s:%d", v.clock(a.Started), v.runTime(&a.Started, a.Ended), a.MasterAddr, a.MasterPort)
+	if _, err := fmt.Fprintln(v.out, head); err != nil {
+		return err
+	}
+	tw := v.table()
+	fmt.Fprintln(tw, "  RANK\tWORKER\tLOCAL RANK\tPID\tGPUS\tSTATE")
+	for _, r := range a.Ranks {
+		pid := "-"
+		if r.PID > 0 {
+			pid = strconv.Itoa(r.PID)
+		}
+		fmt.Fprintf(tw, "  %d\t%d\t%d\t%s\t%s\t%s\n", r.Rank, r.Worker, r.LocalRank, pid, orDash(r.GPUs), rankState(r))
+	}
+	return tw.Flush()
+}
+
+// rankState says what became of a rank.
+func rankState(r client.Rank) string {
+	var s string
+	switch {
+	case r.Error != "":
+		s = "error: " + cell(r.Error)
+	case r.Ended == nil:
+		return "running"
+	case r.Signal != "":
+		s = "killed by " + r.Signal
+	case r.ExitCode != nil:
+		s = fmt.Sprintf("exited %d", *r.ExitCode)
+	default:
+		s = "ended"
+	}
+	if r.StoppedByTrainyard {
+		s += " (stopped by trainyard)"
+	}
+	return s
+}
+
+// printResult writes the last reported iteration and its metrics, by name.
+func printResult(v view, r *client.Result) error {
+	if r == nil {
+		return nil
+	}
+	head := fmt.Sprintf("\nLast result: iteration %d of attempt %d, %s", r.Iteration, r.Attempt, v.clock(r.Timestamp))
+	if r.Checkpoint != "" {
+		head += ", checkpoint " + r.Checkpoint
+	}
+	if _, err := fmt.Fprintln(v.out, head); err != nil {
+		return err
+	}
+	tw := v.table()
+	fmt.Fprintln(tw, "  METRIC\tVALUE")
+	names := make([]string, 0, len(r.Metrics))
+	for name := range r.Metrics {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		fmt.Fprintf(tw, "  %s\t%s\n", cell(name), formatMetric(r.Metrics[name]))
+	}
+	return tw.Flush()
+}
+
+// formatMetric writes a metric with up to 6 significant digits.
+func formatMetric(x float64) string {
+	switch {
+	case math.IsNaN(x):
+		return "NaN"
+	case math.IsInf(x, 1):
+		return "+Inf"
+	case math.IsInf(x, -1):
+		return "-Inf"
+	}
+	return strconv.FormatFloat(x, 'g', 6, 64)
+}
+
+// shellJoin writes a command as a shell would read it: words with special characters
+// in single quotes.
+func shellJoin(words []string) string {
+	out := make([]string, len(words))
+	for i, w := range words {
+		if w != "" && strings.Trim(w, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+@%") == "" {
+			out[i] = w
+			continue
+		}
+		out[i] = "'" + strings.ReplaceAll(w, "'", `'\''`) + "'"
+	}
+	return strings.Join(out, " ")
+}

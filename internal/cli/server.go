@@ -1,0 +1,390 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/trainyard/trainyard/internal/auth"
+	"github.com/trainyard/trainyard/internal/device"
+	"github.com/trainyard/trainyard/internal/jobs"
+	"github.com/trainyard/trainyard/internal/jobspec"
+	"github.com/trainyard/trainyard/internal/scheduler"
+	"github.com/trainyard/trainyard/internal/server"
+	"github.com/trainyard/trainyard/internal/store"
+	"github.com/trainyard/trainyard/internal/upload"
+)
+
+const serverLong = `Run the job server: it takes jobs from 'trainyard submit' and from Ray's job clients
+('ray job submit', Ray's JobSubmissionClient, KubeRay) and runs them on this machine's
+GPUs, each under its own 'trainyard run', which outlives the server: stop or restart the
+server and running jobs go on; a restarted server finds them again.
+
+Every request must carry the server's token ("Authorization: Bearer <token>"). It is
+made at the first start and kept in --token-file (default $TRAINYARD_TOKEN_FILE, else
+~/.config/trainyard/token, mode 0600), where the CLI on this machine finds it. The
+server listens on loopback unless told otherwise; listening elsewhere without
+--tls-cert/--tls-key prints a warning, as the token would cross the network in clear
+text. Requests must name the server in Host (localhost, its address, or an
+--allow-host), which keeps web pages out (DNS rebinding).
+
+Jobs get the GPUs in CUDA_VISIBLE_DEVICES (all the GPUs nvidia-smi finds when it is not
+set), all CPU cores and all memory. The server keeps its jobs in <state dir>/jobs.db;
+one server at a time can use a state folder. It logs what it does on stderr (at
+--log-level info unless told otherwise). SIGINT or SIGTERM stops the server
+gracefully; running jobs keep running.`
+
+const serverExample = `  trainyard server
+  CUDA_VISIBLE_DEVICES=0,1 trainyard server --storage-path /data/runs
+  trainyard server --address 0.0.0.0:8265 --tls-cert cert.pem --tls-key key.pem --allow-host gpu-box.example.com`
+
+// Defaults of the server's folders; "~" is the home folder.
+const (
+	defaultStateDir = "~/.local/share/trainyard"
+	defaultAddress  = "127.0.0.1:8265"
+)
+
+// serverOptions are the flags of server.
+type serverOptions struct {
+	address    string
+	tlsCert    string
+	tlsKey     string
+	allowHosts []string
+	stateDir   string
+	storage    string
+	tokenFile  string
+}
+
+func newServerCommand(g *globals) *cobra.Command {
+	var opts serverOptions
+	cmd := &cobra.Command{
+		Use:     "server",
+		Short:   "Run the job server: the Ray Jobs API and trainyard's own API, on this machine's GPUs",
+		Long:    serverLong,
+		Example: serverExample,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			sg := *g
+			if !cmd.Flags().Changed("log-level") {
+				sg.logLevel = "info" // a server says what it does
+			}
+			return runServer(cmd.Context(), &sg, opts)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.address, "address", defaultAddress, "host:port to listen on")
+	f.StringVar(&opts.tlsCert, "tls-cert", "", "PEM certificate (chain) to serve https with; needs --tls-key")
+	f.StringVar(&opts.tlsKey, "tls-key", "", "PEM private key of --tls-cert")
+	f.StringArrayVar(&opts.allowHosts, "allow-host", nil, "also answer requests whose Host is this name (repeatable; * for any)")
+	f.StringVar(&opts.stateDir, "state-dir", defaultStateDir, "folder of the server's state: jobs.db, specs, uploaded packages")
+	f.StringVar(&opts.storage, "storage-path", jobspec.DefaultStoragePath, "folder that holds the runs of jobs that do not name one")
+	f.StringVar(&opts.tokenFile, "token-file", "", "file of the server's token, made at the first start (default $"+
+		auth.EnvTokenFile+", else ~/.config/trainyard/token)")
+	return cmd
+}
+
+// check refuses flags that cannot work, before anything starts; it returns the warning
+// to print for listening elsewhere than loopback without TLS.
+func (o *serverOptions) check() (warning string, err error) {
+	if (o.tlsCert == "") != (o.tlsKey == "") {
+		return "", errors.New("--tls-cert and --tls-key go together: give both or neither")
+	}
+	for _, h := range o.allowHosts {
+		if !validAllowHost(h) {
+			return "", fmt.Errorf("--allow-host %q: give a host name or IP address (a port is ignored), such as gpu-box.example.com, or *", h)
+		}
+	}
+	if o.stateDir, err = expandHome(o.stateDir); err != nil {
+		return "", err
+	}
+	if o.storage, err = expandHome(o.storage); err != nil {
+		return "", err
+	}
+	return auth.CheckListen(o.address, o.tlsCert != "")
+}
+
+// validAllowHost reports whether h is a host name or IP address, with or without a port,
+// or "*".
+func validAllowHost(h string) bool {
+	if h == "*" {
+		return true
+	}
+	if h == "" || strings.ContainsAny(h, "/\\@ \t*?#") {
+		return false // a URL, say
+	}
+	if host, _, err := net.SplitHostPort(h); err == nil {
+		h = host
+	}
+	return h != ""
+}
+
+// expandHome makes a path that starts with "~" one under the home folder, and absolute.
+func expandHome(p string) (string, error) {
+	if rest, ok := strings.CutPrefix(p, "~"); ok && (rest == "" || rest[0] == '/') {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("find the home folder for %s: %w", p, err)
+		}
+		p = filepath.Join(home, rest)
+	}
+	return filepath.Abs(p)
+}
+
+// runServer starts everything and serves until SIGINT or SIGTERM.
+func runServer(ctx context.Context, g *globals, opts serverOptions) error {
+	warning, err := opts.check()
+	if err != nil {
+		return usageError(err)
+	}
+	log := g.logger()
+	tokenPath, token, err := serverToken(opts.tokenFile)
+	if err != nil {
+		return usageError(err)
+	}
+	st, err := openState(opts.stateDir)
+	if err != nil {
+		return failed(err)
+	}
+	defer st.Close()
+	node, inv, err := discoverNode(ctx)
+	if err != nil {
+		return failed(err)
+	}
+	svc, api, err := newEngine(st, node, inv, token, opts, log)
+	if err != nil {
+		return failed(err)
+	}
+	hs, ln, err := listen(api.Handler(), opts, log)
+	if err != nil {
+		return usageError(err)
+	}
+	if warning != "" {
+		log.Warn(warning)
+	}
+	printBanner(g, ln, opts, tokenPath, inv, node)
+	return failed(serve(ctx, log, svc, hs, ln))
+}
+
+// serverToken loads the token, making the token file at the first start.
+func serverToken(tokenFile string) (path, token string, err error) {
+	path = tokenFile
+	if path == "" {
+		if path, err = auth.DefaultTokenPath(); err != nil {
+			return "", "", err
+		}
+	}
+	token, err = auth.LoadOrCreate(path)
+	return path, token, err
+}
+
+// openState opens the state file; a state folder in use by another server is a usage
+// error.
+func openState(dir string) (*store.Store, error) {
+	path := filepath.Join(dir, "jobs.db")
+	st, err := store.Open(path, store.Options{})
+	if errors.Is(err, store.ErrLocked) {
+		return nil, usageError(fmt.Errorf("another trainyard server uses the state folder %s (%s is locked): stop it, or give this one --state-dir", dir, path))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open the server's state: %w", err)
+	}
+	return st, nil
+}
+
+// discoverNode finds what this machine offers to jobs: the GPUs CUDA_VISIBLE_DEVICES
+// allows, every CPU core and all the memory.
+func discoverNode(ctx context.Context) (scheduler.Node, device.Inventory, error) {
+	inv, err := discoverGPUs(ctx)
+	if err != nil {
+		return scheduler.Node{}, inv, err
+	}
+	mem, err := memTotal("/proc/meminfo")
+	if err != nil {
+		return scheduler.Node{}, inv, err
+	}
+	node := scheduler.Node{MilliCPU: int64(runtime.NumCPU()) * 1000, MemoryBytes: mem}
+	for _, gpu := range inv.GPUs {
+		node.GPUs = append(node.GPUs, gpu.Index)
+	}
+	return node, inv, nil
+}
+
+// memTotal reads MemTotal from a meminfo file, in bytes.
+func memTotal(path string) (int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, fmt.Errorf("read the machine's memory: %w", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		rest, ok := strings.CutPrefix(sc.Text(), "MemTotal:")
+		if !ok {
+			continue
+		}
+		kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("read the machine's memory: %s: MemTotal %q: %w", path, rest, err)
+		}
+		return kb << 10, nil
+	}
+	if err := sc.Err(); err != nil {
+		return 0, fmt.Errorf("read the machine's memory: %w", err)
+	}
+	return 0, fmt.Errorf("read the machine's memory: %s has no MemTotal", path)
+}
+
+// newEngine builds the job engine and the HTTP API over it, both on the same node.
+func newEngine(st *store.Store, node scheduler.Node, inv device.Inventory, token string, opts serverOptions,
+	log *slog.Logger) (*jobs.Service, *server.Server, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, nil, fmt.Errorf("find the trainyard binary that supervises jobs: %w", err)
+	}
+	svc, err := jobs.New(jobs.Config{Store: st, Node: node, StateDir: opts.stateDir, Binary: self, Logger: log})
+	if err != nil {
+		return nil, nil, err
+	}
+	pkgs, err := upload.NewStore(filepath.Join(opts.stateDir, "packages"))
+	if err != nil {
+		return nil, nil, err
+	}
+	nc := server.NodeConfig{Resources: node}
+	if len(inv.GPUs) > 0 {
+		nc.Utilization = gpuUtilization(node.GPUs)
+	}
+	api, err := server.New(server.Config{Jobs: svc, Token: token, Packages: pkgs, StateDir: opts.stateDir,
+		StoragePath: opts.storage, Node: nc, Version: Version, Logger: log,
+		Auth: auth.Options{ListenAddr: opts.address, AllowHosts: opts.allowHosts}})
+	return svc, api, err
+}
+
+// gpuUtilization measures the current use of the server's GPUs with nvidia-smi.
+func gpuUtilization(indices []int) func(context.Context) ([]server.GPUUtilization, error) {
+	return func(ctx context.Context) ([]server.GPUUtilization, error) {
+		inv, err := device.DiscoverWith(ctx, device.Options{Timeout: 5 * time.Second})
+		if err != nil {
+			return nil, err
+		}
+		var out []server.GPUUtilization
+		for _, gpu := range inv.GPUs {
+			if !slices.Contains(indices, gpu.Index) || gpu.UtilizationPercent < 0 {
+				continue
+			}
+			out = append(out, server.GPUUtilization{Index: gpu.Index, Percent: float64(gpu.UtilizationPercent),
+				MemoryUsedBytes: gpu.MemoryUsedMiB << 20, MemoryTotalBytes: gpu.MemoryMiB << 20})
+		}
+		return out, nil
+	}
+}
+
+// listen opens the listener and the HTTP server, with TLS when asked; a bad certificate
+// or an address in use is reported before anything is served.
+func listen(h http.Handler, opts serverOptions, log *slog.Logger) (*http.Server, net.Listener, error) {
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	if opts.tlsCert != "" {
+		cert, err := tls.LoadX509KeyPair(opts.tlsCert, opts.tlsKey)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--tls-cert/--tls-key: %w", err)
+		}
+		hs.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	ln, err := net.Listen("tcp", opts.address)
+	if err != nil {
+		return nil, nil, fmt.Errorf("listen on %s: %w", opts.address, err)
+	}
+	if hs.TLSConfig != nil {
+		ln = tls.NewListener(ln, hs.TLSConfig)
+	}
+	return hs, ln, nil
+}
+
+// printBanner says where the server listens, where its token is and what it runs jobs on.
+func printBanner(g *globals, ln net.Listener, opts serverOptions, tokenPath string, inv device.Inventory, node scheduler.Node) {
+	scheme := "http"
+	if opts.tlsCert != "" {
+		scheme = "https"
+	}
+	gpus := fmt.Sprintf("none (%s)", strings.TrimPrefix(inv.Source, "none: "))
+	if len(inv.GPUs) > 0 {
+		ids := make([]string, len(node.GPUs))
+		for i, idx := range node.GPUs {
+			ids[i] = strconv.Itoa(idx)
+		}
+		gpus = fmt.Sprintf("%d (%s), from %s", len(inv.GPUs), strings.Join(ids, ","), inv.Source)
+	}
+	fmt.Fprintf(g.io.Out, "trainyard server %s listening on %s://%s\n", Version, scheme, listenAddr(opts.address, ln))
+	fmt.Fprintf(g.io.Out, "  token file:    %s\n", tokenPath)
+	fmt.Fprintf(g.io.Out, "  GPUs:          %s\n", gpus)
+	fmt.Fprintf(g.io.Out, "  CPUs, memory:  %s cores, %s\n", cores(node.MilliCPU), bytesIEC(node.MemoryBytes))
+	fmt.Fprintf(g.io.Out, "  state folder:  %s\n", opts.stateDir)
+	fmt.Fprintf(g.io.Out, "  storage path:  %s\n", opts.storage)
+}
+
+// listenAddr writes the address the server listens on: the host given (0.0.0.0 for
+// none) with the port it got.
+func listenAddr(address string, ln net.Listener) string {
+	host, _, _ := net.SplitHostPort(address)
+	if host == "" {
+		host = "0.0.0.0"
+	}
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	return net.JoinHostPort(host, port)
+}
+
+// serve runs the job engine and the HTTP server until SIGINT or SIGTERM, or until one
+// of them fails, then shuts the HTTP server down gracefully. Jobs keep running.
+func serve(ctx context.Context, log *slog.Logger, svc *jobs.Service, hs *http.Server, ln net.Listener) error {
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	runCtx, stopEngine := context.WithCancel(context.Background())
+	defer stopEngine()
+	engine := make(chan error, 1)
+	go func() { engine <- svc.Run(runCtx) }()
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+
+	var err error
+	engineDone := false
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down; running jobs keep running")
+	case err = <-served:
+		err = fmt.Errorf("serve: %w", err)
+	case err = <-engine:
+		engineDone = true
+		if err == nil {
+			err = errors.New("stopped")
+		}
+		err = fmt.Errorf("job engine: %w", err)
+	}
+	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if serr := hs.Shutdown(shutdown); serr != nil {
+		log.Warn("shut down the HTTP server", "err", serr)
+	}
+	stopEngine()
+	if !engineDone {
+		if eerr := <-engine; eerr != nil && err == nil {
+			err = fmt.Errorf("job engine: %w", eerr)
+		}
+	}
+	return err
+}

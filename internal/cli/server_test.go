@@ -1,0 +1,71 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestServerFlags(t *testing.T) {
+	cases := map[string]struct {
+		opts        serverOptions
+		wantErr     string
+		wantWarning string
+	}{
+		"loopback":          {opts: serverOptions{address: "127.0.0.1:8265"}},
+		"all interfaces":    {opts: serverOptions{address: "0.0.0.0:8265"}, wantWarning: "without TLS"},
+		"all, with TLS":     {opts: serverOptions{address: ":8265", tlsCert: "c.pem", tlsKey: "k.pem"}},
+		"a URL as address":  {opts: serverOptions{address: "http://127.0.0.1:8265"}, wantErr: "is not host:port"},
+		"cert without key":  {opts: serverOptions{address: "127.0.0.1:8265", tlsCert: "c.pem"}, wantErr: "--tls-cert and --tls-key go together"},
+		"allowed hosts":     {opts: serverOptions{address: "127.0.0.1:8265", allowHosts: []string{"gpu-box", "gpu-box.example.com:8265", "10.0.0.7", "::1", "[::1]:8265", "*"}}},
+		"a URL as host":     {opts: serverOptions{address: "127.0.0.1:8265", allowHosts: []string{"http://gpu-box"}}, wantErr: `--allow-host "http://gpu-box"`},
+		"an empty host":     {opts: serverOptions{address: "127.0.0.1:8265", allowHosts: []string{""}}, wantErr: `--allow-host ""`},
+		"a wildcard domain": {opts: serverOptions{address: "127.0.0.1:8265", allowHosts: []string{"*.example.com"}}, wantErr: `--allow-host "*.example.com"`},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			tc.opts.stateDir, tc.opts.storage = "~/state", "runs"
+			warning, err := tc.opts.check()
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one with %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (tc.wantWarning == "") != (warning == "") || !strings.Contains(warning, tc.wantWarning) {
+				t.Errorf("warning %q, want %q", warning, tc.wantWarning)
+			}
+			home, _ := os.UserHomeDir()
+			if tc.opts.stateDir != filepath.Join(home, "state") || !filepath.IsAbs(tc.opts.storage) {
+				t.Errorf("folders %q and %q, want both absolute, ~ expanded", tc.opts.stateDir, tc.opts.storage)
+			}
+		})
+	}
+}
+
+func TestMemTotal(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	good := write("good", "MemTotal:       32803576 kB\nMemFree:         1234 kB\n")
+	if got, err := memTotal(good); err != nil || got != 32803576*1024 {
+		t.Errorf("memTotal = %d, %v; want %d", got, err, 32803576*1024)
+	}
+	for name, text := range map[string]string{"none": "MemFree: 1 kB\n", "garbled": "MemTotal: lots kB\n"} {
+		if _, err := memTotal(write(name, text)); err == nil || !strings.Contains(err.Error(), "MemTotal") {
+			t.Errorf("%s: error %v, want one about MemTotal", name, err)
+		}
+	}
+	if got, err := memTotal("/proc/meminfo"); err != nil || got <= 0 {
+		t.Errorf("this machine's memory: %d, %v", got, err)
+	}
+}

@@ -1,0 +1,228 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/spf13/cobra"
+
+	"github.com/trainyard/trainyard/client"
+)
+
+func newTopCommand(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "top",
+		Short: "Show what the server's machine offers and what jobs hold (node, job)",
+		Long: `Show the resources of a trainyard server's machine (top node) or the GPUs each job
+asks for and holds (top job), as Arena's top commands do.`,
+		Example: `  trainyard top node
+  trainyard top job`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+	cmd.AddCommand(newTopNodeCommand(g), newTopJobCommand(g))
+	return cmd
+}
+
+func newTopNodeCommand(g *globals) *cobra.Command {
+	var (
+		remote remoteOptions
+		output string
+	)
+	cmd := &cobra.Command{
+		Use:   "node",
+		Short: "Show the server's GPUs, CPU and memory: total, allocated to jobs, free",
+		Long: `Show what the server's machine offers to jobs (its GPUs, CPU cores and memory), how
+much of it running jobs hold and what is free; then each GPU with the job that holds
+it, its utilisation and its memory in use, when the server can measure them.` + remoteHelp,
+		Example: `  trainyard top node
+  trainyard top node -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(output, "json", "yaml"); err != nil {
+				return err
+			}
+			c, err := remote.client()
+			if err != nil {
+				return err
+			}
+			node, err := c.Node(cmd.Context())
+			if err != nil {
+				return failed(err)
+			}
+			if output != "" {
+				return printData(g.io.Out, output, node)
+			}
+			running, err := c.List(cmd.Context(), client.StatusRunning)
+			if err != nil {
+				return failed(err)
+			}
+			return printNodeTop(newView(g, output), node, running)
+		},
+	}
+	remote.bind(cmd.Flags())
+	cmd.Flags().StringVarP(&output, "output", "o", "", outputHelp("json", "yaml"))
+	return cmd
+}
+
+// printNodeTop writes the machine's resources, then one row per GPU.
+func printNodeTop(v view, n client.Node, running []client.Job) error {
+	tw := v.table()
+	fmt.Fprintln(tw, "RESOURCE\tTOTAL\tALLOCATED\tFREE")
+	fmt.Fprintf(tw, "GPU\t%d\t%d\t%d\n", n.GPUs.Total, n.GPUs.Allocated, n.GPUs.Free)
+	fmt.Fprintf(tw, "CPU\t%s\t%s\t%s\n", cores(n.MilliCPU.Total), cores(n.MilliCPU.Allocated), cores(n.MilliCPU.Free))
+	fmt.Fprintf(tw, "MEMORY\t%s\t%s\t%s\n", bytesIEC(n.MemoryBytes.Total), bytesIEC(n.MemoryBytes.Allocated), bytesIEC(n.MemoryBytes.Free))
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(n.GPUs.Indices) == 0 {
+		return nil
+	}
+	holders := map[int]string{}
+	for _, j := range running {
+		for _, w := range j.GPUs {
+			for _, idx := range w {
+				holders[idx] = j.ID
+			}
+		}
+	}
+	use := map[int]client.GPUUtilization{}
+	for _, u := range n.GPUs.Utilization {
+		use[u.Index] = u
+	}
+	fmt.Fprintln(v.out)
+	tw = v.table()
+	fmt.Fprintln(tw, "GPU\tJOB\tUTIL\tMEMORY USED\tMEMORY TOTAL")
+	for _, idx := range n.GPUs.Indices {
+		util, used, total := "-", "-", "-"
+		if u, ok := use[idx]; ok {
+			util = strconv.FormatFloat(u.Percent, 'f', 0, 64) + "%"
+			used, total = bytesIEC(u.MemoryUsedBytes), bytesIEC(u.MemoryTotalBytes)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", idx, orDash(holders[idx]), util, used, total)
+	}
+	return tw.Flush()
+}
+
+func newTopJobCommand(g *globals) *cobra.Command {
+	var (
+		remote remoteOptions
+		output string
+	)
+	cmd := &cobra.Command{
+		Use:   "job",
+		Short: "Show the GPUs each pending or running job asks for and holds",
+		Long: `Show, for each job that is pending or running, its workers, the GPUs it asks for in
+all (workers x GPUs per worker), the GPUs it holds and their indices, and the totals
+against the machine's GPUs.` + remoteHelp,
+		Example: `  trainyard top job
+  trainyard top job -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(output, "json", "yaml"); err != nil {
+				return err
+			}
+			c, err := remote.client()
+			if err != nil {
+				return err
+			}
+			usage, node, err := jobUsages(cmd.Context(), c)
+			if err != nil {
+				return failed(err)
+			}
+			if output != "" {
+				return printData(g.io.Out, output, usage)
+			}
+			return printJobTop(newView(g, output), usage, node)
+		},
+	}
+	remote.bind(cmd.Flags())
+	cmd.Flags().StringVarP(&output, "output", "o", "", outputHelp("json", "yaml"))
+	return cmd
+}
+
+// jobUsage is what one job asks for and holds, as top job prints it.
+type jobUsage struct {
+	ID            string           `json:"id"`
+	Name          string           `json:"name,omitempty"`
+	Status        client.JobStatus `json:"status"`
+	Workers       int              `json:"workers"`
+	GPUsRequested int              `json:"gpusRequested"`
+	GPUsAllocated int              `json:"gpusAllocated"`
+	GPUs          [][]int          `json:"gpus,omitempty"`
+	Job           client.Job       `json:"-"`
+}
+
+// jobUsages reads the pending and running jobs, each with its spec, and the machine.
+func jobUsages(ctx context.Context, c *client.Client) ([]jobUsage, client.Node, error) {
+	node, err := c.Node(ctx)
+	if err != nil {
+		return nil, node, err
+	}
+	jobs, err := c.List(ctx, client.StatusPending, client.StatusRunning)
+	if err != nil {
+		return nil, node, err
+	}
+	usage := make([]jobUsage, 0, len(jobs))
+	for _, j := range jobs {
+		d, err := c.Get(ctx, j.ID)
+		if client.IsNotFound(err) {
+			continue // deleted meanwhile
+		}
+		if err != nil {
+			return nil, node, err
+		}
+		usage = append(usage, newJobUsage(d))
+	}
+	return usage, node, nil
+}
+
+// newJobUsage counts what a job asks for and holds.
+func newJobUsage(d client.JobDetail) jobUsage {
+	u := jobUsage{ID: d.Job.ID, Name: d.Job.Name, Status: d.Job.Status, GPUs: d.Job.GPUs,
+		GPUsAllocated: gpuCount(d.Job.GPUs), Job: d.Job}
+	if d.Spec != nil {
+		u.Workers = d.Spec.Spec.WorkerCount()
+		u.GPUsRequested = u.Workers * int(d.Spec.Spec.Resources.GPU)
+	}
+	return u
+}
+
+// printJobTop writes one row per job, then the totals.
+func printJobTop(v view, usage []jobUsage, n client.Node) error {
+	requested, allocated := 0, 0
+	tw := v.table()
+	fmt.Fprintln(tw, "ID\tNAME\tSTATUS\tWORKERS\tGPUS REQUESTED\tGPUS ALLOCATED\tGPU IDS\tDURATION")
+	for _, u := range usage {
+		requested += u.GPUsRequested
+		allocated += u.GPUsAllocated
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", u.ID, orDash(cell(u.Name)), u.Status, u.Workers,
+			u.GPUsRequested, u.GPUsAllocated, orDash(gpuIDs(u.GPUs)), v.runTime(u.Job.StartedAt, u.Job.EndedAt))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(v.out, "\nGPUs: %d requested, %d allocated, of %d on the machine (%d free).\n",
+		requested, allocated, n.GPUs.Total, n.GPUs.Free)
+	return err
+}
+
+// cores writes thousandths of a core as cores: 16, 1.5.
+func cores(milli int64) string {
+	return strconv.FormatFloat(float64(milli)/1000, 'f', -1, 64)
+}
+
+// bytesIEC writes a size with a binary unit and one decimal: 512Mi, 125.8Gi.
+func bytesIEC(n int64) string {
+	units := []string{"", "Ki", "Mi", "Gi", "Ti", "Pi"}
+	x, i := float64(n), 0
+	for x >= 1024 && i < len(units)-1 {
+		x /= 1024
+		i++
+	}
+	if i == 0 || x == float64(int64(x)) {
+		return fmt.Sprintf("%d%s", int64(x), units[i])
+	}
+	return fmt.Sprintf("%.1f%s", x, units[i])
+}
