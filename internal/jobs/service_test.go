@@ -229,3 +229,22 @@ func TestDeadSupervisorFails(t *testing.T) {
 		t.Errorf("message %q does not say the supervisor died", failed.Message)
 	}
 }
+
+func TestShellJoin(t *testing.T) {
+	cases := map[string]struct {
+		args []string
+		want string
+	}{
+		"plain":        {args: []string{"python3", "train.py", "--epochs=3"}, want: "python3 train.py --epochs=3"},
+		"spaces":       {args: []string{"sh", "-c", "echo hi"}, want: "sh -c 'echo hi'"},
+		"single quote": {args: []string{"echo", "it's"}, want: `echo 'it'\''s'`},
+		"empty":        {args: []string{"echo", ""}, want: "echo ''"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := shellJoin(tc.args); got != tc.want {
+				t.Errorf("shellJoin(%q) = %q, want %q", tc.args, got, tc.want)
+			}
+		})
+	}
+}
