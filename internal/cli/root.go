@@ -65,7 +65,12 @@ wired for torch.distributed, torn down together when one fails, and restarted as
 
   trainyard run --workers 2 -- /usr/bin/python3 train.py     run a job here, in the foreground
   trainyard run -f job.yaml                                   the same job from a file
-  trainyard devices                                           the GPUs Trainyard can use`,
+  trainyard results RUN                                       a run's metrics and checkpoints
+  trainyard devices                                           the GPUs Trainyard can use
+
+  trainyard server                                            queue jobs on this machine's GPUs
+  trainyard submit -- python3 train.py                        run a job on the server
+  trainyard list | get ID | logs -f ID | stop ID | top node   follow and manage its jobs`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       Version,
