@@ -131,6 +131,7 @@ type request struct {
 	path   string     // under the server's address, escaped
 	query  url.Values // optional
 	body   any        // sent as JSON when not nil
+	raw    []byte     // sent as application/octet-stream when not nil
 	want   int        // the status of success
 }
 
@@ -179,12 +180,18 @@ func (c *Client) send(ctx context.Context, r request) (*http.Response, error) {
 		}
 		body = bytes.NewReader(data)
 	}
+	if r.raw != nil {
+		body = bytes.NewReader(r.raw)
+	}
 	req, err := http.NewRequestWithContext(ctx, r.method, u.String(), body)
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", r.method, r.path, err)
 	}
 	c.setHeaders(req.Header)
-	if body != nil {
+	switch {
+	case r.raw != nil:
+		req.Header.Set("Content-Type", "application/octet-stream")
+	case body != nil:
 		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := c.http.Do(req)

@@ -29,7 +29,8 @@ func (c *Client) Version(ctx context.Context) (ServerVersion, error) {
 }
 
 // Submit submits a job and returns it as the server keeps it, PENDING. The job's
-// workingDir, if any, is a folder on the server's machine; the server refuses a job
+// workingDir, if any, is a folder on the server's machine (or leave it empty and name a
+// package uploaded with UploadPackage in WorkingDirPackage); the server refuses a job
 // that can never fit on its machine (400) and an ID in use (409).
 func (c *Client) Submit(ctx context.Context, req SubmitRequest) (Job, error) {
 	if req.Job == nil {

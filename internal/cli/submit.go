@@ -28,13 +28,17 @@ run by hand and outlives the server.
 
 Paths are paths on the server's machine. The workers start in --workdir, by default
 the folder submit runs in, which must exist there too: the common case is a server on
-this machine. The run's folder is <storage path>/<job ID>, where the storage path is
+this machine. For a server elsewhere, --working-dir DIR zips the local folder DIR
+(its files and folders; symbolic links are left out, with a warning), uploads it to
+the server as Ray's clients upload a working_dir (at most 100 MiB zipped), and the
+workers start in its copy there; it cannot be used with --workdir. The run's folder is <storage path>/<job ID>, where the storage path is
 the server's --storage-path unless the job names one; --name names the job (the NAME
 that 'trainyard list' shows), and --id chooses its ID.` + remoteHelp
 
 const submitExample = `  trainyard submit -- python3 train.py --epochs 3
   trainyard submit --workers 2 --gpus-per-worker 4 --max-restarts 3 -- python3 train.py
   trainyard submit -f job.yaml --priority 10 --no-wait
+  trainyard submit --address http://gpu-box:8265 --working-dir . -- python3 train.py
   ID=$(trainyard submit --no-wait -- python3 train.py) && trainyard logs -f "$ID"`
 
 // submitOptions are the flags of submit that are not part of the job.
@@ -42,6 +46,8 @@ type submitOptions struct {
 	id       string
 	priority int
 	noWait   bool
+	// workingDir is a local folder to upload, for the job to start in.
+	workingDir string
 }
 
 func newSubmitCommand(g *globals) *cobra.Command {
@@ -64,6 +70,7 @@ func newSubmitCommand(g *globals) *cobra.Command {
 	remote.bind(cmd.Flags())
 	cmd.Flags().StringVar(&opts.id, "id", "", "the job's ID (default: generated, raysubmit_...)")
 	cmd.Flags().IntVar(&opts.priority, "priority", 0, "pending jobs start highest priority first")
+	cmd.Flags().StringVar(&opts.workingDir, "working-dir", "", "local folder to upload for the workers to start in (instead of --workdir)")
 	cmd.Flags().BoolVar(&opts.noWait, "no-wait", false, "print the job's ID and return without waiting for the job")
 	return cmd
 }
@@ -71,7 +78,7 @@ func newSubmitCommand(g *globals) *cobra.Command {
 // submitJob builds the job from the flags, submits it, and waits for it unless told not
 // to.
 func submitJob(ctx context.Context, g *globals, flags *jobspec.Flags, remote *remoteOptions, opts submitOptions, command []string) error {
-	job, err := remoteJob(flags, command)
+	job, err := remoteJob(flags, command, opts.workingDir != "")
 	if err != nil {
 		return usageError(err)
 	}
@@ -79,7 +86,13 @@ func submitJob(ctx context.Context, g *globals, flags *jobspec.Flags, remote *re
 	if err != nil {
 		return err
 	}
-	j, err := c.Submit(ctx, client.SubmitRequest{ID: opts.id, Job: job, Priority: opts.priority})
+	req := client.SubmitRequest{ID: opts.id, Job: job, Priority: opts.priority}
+	if opts.workingDir != "" {
+		if req.WorkingDirPackage, err = uploadWorkingDir(ctx, g, c, opts.workingDir); err != nil {
+			return failed(err)
+		}
+	}
+	j, err := c.Submit(ctx, req)
 	if err != nil {
 		return failed(err)
 	}
@@ -91,13 +104,35 @@ func submitJob(ctx context.Context, g *globals, flags *jobspec.Flags, remote *re
 	return waitForJob(ctx, g, c, j.ID)
 }
 
+// uploadWorkingDir zips the local folder dir, uploads it unless the server has it
+// already, and returns its URI for SubmitRequest.WorkingDirPackage.
+func uploadWorkingDir(ctx context.Context, g *globals, c *client.Client, dir string) (string, error) {
+	pkg, err := client.PackDir(dir, func(path string) {
+		fmt.Fprintf(g.io.Err, "trainyard: warning: --working-dir: leaving out %s, which is not a regular file or folder (a symbolic link?)\n", path)
+	})
+	if err != nil {
+		return "", fmt.Errorf("--working-dir: %w", err)
+	}
+	has, err := c.HasPackage(ctx, pkg.Name)
+	if err == nil && !has {
+		err = c.UploadPackage(ctx, pkg.Name, pkg.Data)
+	}
+	if err != nil {
+		return "", fmt.Errorf("upload --working-dir %s: %w", dir, err)
+	}
+	return pkg.URI(), nil
+}
+
 // remoteJob builds, defaults and validates the job as run does. The storage path is left
 // to the server unless the user named one, and the run is named by the server after the
-// job's ID.
-func remoteJob(flags *jobspec.Flags, command []string) (*v1.TrainJob, error) {
+// job's ID. With upload, the job starts in an uploaded folder, so it must not name one.
+func remoteJob(flags *jobspec.Flags, command []string, upload bool) (*v1.TrainJob, error) {
 	given, err := flags.Job(command)
 	if err != nil {
 		return nil, err
+	}
+	if upload && given.Spec.WorkingDir != "" {
+		return nil, errors.New("--working-dir uploads the folder the workers start in: drop --workdir (or the job file's spec.workingDir)")
 	}
 	job, err := flags.Resolve(command, jobspec.Env{})
 	if err != nil {
@@ -107,6 +142,9 @@ func remoteJob(flags *jobspec.Flags, command []string) (*v1.TrainJob, error) {
 		job.Spec.StoragePath = ""
 	}
 	job.Spec.RunName = ""
+	if upload {
+		job.Spec.WorkingDir = ""
+	}
 	return job, nil
 }
 

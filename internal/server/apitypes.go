@@ -33,6 +33,11 @@ type SubmitRequest struct {
 	Job *v1.TrainJob `json:"job"`
 	// Priority orders pending jobs: higher first. The zero value is the default.
 	Priority int `json:"priority,omitempty"`
+	// WorkingDirPackage names a package uploaded to this server (PUT
+	// /api/packages/gcs/_ray_pkg_<hash>.zip), as "gcs://_ray_pkg_<hash>.zip": the server
+	// unpacks it into a folder of the job's own, where the job starts. The job's
+	// spec.workingDir must then be empty.
+	WorkingDirPackage string `json:"workingDirPackage,omitempty"`
 }
 
 // Job is a job as the server keeps it. POST /api/v1/jobs (201) and POST

@@ -12,6 +12,7 @@ import (
 	"github.com/trainyard/trainyard/internal/jobs"
 	"github.com/trainyard/trainyard/internal/rundir"
 	"github.com/trainyard/trainyard/internal/store"
+	"github.com/trainyard/trainyard/internal/upload"
 )
 
 // submit answers POST /api/v1/jobs with the new job (201).
@@ -38,7 +39,7 @@ func (s *Server) submitNative(w http.ResponseWriter, r *http.Request) (*store.Jo
 	if err != nil {
 		return nil, err
 	}
-	wd, err := s.nativeWorkdir(id, req.job)
+	wd, err := s.nativeWorkdir(id, req.job, req.pkg)
 	if err != nil {
 		return nil, err
 	}
@@ -50,10 +51,14 @@ func (s *Server) submitNative(w http.ResponseWriter, r *http.Request) (*store.Jo
 	return j, nil
 }
 
-// nativeWorkdir returns the folder a TrainJob starts in: its workingDir, which must be a
-// folder on this machine, or an empty folder of the job's own.
-func (s *Server) nativeWorkdir(id string, job *v1.TrainJob) (workdir, error) {
+// nativeWorkdir returns the folder a TrainJob starts in: the uploaded package pkg
+// unpacked into a folder of the job's own, its workingDir, which must be a folder on this
+// machine, or an empty folder of the job's own.
+func (s *Server) nativeWorkdir(id string, job *v1.TrainJob, pkg string) (workdir, error) {
 	dir := job.Spec.WorkingDir
+	if pkg != "" {
+		return s.unpackNative(id, pkg, dir)
+	}
 	if dir == "" {
 		return s.newWorkdir(id)
 	}
@@ -68,6 +73,30 @@ func (s *Server) nativeWorkdir(id string, job *v1.TrainJob) (workdir, error) {
 		return workdir{}, invalid("spec.workingDir %q must be an absolute path of a folder on the server's machine", truncate(job.Spec.WorkingDir, 200))
 	}
 	return workdir{dir: filepath.Clean(dir)}, nil
+}
+
+// unpackNative unpacks the package that workingDirPackage names (gcs://<name>) into a
+// folder of the job's own; dir, the job's spec.workingDir, must be empty.
+func (s *Server) unpackNative(id, pkg, dir string) (workdir, error) {
+	if dir != "" {
+		return workdir{}, invalid("workingDirPackage and spec.workingDir %q are both set: the job starts in the unpacked package; drop spec.workingDir",
+			truncate(dir, 200))
+	}
+	protocol, name, ok := strings.Cut(pkg, "://")
+	if !ok || protocol != packageProtocol {
+		return workdir{}, invalid("workingDirPackage %q: must name an uploaded package, %s://_ray_pkg_<hash>.zip", truncate(pkg, 200), packageProtocol)
+	}
+	if err := upload.ValidName(name); err != nil {
+		return workdir{}, invalid("workingDirPackage: %v", err)
+	}
+	has, err := s.cfg.Packages.Has(name)
+	if err != nil {
+		return workdir{}, err
+	}
+	if !has {
+		return workdir{}, invalid("package %s://%s does not exist: upload it first (PUT /api/packages/%s/%s)", packageProtocol, name, packageProtocol, name)
+	}
+	return s.unpack(id, name)
 }
 
 // list answers GET /api/v1/jobs, in submit order: ?status= (repeated or comma-separated)

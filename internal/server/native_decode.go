@@ -15,6 +15,8 @@ type nativeSubmit struct {
 	id       string
 	job      *v1.TrainJob
 	priority int
+	// pkg is the package the job starts in, as "gcs://<name>"; empty for none.
+	pkg string
 }
 
 // yamlTypes are the media types of a TrainJob sent as YAML.
@@ -47,6 +49,7 @@ func decodeNativeJSON(data []byte) (nativeSubmit, error) {
 		ID       string          `json:"id"`
 		Job      json.RawMessage `json:"job"`
 		Priority int             `json:"priority"`
+		Package  string          `json:"workingDirPackage"`
 	}
 	if err := decodeStrict(data, &req); err != nil {
 		return nativeSubmit{}, err
@@ -58,7 +61,7 @@ func decodeNativeJSON(data []byte) (nativeSubmit, error) {
 	if err != nil {
 		return nativeSubmit{}, invalid("job: %v", err)
 	}
-	return nativeSubmit{id: req.ID, job: job, priority: req.Priority}, nil
+	return nativeSubmit{id: req.ID, job: job, priority: req.Priority, pkg: req.Package}, nil
 }
 
 // decodeNativeYAML decodes a TrainJob file; ?id= and ?priority= give the rest.

@@ -116,3 +116,41 @@ func zipSlip(t *testing.T) []byte {
 	}
 	return buf.Bytes()
 }
+
+// A native submission names an uploaded package in workingDirPackage: the job starts in
+// it, unpacked into a folder of its own, and a missing package or a workingDir too is
+// refused.
+func TestNativePackageWorkingDir(t *testing.T) {
+	e := newEnv(t)
+	const name = "_ray_pkg_fedcba9876543210.zip"
+	pkg := makeZip(t, map[string]string{"data.txt": "native package data\n", "run.sh": "cat data.txt\n"})
+	wantStatus(t, e.request("PUT", "/api/packages/gcs/"+name, pkg, "Content-Type", "application/octet-stream"), http.StatusOK)
+
+	j := e.nativeSubmit(`{"id": "pkg-1", "workingDirPackage": "gcs://` + name + `", "job": ` + trainJob("sh run.sh") + `}`)
+	e.waitStatus(j.ID, "SUCCEEDED")
+	d := decode[JobDetail](t, e.request("GET", "/api/v1/jobs/pkg-1", nil))
+	if wd := d.Spec.Spec.WorkingDir; !strings.HasPrefix(wd, filepath.Join(e.dir, "state", "workdirs", "pkg-1-")) {
+		t.Errorf("workingDir %q, want a folder of the job's own under the state folder", wd)
+	}
+	logs := e.request("GET", "/api/v1/jobs/pkg-1/logs?rank=0", nil)
+	if !strings.Contains(string(logs.body), "native package data") {
+		t.Errorf("the job did not read the package's file; log:\n%s", logs.body)
+	}
+	wantStatus(t, e.request("DELETE", "/api/v1/jobs/pkg-1", nil), http.StatusNoContent)
+	if left, _ := os.ReadDir(filepath.Join(e.dir, "state", "workdirs")); len(left) != 0 {
+		t.Errorf("the deleted job's working folder is left: %v", left)
+	}
+
+	cases := map[string]struct{ body, want string }{
+		"missing":    {`{"workingDirPackage": "gcs://_ray_pkg_0000000000000000.zip", "job": ` + trainJob("true") + `}`, "package gcs://_ray_pkg_0000000000000000.zip does not exist: upload it first"},
+		"protocol":   {`{"workingDirPackage": "s3://` + name + `", "job": ` + trainJob("true") + `}`, "must name an uploaded package"},
+		"bad name":   {`{"workingDirPackage": "gcs://evil.txt", "job": ` + trainJob("true") + `}`, "workingDirPackage: "},
+		"workingDir": {`{"workingDirPackage": "gcs://` + name + `", "job": ` + trainJob("true", `"workingDir": "/tmp"`) + `}`, "both set"},
+	}
+	for what, c := range cases {
+		r := e.request("POST", "/api/v1/jobs", []byte(c.body))
+		if r.status != http.StatusBadRequest || !strings.Contains(errorMessage(t, r), c.want) {
+			t.Errorf("%s: %d %s, want 400 with %q", what, r.status, r.body, c.want)
+		}
+	}
+}

@@ -173,6 +173,23 @@ func TestServer(t *testing.T) {
 		s.waitStatus(t, id, 30*time.Second, "STOPPED")
 	})
 
+	t.Run("submit --working-dir uploads the folder", func(t *testing.T) {
+		dir := t.TempDir()
+		for name, content := range map[string]string{"run.sh": "cat data/note.txt\n", "data/note.txt": "note from the uploaded folder\n"} {
+			path := filepath.Join(dir, filepath.FromSlash(name))
+			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		code, out := s.cli(t, "submit", "--working-dir", dir, "--", "sh", "run.sh")
+		if code != 0 || !strings.Contains(out, "note from the uploaded folder") {
+			t.Fatalf("submit --working-dir: exit %d, want 0 and the file's content:\n%s", code, out)
+		}
+	})
+
 	t.Run("get shows the attempt", func(t *testing.T) {
 		code, out := s.cli(t, "get", hello)
 		for _, want := range []string{"Status:       SUCCEEDED", "Command:      sh -c 'echo hello'", "Attempt 1: succeeded", "exited 0"} {
