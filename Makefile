@@ -40,14 +40,15 @@ $(CONTROLLER_GEN):
 	GOBIN=$(BIN) $(GO) install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
 	mv $(BIN)/controller-gen $@
 
-## generate: deepcopy code from the kubebuilder markers in api/
+## generate: deepcopy code and the CRD from the kubebuilder markers in api/
 generate: $(CONTROLLER_GEN)
 	$(CONTROLLER_GEN) object paths=./api/...
+	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 
 ## check-generated: fail if regenerating leaves a diff
 check-generated: generate
-	@if [ -n "$$(git status --porcelain -- api/)" ]; then \
-		git status --short -- api/; echo "generated files are stale: run 'make generate' and commit"; exit 1; fi
+	@if [ -n "$$(git status --porcelain -- api/ config/crd/)" ]; then \
+		git status --short -- api/ config/crd/; echo "generated files are stale: run 'make generate' and commit"; exit 1; fi
 
 ## build: the static trainyard binary in ./bin
 build:

@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -10,6 +11,13 @@ import (
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=tj
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.workersReady`
+// +kubebuilder:printcolumn:name="Workers",type=integer,JSONPath=`.spec.workers`
+// +kubebuilder:printcolumn:name="GPUs",type=integer,JSONPath=`.spec.resources.gpu`
+// +kubebuilder:printcolumn:name="Restarts",type=integer,JSONPath=`.status.restarts`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type TrainJob struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -75,6 +83,11 @@ type TrainJobSpec struct {
 	// +optional
 	Checkpoints CheckpointPolicy `json:"checkpoints,omitempty"`
 
+	// Kubernetes holds what only the Kubernetes operator uses (the image, scheduling,
+	// volumes); `trainyard run` and the job server ignore it.
+	// +optional
+	Kubernetes *KubernetesSpec `json:"kubernetes,omitempty"`
+
 	// TerminationGracePeriodSeconds is how long a process has to exit after SIGTERM
 	// before it is killed. Default 5.
 	// +kubebuilder:validation:Minimum=0
@@ -92,6 +105,66 @@ type WorkerResources struct {
 	// GPU is the number of whole NVIDIA GPUs the worker gets.
 	// +kubebuilder:validation:Minimum=0
 	GPU int32 `json:"gpu,omitempty"`
+}
+
+// KubernetesSpec is the part of a job that only matters on Kubernetes: how each worker's
+// pod is made and scheduled.
+type KubernetesSpec struct {
+	// Image is the container image of the workers; it needs the job's command (and torch),
+	// not Trainyard, whose binary an init container brings.
+	// +optional
+	Image string `json:"image,omitempty"`
+
+	// ImagePullPolicy is the image's pull policy.
+	// +kubebuilder:validation:Enum=Always;IfNotPresent;Never
+	// +optional
+	ImagePullPolicy corev1.PullPolicy `json:"imagePullPolicy,omitempty"`
+
+	// ImagePullSecrets name the secrets to pull the image with.
+	// +optional
+	ImagePullSecrets []corev1.LocalObjectReference `json:"imagePullSecrets,omitempty"`
+
+	// ServiceAccountName is the workers' service account.
+	// +optional
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
+
+	// NodeSelector restricts the nodes the workers run on.
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+
+	// Tolerations are added to the workers' pods (a toleration for the nvidia.com/gpu taint
+	// is added for workers with GPUs).
+	// +optional
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+
+	// Affinity is the workers' pods' affinity.
+	// +optional
+	Affinity *corev1.Affinity `json:"affinity,omitempty"`
+
+	// PriorityClassName is the workers' pods' priority class.
+	// +optional
+	PriorityClassName string `json:"priorityClassName,omitempty"`
+
+	// SchedulerName is the scheduler of the workers' pods.
+	// +optional
+	SchedulerName string `json:"schedulerName,omitempty"`
+
+	// QueueName admits the whole gang through this Kueue local queue.
+	// +optional
+	QueueName string `json:"queueName,omitempty"`
+
+	// Volumes are added to the workers' pods: a PVC or a CSI volume for the storage path.
+	// +optional
+	Volumes []corev1.Volume `json:"volumes,omitempty"`
+
+	// VolumeMounts are added to the worker container.
+	// +optional
+	VolumeMounts []corev1.VolumeMount `json:"volumeMounts,omitempty"`
+
+	// PodAnnotations are added to the workers' pods (a CSI driver such as GCS FUSE reads
+	// its settings from them).
+	// +optional
+	PodAnnotations map[string]string `json:"podAnnotations,omitempty"`
 }
 
 // CheckpointPolicy says which committed checkpoints to keep. The latest is always kept,
@@ -135,6 +208,17 @@ type TrainJobStatus struct {
 
 	// Reason says why the job is in its phase, in a sentence.
 	Reason string `json:"reason,omitempty"`
+
+	// WorkersReady is how many workers of the current attempt run.
+	// +optional
+	WorkersReady int32 `json:"workersReady,omitempty"`
+
+	// Conditions are the job's conditions (Created, Running, Restarting, Succeeded,
+	// Failed, Suspended), each with its reason.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
 	// StartTime is when the first attempt started.
 	StartTime *metav1.Time `json:"startTime,omitempty"`
