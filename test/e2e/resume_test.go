@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/trainyard/trainyard/internal/checkpoint"
+	"github.com/trainyard/trainyard/internal/rundir"
 )
 
 // fourEpochs runs the example for 4 epochs on a subset; sleep slows steps so that a test
@@ -93,21 +94,33 @@ func TestKillDuringCommits(t *testing.T) {
 	needTorch(t)
 	storage := t.TempDir()
 	dir := filepath.Join(storage, "chaos")
-	for i := range 4 {
-		ty := start(t, repoRoot(t), nil, fourEpochs(t, storage, "chaos")...)
-		if i > 0 {
-			ty.out.waitFor(t, "starting fashion-mnist", 2*time.Minute)
+	for range 4 {
+		if succeeded(dir) { // a kill came too late: the run had already finished
+			break
 		}
-		time.Sleep(time.Duration(2000+rand.IntN(4000)) * time.Millisecond)
+		ty := start(t, repoRoot(t), nil, fourEpochs(t, storage, "chaos")...)
+		ty.out.waitFor(t, "starting fashion-mnist", 2*time.Minute)
+		time.Sleep(time.Duration(1000+rand.IntN(4000)) * time.Millisecond)
 		_ = ty.cmd.Process.Kill()
 		ty.wait(t)
 		assertCheckpointsVerify(t, dir)
 	}
-	code, out := run(t, repoRoot(t), nil, fourEpochs(t, storage, "chaos")...)
-	if code != 0 {
-		t.Fatalf("final run: exit %d\n%s", code, out)
+	if !succeeded(dir) {
+		code, out := run(t, repoRoot(t), nil, fourEpochs(t, storage, "chaos")...)
+		if code != 0 {
+			t.Fatalf("final run: exit %d\n%s", code, out)
+		}
 	}
 	assertCheckpointsVerify(t, dir)
+	if !succeeded(dir) {
+		t.Error("the run did not succeed in the end")
+	}
+}
+
+// succeeded reports whether the run in dir has succeeded.
+func succeeded(dir string) bool {
+	rec, err := rundir.ReadRecord(dir)
+	return err == nil && rec.Phase == "Succeeded"
 }
 
 func assertCheckpointsVerify(t *testing.T, dir string) {
