@@ -3,9 +3,7 @@ package jobs
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -18,26 +16,12 @@ import (
 	"github.com/trainyard/trainyard/internal/jobspec"
 	"github.com/trainyard/trainyard/internal/scheduler"
 	"github.com/trainyard/trainyard/internal/store"
+	"github.com/trainyard/trainyard/internal/testbinary"
 )
 
 var binary string // trainyard, built once for the supervisors
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "trainyard-jobs-")
-	if err != nil {
-		panic(err)
-	}
-	binary = filepath.Join(dir, "trainyard")
-	build := exec.Command("go", "build", "-o", binary, "github.com/trainyard/trainyard/cmd/trainyard")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build trainyard: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testbinary.Main(m, &binary) }
 
 // env is a Service over a fresh store on a machine with 2 cores and no GPU.
 type env struct {

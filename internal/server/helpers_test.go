@@ -5,12 +5,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -19,31 +16,13 @@ import (
 	"github.com/trainyard/trainyard/internal/jobs"
 	"github.com/trainyard/trainyard/internal/scheduler"
 	"github.com/trainyard/trainyard/internal/store"
+	"github.com/trainyard/trainyard/internal/testbinary"
 	"github.com/trainyard/trainyard/internal/upload"
 )
 
 var binary string // trainyard, built once: every job's supervisor is `trainyard run`
 
-func TestMain(m *testing.M) {
-	// TRAINYARD_BINARY names a trainyard built beforehand, for machines without Go.
-	if binary = os.Getenv("TRAINYARD_BINARY"); binary != "" {
-		os.Exit(m.Run())
-	}
-	dir, err := os.MkdirTemp("", "trainyard-server-")
-	if err != nil {
-		panic(err)
-	}
-	binary = filepath.Join(dir, "trainyard")
-	build := exec.Command("go", "build", "-o", binary, "github.com/trainyard/trainyard/cmd/trainyard")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build trainyard: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testbinary.Main(m, &binary) }
 
 // testToken is the server's token in tests.
 const testToken = "dGVzdC10b2tlbi1mb3ItdGhlLXRyYWlueWFyZC1zZXJ2ZXI"

@@ -3,7 +3,6 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/trainyard/trainyard/internal/rundir"
+	"github.com/trainyard/trainyard/internal/testbinary"
 )
 
 var (
@@ -22,35 +22,11 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	code, err := setup(m)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "e2e setup:", err)
-		os.Exit(1)
-	}
-	os.Exit(code)
-}
-
-func setup(m *testing.M) (int, error) {
 	python = os.Getenv("TRAINYARD_PYTHON")
 	if python == "" {
 		python = "/usr/bin/python3"
 	}
-	binary = os.Getenv("TRAINYARD_BIN")
-	if binary != "" {
-		return m.Run(), nil
-	}
-	dir, err := os.MkdirTemp("", "trainyard-e2e-")
-	if err != nil {
-		return 0, err
-	}
-	defer os.RemoveAll(dir)
-	binary = filepath.Join(dir, "trainyard")
-	build := exec.Command("go", "build", "-o", binary, "github.com/trainyard/trainyard/cmd/trainyard")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		return 0, fmt.Errorf("build trainyard: %v\n%s", err, out)
-	}
-	return m.Run(), nil
+	testbinary.Main(m, &binary)
 }
 
 // repoRoot is the repository's top folder.
