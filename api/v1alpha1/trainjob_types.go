@@ -4,6 +4,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // TrainJob is a distributed training job: a gang of identical workers, each running
@@ -18,6 +19,7 @@ import (
 // +kubebuilder:printcolumn:name="GPUs",type=integer,JSONPath=`.spec.resources.gpu`
 // +kubebuilder:printcolumn:name="Restarts",type=integer,JSONPath=`.status.restarts`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 45 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be at most 45 characters of lower-case letters, digits and '-', starting with a letter (the workers' host names are built from it)"
 type TrainJob struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -31,6 +33,7 @@ type TrainJob struct {
 type TrainJobSpec struct {
 	// Workers is the number of workers in the gang (torchrun's nodes). Default 1.
 	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:default=1
 	// +optional
 	Workers *int32 `json:"workers,omitempty"`
 
@@ -92,6 +95,30 @@ type TrainJobSpec struct {
 	// before it is killed. Default 5.
 	// +kubebuilder:validation:Minimum=0
 	TerminationGracePeriodSeconds *int64 `json:"terminationGracePeriodSeconds,omitempty"`
+
+	// Suspend stops the running attempt and starts none while true; setting it back to
+	// false starts a new attempt that resumes from the latest checkpoint (operator only).
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
+
+	// ActiveDeadlineSeconds fails the job when it has run this long since its first
+	// attempt started, restarts included (operator only).
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	ActiveDeadlineSeconds *int64 `json:"activeDeadlineSeconds,omitempty"`
+
+	// PreRunningDeadlineSeconds fails the job when an attempt's workers are not all
+	// running this long after the attempt was created (or admitted by Kueue): an image that
+	// cannot be pulled, pods that cannot be scheduled (operator only).
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	PreRunningDeadlineSeconds *int64 `json:"preRunningDeadlineSeconds,omitempty"`
+
+	// TTLSecondsAfterFinished deletes the job's pods, Jobs and Services this long after
+	// it finished; the TrainJob and the logs in the storage path stay (operator only).
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	TTLSecondsAfterFinished *int64 `json:"ttlSecondsAfterFinished,omitempty"`
 }
 
 // WorkerResources is what one worker needs.
@@ -165,6 +192,15 @@ type KubernetesSpec struct {
 	// its settings from them).
 	// +optional
 	PodAnnotations map[string]string `json:"podAnnotations,omitempty"`
+
+	// PodTemplate is a partial pod template (metadata and spec) merged over the one
+	// Trainyard renders, the way kubectl patch merges (containers by name; the worker
+	// container is named "worker"): for anything the fields above do not cover.
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=object
+	// +optional
+	PodTemplate *runtime.RawExtension `json:"podTemplate,omitempty"`
 }
 
 // CheckpointPolicy says which committed checkpoints to keep. The latest is always kept,
@@ -225,6 +261,35 @@ type TrainJobStatus struct {
 
 	// CompletionTime is when the job succeeded or failed for good.
 	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+
+	// Disruptions is how many restarts were caused by a worker's eviction or preemption;
+	// they do not count against maxRestarts.
+	// +optional
+	Disruptions int32 `json:"disruptions,omitempty"`
+
+	// AttemptStartTime is when the current attempt was created (or admitted by Kueue).
+	// +optional
+	AttemptStartTime *metav1.Time `json:"attemptStartTime,omitempty"`
+
+	// Iteration is the last iteration rank 0 reported, as of the last attempt's end.
+	// +optional
+	Iteration int64 `json:"iteration,omitempty"`
+
+	// LastMetrics are the metrics of that report.
+	// +optional
+	LastMetrics map[string]string `json:"lastMetrics,omitempty"`
+
+	// LatestCheckpoint is the name of the latest committed checkpoint in the run folder.
+	// +optional
+	LatestCheckpoint string `json:"latestCheckpoint,omitempty"`
+
+	// RunDir is the run's folder in the workers' storage path.
+	// +optional
+	RunDir string `json:"runDir,omitempty"`
+
+	// ObservedGeneration is the spec generation this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 }
 
 // JobPhase is a one-word summary of a job's state.
@@ -238,6 +303,7 @@ const (
 	PhaseSucceeded   JobPhase = "Succeeded"
 	PhaseFailed      JobPhase = "Failed"
 	PhaseInterrupted JobPhase = "Interrupted"
+	PhaseSuspended   JobPhase = "Suspended"
 )
 
 // Finished reports whether the phase is final.

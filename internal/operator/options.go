@@ -1,0 +1,18 @@
+package operator
+
+// Options configure the operator's manager.
+type Options struct {
+	// Image is the trainyard image whose binary the workers' init container copies.
+	Image string
+	// Namespace limits the operator to one namespace; empty watches all.
+	Namespace string
+	// MetricsAddr serves Prometheus metrics ("0" turns them off).
+	MetricsAddr string
+	// ProbeAddr serves /healthz and /readyz.
+	ProbeAddr string
+	// LeaderElection makes replicas elect one active manager.
+	LeaderElection bool
+	// LeaderElectionNamespace holds the election's Lease; empty means the namespace the
+	// operator runs in.
+	LeaderElectionNamespace string
+}

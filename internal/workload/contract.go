@@ -1,0 +1,110 @@
+// Package workload renders what the Kubernetes operator creates for one attempt of a
+// TrainJob (an Indexed batch/v1 Job and a headless Service) and holds the contract between
+// the operator and the in-pod launcher (`trainyard worker`): labels, paths, variables and
+// the summary a worker leaves in its termination message.
+package workload
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+)
+
+// Labels and annotations on everything the operator creates.
+const (
+	// LabelJob names the TrainJob an object belongs to.
+	LabelJob = "trainyard.dev/job-name"
+	// LabelAttempt is the attempt number (1-based) an object belongs to.
+	LabelAttempt = "trainyard.dev/attempt"
+	// LabelManagedBy marks objects made by the operator, with value ManagedBy.
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	ManagedBy      = "trainyard"
+	// LabelQueue is Kueue's label naming the local queue that admits a batch/v1 Job.
+	LabelQueue = "kueue.x-k8s.io/queue-name"
+	// LabelCompletionIndex is the label the Job controller puts on an Indexed Job's pods.
+	LabelCompletionIndex = "batch.kubernetes.io/job-completion-index"
+)
+
+// Names and paths inside a worker pod.
+const (
+	// WorkerContainer is the name of the container that runs the user's command.
+	WorkerContainer = "worker"
+	// InitContainer copies the trainyard binary into BinDir.
+	InitContainer = "trainyard-init"
+	// BinDir is the emptyDir the init container copies the binary into.
+	BinDir = "/trainyard/bin"
+	// BinPath is the worker container's entrypoint.
+	BinPath = BinDir + "/trainyard"
+	// DefaultStoragePath is the storage path of a TrainJob that names none. Without a
+	// volume mounted there it is an emptyDir, and checkpoints do not survive a restart.
+	DefaultStoragePath = "/trainyard/results"
+	// MasterPort is the rendezvous port on worker 0.
+	MasterPort = 29500
+	// TerminationLog is where a worker writes its Summary.
+	TerminationLog = "/dev/termination-log"
+	// TerminationLogMax is the most the kubelet keeps of a termination message.
+	TerminationLogMax = 4096
+)
+
+// Variables the operator sets in the worker container. The Job controller sets
+// EnvWorker (the completion index) itself.
+const (
+	// EnvJob holds the TrainJob, defaulted, as JSON.
+	EnvJob = "TRAINYARD_JOB"
+	// EnvAttempt is the attempt number, 1-based.
+	EnvAttempt = "TRAINYARD_ATTEMPT"
+	// EnvWorker is the worker's index, from the Indexed Job.
+	EnvWorker = "JOB_COMPLETION_INDEX"
+	// EnvMasterAddr and EnvMasterPort say where worker 0 listens.
+	EnvMasterAddr = "MASTER_ADDR"
+	EnvMasterPort = "MASTER_PORT"
+)
+
+// Summary is what a worker leaves in its termination message when it exits, read by the
+// operator for the TrainJob's status. Worker 0's carries the run's progress.
+type Summary struct {
+	Worker     int               `json:"worker"`
+	Outcome    string            `json:"outcome"` // succeeded, failed, interrupted
+	Reason     string            `json:"reason,omitempty"`
+	Iteration  int64             `json:"iteration,omitempty"`
+	Metrics    map[string]string `json:"metrics,omitempty"`
+	Checkpoint string            `json:"checkpoint,omitempty"`
+	RunDir     string            `json:"runDir,omitempty"`
+}
+
+// Encode returns the summary as JSON of at most TerminationLogMax bytes, dropping the
+// metrics, then shortening the reason, when it is longer.
+func (s Summary) Encode() []byte {
+	data, _ := json.Marshal(s)
+	if len(data) <= TerminationLogMax {
+		return data
+	}
+	s.Metrics = nil
+	data, _ = json.Marshal(s)
+	if over := len(data) - TerminationLogMax; over > 0 && over < len(s.Reason) {
+		s.Reason = s.Reason[:len(s.Reason)-over-3] + "..."
+		data, _ = json.Marshal(s)
+	}
+	return data
+}
+
+// DecodeSummary reads a termination message written by Encode.
+func DecodeSummary(msg string) (Summary, error) {
+	var s Summary
+	if err := json.Unmarshal([]byte(msg), &s); err != nil {
+		return Summary{}, fmt.Errorf("read worker summary: %w", err)
+	}
+	return s, nil
+}
+
+// AttemptName is the name of an attempt's Job and Service: "<job>-a<N>".
+func AttemptName(job string, attempt int) string {
+	return job + "-a" + strconv.Itoa(attempt)
+}
+
+// MasterAddr is worker 0's stable DNS name within the namespace: the Indexed Job's pod
+// host name under the attempt's headless Service.
+func MasterAddr(job string, attempt int) string {
+	name := AttemptName(job, attempt)
+	return name + "-0." + name
+}
