@@ -10,9 +10,6 @@ package envtest_test
 import (
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -23,99 +20,16 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/trainyard/trainyard/api/v1alpha1"
+	"github.com/trainyard/trainyard/internal/testkube"
 )
 
-// kubeVersion names the folder `make envtest-assets` fills: ./bin/k8s-<kubeVersion>.
-const kubeVersion = "1.37.1"
-
-// repoRoot is the repository's root, found from this file's path.
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	_, file, _, ok := runtime.Caller(0)
-	if !ok {
-		t.Fatal("cannot find the test file's path")
-	}
-	return filepath.Join(filepath.Dir(file), "..", "..")
-}
-
-// assetsDir returns the folder holding kube-apiserver and etcd, or skips the test.
-// KUBEBUILDER_ASSETS wins (envtest reads it itself); a folder it names without the
-// binaries is an error, not a skip, since `make test` sets it.
-func assetsDir(t *testing.T, root string) string {
-	t.Helper()
-	dirs := []string{filepath.Join(root, "bin", "k8s-"+kubeVersion), "/usr/local/kubebuilder/bin"}
-	if env := os.Getenv("KUBEBUILDER_ASSETS"); env != "" {
-		if !haveBinaries(env) {
-			t.Fatalf("KUBEBUILDER_ASSETS=%s lacks kube-apiserver or etcd (run make envtest-assets)", env)
-		}
-		return env
-	}
-	for _, dir := range dirs {
-		if haveBinaries(dir) {
-			return dir
-		}
-	}
-	t.Skipf("no kube-apiserver and etcd: KUBEBUILDER_ASSETS is unset and none are in %s; "+
-		"run `make envtest-assets` (or `make test`, which sets KUBEBUILDER_ASSETS)", strings.Join(dirs, " or "))
-	return ""
-}
-
-func haveBinaries(dir string) bool {
-	for _, name := range []string{"kube-apiserver", "etcd"} {
-		if fi, err := os.Stat(filepath.Join(dir, name)); err != nil || fi.IsDir() {
-			return false
-		}
-	}
-	return true
-}
-
-// startControlPlane starts etcd and kube-apiserver with the TrainJob CRD installed and
-// returns a client whose scheme knows TrainJobs, CRDs and namespaces.
+// startControlPlane starts etcd and kube-apiserver with the TrainJob CRD installed.
 func startControlPlane(t *testing.T) client.Client {
 	t.Helper()
-	root := repoRoot(t)
-	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-		BinaryAssetsDirectory: assetsDir(t, root),
-	}
-	// On a host with only loopback networking (no default route) the API server exits with
-	// "no default routes found" unless told its address; advertising 127.0.0.1 in turn needs
-	// the endpoint reconciler off. Both cost nothing elsewhere.
-	env.ControlPlane.GetAPIServer().Configure().
-		Set("advertise-address", "127.0.0.1").
-		Set("endpoint-reconciler-type", "none")
-
-	start := time.Now()
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatalf("start the control plane: %v", err)
-	}
-	t.Logf("control plane started in %v", time.Since(start).Round(time.Millisecond))
-	t.Cleanup(func() {
-		if err := env.Stop(); err != nil {
-			t.Errorf("stop the control plane: %v", err)
-		}
-	})
-
-	scheme := k8sruntime.NewScheme()
-	for _, add := range []func(*k8sruntime.Scheme) error{
-		v1alpha1.AddToScheme, apiextensionsv1.AddToScheme, corev1.AddToScheme,
-	} {
-		if err := add(scheme); err != nil {
-			t.Fatal(err)
-		}
-	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return testkube.Start(t, testkube.Options{}).Client
 }
 
 func ptr[T any](v T) *T { return &v }
