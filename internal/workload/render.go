@@ -1,0 +1,315 @@
+package workload
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
+
+	v1 "github.com/trainyard/trainyard/api/v1alpha1"
+)
+
+// GPUResource is the extended resource NVIDIA's device plugin advertises.
+const GPUResource corev1.ResourceName = "nvidia.com/gpu"
+
+// Volume names in a worker pod.
+const (
+	binVolume     = "trainyard-bin"
+	shmVolume     = "dshm"
+	storageVolume = "trainyard-storage"
+)
+
+// Options are what the operator adds to a TrainJob to render it.
+type Options struct {
+	// Image is the trainyard image the init container copies the binary from.
+	Image string
+}
+
+// Attempt is what the operator creates for one attempt of a TrainJob.
+type Attempt struct {
+	Job     *batchv1.Job
+	Service *corev1.Service
+	// EphemeralStorage is true when no volume is mounted at the storage path, so the run
+	// folder (checkpoints, logs) lives in an emptyDir that goes with the pod.
+	EphemeralStorage bool
+}
+
+// Defaulted returns a copy of job with the defaults the workers need: those of every
+// backend, the storage path inside the pod, and a run name unique to this TrainJob.
+func Defaulted(job *v1.TrainJob) *v1.TrainJob {
+	out := job.DeepCopy()
+	s := &out.Spec
+	if s.Workers == nil {
+		s.Workers = ptr(int32(1))
+	}
+	if s.ProcsPerWorker == nil {
+		s.ProcsPerWorker = ptr(max(1, s.Resources.GPU))
+	}
+	if s.TerminationGracePeriodSeconds == nil {
+		s.TerminationGracePeriodSeconds = ptr(int64(5))
+	}
+	if s.ProcessGroupTimeoutSeconds == nil {
+		s.ProcessGroupTimeoutSeconds = ptr(int64(300))
+	}
+	if s.Checkpoints.ScoreMetric != "" && s.Checkpoints.ScoreOrder == "" {
+		s.Checkpoints.ScoreOrder = "max"
+	}
+	if s.StoragePath == "" {
+		s.StoragePath = DefaultStoragePath
+	}
+	if s.RunName == "" {
+		s.RunName = out.Name + "-" + shortUID(string(out.UID))
+	}
+	if s.Kubernetes == nil {
+		s.Kubernetes = &v1.KubernetesSpec{}
+	}
+	return out
+}
+
+func shortUID(uid string) string {
+	uid = strings.ReplaceAll(uid, "-", "")
+	if len(uid) > 8 {
+		uid = uid[:8]
+	}
+	return uid
+}
+
+// RunDir is the run's folder inside the workers' pods.
+func RunDir(job *v1.TrainJob) string {
+	d := Defaulted(job)
+	return filepath.Join(d.Spec.StoragePath, d.Spec.RunName)
+}
+
+// Labels are the labels of everything an attempt consists of.
+func Labels(job string, attempt int) map[string]string {
+	return map[string]string{LabelJob: job, LabelAttempt: strconv.Itoa(attempt), LabelManagedBy: ManagedBy}
+}
+
+// Render returns the Indexed Job and the headless Service of attempt n of job. Both are
+// owned by job. It fails only on a pod template override that does not apply.
+func Render(job *v1.TrainJob, n int, opts Options) (*Attempt, error) {
+	d := Defaulted(job)
+	name := AttemptName(job.Name, n)
+	owner := ownerRef(job)
+	meta := metav1.ObjectMeta{Name: name, Namespace: job.Namespace, Labels: Labels(job.Name, n),
+		OwnerReferences: []metav1.OwnerReference{owner}}
+	pod, ephemeral, err := podTemplate(d, n, opts)
+	if err != nil {
+		return nil, err
+	}
+	workers := ptr(int32(d.Spec.WorkerCount()))
+	batch := &batchv1.Job{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
+		ObjectMeta: *meta.DeepCopy(),
+		Spec: batchv1.JobSpec{
+			CompletionMode: ptr(batchv1.IndexedCompletion),
+			Completions:    workers,
+			Parallelism:    workers,
+			// One failed worker fails the attempt: the operator restarts the whole gang.
+			BackoffLimit: ptr(int32(0)),
+			Template:     *pod,
+		},
+	}
+	if q := d.Spec.Kubernetes.QueueName; q != "" {
+		// Kueue admits a suspended Job as a whole: the gang starts together or not at all.
+		batch.Labels[LabelQueue] = q
+		batch.Spec.Suspend = ptr(true)
+	}
+	svc := &corev1.Service{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: *meta.DeepCopy(),
+		Spec: corev1.ServiceSpec{
+			ClusterIP:                corev1.ClusterIPNone,
+			PublishNotReadyAddresses: true,
+			Selector:                 map[string]string{LabelJob: job.Name, LabelAttempt: strconv.Itoa(n)},
+			Ports: []corev1.ServicePort{{Name: "rendezvous", Port: MasterPort, Protocol: corev1.ProtocolTCP,
+				TargetPort: intstr.FromInt32(MasterPort)}},
+		},
+	}
+	return &Attempt{Job: batch, Service: svc, EphemeralStorage: ephemeral}, nil
+}
+
+func ownerRef(job *v1.TrainJob) metav1.OwnerReference {
+	return metav1.OwnerReference{APIVersion: v1.APIVersion, Kind: v1.Kind, Name: job.Name, UID: job.UID,
+		Controller: ptr(true), BlockOwnerDeletion: ptr(true)}
+}
+
+// podTemplate renders a worker's pod, with the user's override merged over it.
+func podTemplate(d *v1.TrainJob, n int, opts Options) (*corev1.PodTemplateSpec, bool, error) {
+	k := d.Spec.Kubernetes
+	worker, ephemeral, err := workerContainer(d, n)
+	if err != nil {
+		return nil, false, err
+	}
+	pod := &corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: Labels(d.Name, n), Annotations: k.PodAnnotations},
+		Spec: corev1.PodSpec{
+			RestartPolicy:                 corev1.RestartPolicyNever,
+			Subdomain:                     AttemptName(d.Name, n),
+			TerminationGracePeriodSeconds: ptr(d.Spec.GracePeriod() + 10),
+			ServiceAccountName:            k.ServiceAccountName,
+			ImagePullSecrets:              k.ImagePullSecrets,
+			NodeSelector:                  k.NodeSelector,
+			Tolerations:                   tolerations(d),
+			Affinity:                      k.Affinity,
+			PriorityClassName:             k.PriorityClassName,
+			SchedulerName:                 k.SchedulerName,
+			InitContainers:                []corev1.Container{initContainer(opts)},
+			Containers:                    []corev1.Container{worker},
+			Volumes:                       volumes(k, ephemeral),
+		},
+	}
+	if k.PodTemplate == nil || len(k.PodTemplate.Raw) == 0 {
+		return pod, ephemeral, nil
+	}
+	merged, err := mergeTemplate(pod, k.PodTemplate.Raw)
+	return merged, ephemeral, err
+}
+
+// mergeTemplate merges the user's partial pod template over pod as a strategic merge
+// patch, and refuses fields a pod template does not have.
+func mergeTemplate(pod *corev1.PodTemplateSpec, patch []byte) (*corev1.PodTemplateSpec, error) {
+	orig, err := json.Marshal(pod)
+	if err != nil {
+		return nil, fmt.Errorf("encode the pod template: %w", err)
+	}
+	data, err := strategicpatch.StrategicMergePatch(orig, patch, corev1.PodTemplateSpec{})
+	if err != nil {
+		return nil, fmt.Errorf("spec.kubernetes.podTemplate: %w", err)
+	}
+	var out corev1.PodTemplateSpec
+	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&out); err != nil {
+		return nil, fmt.Errorf("spec.kubernetes.podTemplate: %w", err)
+	}
+	return &out, nil
+}
+
+func initContainer(opts Options) corev1.Container {
+	return corev1.Container{
+		Name:            InitContainer,
+		Image:           opts.Image,
+		ImagePullPolicy: corev1.PullIfNotPresent,
+		Command:         []string{"/trainyard", "copy-self", BinDir},
+		VolumeMounts:    []corev1.VolumeMount{{Name: binVolume, MountPath: BinDir}},
+		Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
+			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")},
+		},
+	}
+}
+
+func workerContainer(d *v1.TrainJob, n int) (corev1.Container, bool, error) {
+	k := d.Spec.Kubernetes
+	spec, err := json.Marshal(workerJob(d))
+	if err != nil {
+		return corev1.Container{}, false, fmt.Errorf("encode the job for its workers: %w", err)
+	}
+	env := []corev1.EnvVar{
+		{Name: EnvJob, Value: string(spec)},
+		{Name: EnvAttempt, Value: strconv.Itoa(n)},
+		{Name: EnvMasterAddr, Value: MasterAddr(d.Name, n)},
+		{Name: EnvMasterPort, Value: strconv.Itoa(MasterPort)},
+	}
+	if d.Spec.Resources.GPU == 0 {
+		// Without this, NVIDIA's container runtime shows every GPU of the node to a pod
+		// that asked for none.
+		env = append(env, corev1.EnvVar{Name: "NVIDIA_VISIBLE_DEVICES", Value: "void"})
+	}
+	mounts := []corev1.VolumeMount{
+		{Name: binVolume, MountPath: BinDir, ReadOnly: true},
+		{Name: shmVolume, MountPath: "/dev/shm"},
+	}
+	mounts = append(mounts, k.VolumeMounts...)
+	ephemeral := !mounted(k.VolumeMounts, d.Spec.StoragePath)
+	if ephemeral {
+		mounts = append(mounts, corev1.VolumeMount{Name: storageVolume, MountPath: d.Spec.StoragePath})
+	}
+	return corev1.Container{
+		Name:                     WorkerContainer,
+		Image:                    k.Image,
+		ImagePullPolicy:          k.ImagePullPolicy,
+		Command:                  []string{BinPath, "worker"},
+		WorkingDir:               d.Spec.WorkingDir,
+		Env:                      env,
+		Ports:                    []corev1.ContainerPort{{Name: "rendezvous", ContainerPort: MasterPort, Protocol: corev1.ProtocolTCP}},
+		Resources:                resources(&d.Spec.Resources),
+		VolumeMounts:             mounts,
+		TerminationMessagePath:   TerminationLog,
+		TerminationMessagePolicy: corev1.TerminationMessageReadFile,
+	}, ephemeral, nil
+}
+
+// workerJob is the part of the job a worker needs: no Kubernetes settings, no status.
+func workerJob(d *v1.TrainJob) *v1.TrainJob {
+	return &v1.TrainJob{TypeMeta: metav1.TypeMeta{APIVersion: v1.APIVersion, Kind: v1.Kind},
+		ObjectMeta: metav1.ObjectMeta{Name: d.Name, Namespace: d.Namespace, UID: d.UID},
+		Spec:       func() v1.TrainJobSpec { s := *d.Spec.DeepCopy(); s.Kubernetes = nil; return s }()}
+}
+
+// mounted reports whether a mount holds path (is path or one of its parents).
+func mounted(mounts []corev1.VolumeMount, path string) bool {
+	path = filepath.Clean(path)
+	for _, m := range mounts {
+		mp := filepath.Clean(m.MountPath)
+		if path == mp || strings.HasPrefix(path, mp+"/") || mp == "/" {
+			return true
+		}
+	}
+	return false
+}
+
+func resources(r *v1.WorkerResources) corev1.ResourceRequirements {
+	req, lim := corev1.ResourceList{}, corev1.ResourceList{}
+	if r.CPU != nil {
+		req[corev1.ResourceCPU] = *r.CPU
+	}
+	if r.Memory != nil {
+		req[corev1.ResourceMemory] = *r.Memory
+		lim[corev1.ResourceMemory] = *r.Memory
+	}
+	if r.GPU > 0 {
+		q := *resource.NewQuantity(int64(r.GPU), resource.DecimalSI)
+		req[GPUResource], lim[GPUResource] = q, q
+	}
+	out := corev1.ResourceRequirements{}
+	if len(req) > 0 {
+		out.Requests = req
+	}
+	if len(lim) > 0 {
+		out.Limits = lim
+	}
+	return out
+}
+
+func tolerations(d *v1.TrainJob) []corev1.Toleration {
+	out := append([]corev1.Toleration(nil), d.Spec.Kubernetes.Tolerations...)
+	if d.Spec.Resources.GPU > 0 {
+		out = append(out, corev1.Toleration{Key: string(GPUResource), Operator: corev1.TolerationOpExists,
+			Effect: corev1.TaintEffectNoSchedule})
+	}
+	return out
+}
+
+func volumes(k *v1.KubernetesSpec, ephemeral bool) []corev1.Volume {
+	out := []corev1.Volume{
+		{Name: binVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+		{Name: shmVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}},
+	}
+	out = append(out, k.Volumes...)
+	if ephemeral {
+		out = append(out, corev1.Volume{Name: storageVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+	}
+	return out
+}
+
+func ptr[T any](v T) *T { return &v }
