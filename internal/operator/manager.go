@@ -2,13 +2,129 @@ package operator
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"log/slog"
 
+	"github.com/go-logr/logr"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	v1 "github.com/trainyard/trainyard/api/v1alpha1"
+	"github.com/trainyard/trainyard/internal/workload"
 )
+
+// Name names the operator: its controller, its events' reporter and its leader lease.
+const Name = "trainyard-operator"
+
+// Scheme returns the kinds the operator reads and writes.
+func Scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v1.AddToScheme} {
+		if err := add(s); err != nil {
+			panic(err)
+		}
+	}
+	return s
+}
 
 // Run runs the operator's manager until ctx ends.
 func Run(ctx context.Context, cfg *rest.Config, opts Options, logger *slog.Logger) error {
-	return errors.New("operator: not implemented yet")
+	mgr, err := NewManager(cfg, opts, logger)
+	if err != nil {
+		return err
+	}
+	logger.Info("operator starting", "namespace", opts.Namespace, "image", opts.Image, "leaderElection", opts.LeaderElection)
+	if err := mgr.Start(ctx); err != nil {
+		return fmt.Errorf("operator: %w", err)
+	}
+	return nil
+}
+
+// NewManager returns a manager with the TrainJob controller, health probes and metrics,
+// ready to Start.
+func NewManager(cfg *rest.Config, opts Options, logger *slog.Logger) (manager.Manager, error) {
+	if opts.Image == "" {
+		return nil, fmt.Errorf("operator: the trainyard image for the workers' init container is required (--image)")
+	}
+	ctrl.SetLogger(logr.FromSlogHandler(logger.Handler()))
+	managed := labels.SelectorFromSet(labels.Set{workload.LabelManagedBy: workload.ManagedBy})
+	cacheOpts := cache.Options{
+		// Only what the operator made: a cluster's other pods and Jobs stay out of memory.
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.Pod{}:     {Label: managed},
+			&batchv1.Job{}:    {Label: managed},
+			&corev1.Service{}: {Label: managed},
+		},
+	}
+	if opts.Namespace != "" {
+		cacheOpts.DefaultNamespaces = map[string]cache.Config{opts.Namespace: {}}
+	}
+	metricsAddr := opts.MetricsAddr
+	if metricsAddr == "" {
+		metricsAddr = "0"
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  Scheme(),
+		Cache:                   cacheOpts,
+		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
+		HealthProbeBindAddress:  opts.ProbeAddr,
+		LeaderElection:          opts.LeaderElection,
+		LeaderElectionID:        Name + ".trainyard.dev",
+		LeaderElectionNamespace: opts.LeaderElectionNamespace,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("operator: create the manager: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return nil, fmt.Errorf("operator: add the health check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return nil, fmt.Errorf("operator: add the readiness check: %w", err)
+	}
+	r := &Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(Name), Options: opts}
+	if err := r.SetupWithManager(mgr, opts.Workers); err != nil {
+		return nil, err
+	}
+	return mgr, nil
+}
+
+// SetupWithManager registers the reconciler, watching TrainJobs, their Jobs and the pods
+// of those Jobs.
+func (r *Reconciler) SetupWithManager(mgr manager.Manager, workers int) error {
+	if workers <= 0 {
+		workers = 8
+	}
+	err := ctrl.NewControllerManagedBy(mgr).
+		Named("trainjob").
+		For(&v1.TrainJob{}).
+		Owns(&batchv1.Job{}).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToJob)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
+		Complete(r)
+	if err != nil {
+		return fmt.Errorf("operator: set up the TrainJob controller: %w", err)
+	}
+	return nil
+}
+
+// podToJob maps a worker pod to its TrainJob.
+func podToJob(_ context.Context, obj client.Object) []reconcile.Request {
+	name := obj.GetLabels()[workload.LabelJob]
+	if name == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: obj.GetNamespace(), Name: name}}}
 }

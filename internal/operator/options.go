@@ -15,4 +15,6 @@ type Options struct {
 	// LeaderElectionNamespace holds the election's Lease; empty means the namespace the
 	// operator runs in.
 	LeaderElectionNamespace string
+	// Workers is how many TrainJobs are reconciled at once; 0 means 8.
+	Workers int
 }

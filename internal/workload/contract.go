@@ -14,6 +14,9 @@ import (
 const (
 	// LabelJob names the TrainJob an object belongs to.
 	LabelJob = "trainyard.dev/job-name"
+	// LabelJobUID is the TrainJob's UID: a TrainJob made again under the same name does
+	// not adopt what its predecessor left.
+	LabelJobUID = "trainyard.dev/job-uid"
 	// LabelAttempt is the attempt number (1-based) an object belongs to.
 	LabelAttempt = "trainyard.dev/attempt"
 	// LabelManagedBy marks objects made by the operator, with value ManagedBy.

@@ -88,9 +88,10 @@ func RunDir(job *v1.TrainJob) string {
 	return filepath.Join(d.Spec.StoragePath, d.Spec.RunName)
 }
 
-// Labels are the labels of everything an attempt consists of.
-func Labels(job string, attempt int) map[string]string {
-	return map[string]string{LabelJob: job, LabelAttempt: strconv.Itoa(attempt), LabelManagedBy: ManagedBy}
+// Labels are the labels of everything attempt n of job consists of.
+func Labels(job *v1.TrainJob, n int) map[string]string {
+	return map[string]string{LabelJob: job.Name, LabelJobUID: string(job.UID), LabelAttempt: strconv.Itoa(n),
+		LabelManagedBy: ManagedBy}
 }
 
 // Render returns the Indexed Job and the headless Service of attempt n of job. Both are
@@ -99,7 +100,7 @@ func Render(job *v1.TrainJob, n int, opts Options) (*Attempt, error) {
 	d := Defaulted(job)
 	name := AttemptName(job.Name, n)
 	owner := ownerRef(job)
-	meta := metav1.ObjectMeta{Name: name, Namespace: job.Namespace, Labels: Labels(job.Name, n),
+	meta := metav1.ObjectMeta{Name: name, Namespace: job.Namespace, Labels: Labels(job, n),
 		OwnerReferences: []metav1.OwnerReference{owner}}
 	pod, ephemeral, err := podTemplate(d, n, opts)
 	if err != nil {
@@ -129,7 +130,7 @@ func Render(job *v1.TrainJob, n int, opts Options) (*Attempt, error) {
 		Spec: corev1.ServiceSpec{
 			ClusterIP:                corev1.ClusterIPNone,
 			PublishNotReadyAddresses: true,
-			Selector:                 map[string]string{LabelJob: job.Name, LabelAttempt: strconv.Itoa(n)},
+			Selector:                 map[string]string{LabelJobUID: string(job.UID), LabelAttempt: strconv.Itoa(n)},
 			Ports: []corev1.ServicePort{{Name: "rendezvous", Port: MasterPort, Protocol: corev1.ProtocolTCP,
 				TargetPort: intstr.FromInt32(MasterPort)}},
 		},
@@ -150,7 +151,7 @@ func podTemplate(d *v1.TrainJob, n int, opts Options) (*corev1.PodTemplateSpec, 
 		return nil, false, err
 	}
 	pod := &corev1.PodTemplateSpec{
-		ObjectMeta: metav1.ObjectMeta{Labels: Labels(d.Name, n), Annotations: k.PodAnnotations},
+		ObjectMeta: metav1.ObjectMeta{Labels: Labels(d, n), Annotations: k.PodAnnotations},
 		Spec: corev1.PodSpec{
 			RestartPolicy:                 corev1.RestartPolicyNever,
 			Subdomain:                     AttemptName(d.Name, n),

@@ -1,0 +1,161 @@
+package operator
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/trainyard/trainyard/api/v1alpha1"
+	"github.com/trainyard/trainyard/internal/workload"
+)
+
+// listChildren lists the Jobs, Services and pods of every attempt of job.
+func (r *Reconciler) listChildren(ctx context.Context, job *v1.TrainJob) (children, error) {
+	opts := []client.ListOption{client.InNamespace(job.Namespace), client.MatchingLabels{workload.LabelJobUID: string(job.UID)}}
+	var (
+		c    children
+		jobs batchv1.JobList
+		svcs corev1.ServiceList
+		pods corev1.PodList
+	)
+	for _, l := range []client.ObjectList{&jobs, &svcs, &pods} {
+		if err := r.Client.List(ctx, l, opts...); err != nil {
+			return c, fmt.Errorf("list the objects of TrainJob %s: %w", job.Name, err)
+		}
+	}
+	c.jobs, c.services, c.pods = jobs.Items, svcs.Items, pods.Items
+	return c, nil
+}
+
+// teardown deletes attempt n's Job, Service and pods. Pods are deleted directly, not left
+// to the garbage collector, so that a gang stops in seconds and the next attempt need not
+// wait for a collector's pass.
+func (r *Reconciler) teardown(ctx context.Context, job *v1.TrainJob, n int) error {
+	labels := client.MatchingLabels{workload.LabelJobUID: string(job.UID), workload.LabelAttempt: strconv.Itoa(n)}
+	name := workload.AttemptName(job.Name, n)
+	bg := client.PropagationPolicy(metav1.DeletePropagationBackground)
+	meta := metav1.ObjectMeta{Name: name, Namespace: job.Namespace}
+	for _, obj := range []client.Object{&batchv1.Job{ObjectMeta: meta}, &corev1.Service{ObjectMeta: *meta.DeepCopy()}} {
+		if err := r.Client.Delete(ctx, obj, bg); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete attempt %d of TrainJob %s: %w", n, job.Name, err)
+		}
+	}
+	if err := r.Client.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(job.Namespace), labels); err != nil {
+		return fmt.Errorf("delete the pods of attempt %d of TrainJob %s: %w", n, job.Name, err)
+	}
+	return nil
+}
+
+// stopAttempt stops what still runs of a job that failed for good: its running pods are
+// deleted and its Job suspended (so no pod replaces them), while pods that ended stay
+// with their logs.
+func (r *Reconciler) stopAttempt(ctx context.Context, kids children) error {
+	for i := range kids.jobs {
+		j := &kids.jobs[i]
+		if j.Spec.Suspend != nil && *j.Spec.Suspend || finishedJob(j) {
+			continue
+		}
+		patch := client.MergeFrom(j.DeepCopy())
+		j.Spec.Suspend = ptr(true)
+		if err := r.Client.Patch(ctx, j, patch); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("suspend Job %s: %w", j.Name, err)
+		}
+	}
+	for i := range kids.pods {
+		p := &kids.pods[i]
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || p.DeletionTimestamp != nil {
+			continue
+		}
+		if err := r.Client.Delete(ctx, p); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete pod %s: %w", p.Name, err)
+		}
+	}
+	for i := range kids.services {
+		if err := r.Client.Delete(ctx, &kids.services[i]); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete Service %s: %w", kids.services[i].Name, err)
+		}
+	}
+	return nil
+}
+
+func finishedJob(j *batchv1.Job) bool {
+	for _, c := range j.Status.Conditions {
+		if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+// configProblem finds what keeps a job's pods from starting that the API can tell before
+// the scheduler says so: a PVC that does not exist, more GPUs per worker than any node has.
+func (r *Reconciler) configProblem(ctx context.Context, job *v1.TrainJob) *problem {
+	if k := job.Spec.Kubernetes; k != nil {
+		for i, v := range k.Volumes {
+			if v.PersistentVolumeClaim == nil {
+				continue
+			}
+			var pvc corev1.PersistentVolumeClaim
+			err := r.Reader.Get(ctx, client.ObjectKey{Namespace: job.Namespace, Name: v.PersistentVolumeClaim.ClaimName}, &pvc)
+			if apierrors.IsNotFound(err) {
+				return &problem{reason: "MissingVolume", message: fmt.Sprintf("spec.kubernetes.volumes[%d] (%s): persistentvolumeclaim %q does not exist in namespace %s",
+					i, v.Name, v.PersistentVolumeClaim.ClaimName, job.Namespace)}
+			}
+		}
+	}
+	if gpus := job.Spec.Resources.GPU; gpus > 0 {
+		return r.gpuProblem(ctx, gpus)
+	}
+	return nil
+}
+
+// gpuProblem says when no node could ever hold a worker's GPUs.
+func (r *Reconciler) gpuProblem(ctx context.Context, gpus int32) *problem {
+	var nodes corev1.NodeList
+	if err := r.Reader.List(ctx, &nodes); err != nil || len(nodes.Items) == 0 {
+		return nil // no nodes to judge by (or no permission): the scheduler will say
+	}
+	most, where := int64(0), ""
+	for _, n := range nodes.Items {
+		q := n.Status.Allocatable[workload.GPUResource]
+		if v := q.Value(); v > most {
+			most, where = v, n.Name
+		}
+	}
+	switch {
+	case most == 0:
+		return &problem{reason: "InsufficientGPU", message: fmt.Sprintf("each worker asks for %d nvidia.com/gpu but none of the %d nodes has any allocatable (is NVIDIA's device plugin running?)",
+			gpus, len(nodes.Items))}
+	case most < int64(gpus):
+		return &problem{reason: "InsufficientGPU", message: fmt.Sprintf("each worker asks for %d nvidia.com/gpu but the most any of the %d nodes has is %d (%s)",
+			gpus, len(nodes.Items), most, where)}
+	}
+	return nil
+}
+
+// condition sets a condition and reports whether it changed (status or reason).
+func (s *step) condition(kind string, status bool, reason, msg string) bool {
+	cs := metav1.ConditionFalse
+	if status {
+		cs = metav1.ConditionTrue
+	}
+	prev := meta.FindStatusCondition(s.job.Status.Conditions, kind)
+	changed := prev == nil || prev.Status != cs || prev.Reason != reason
+	meta.SetStatusCondition(&s.job.Status.Conditions, metav1.Condition{Type: kind, Status: cs, Reason: reason,
+		Message: msg, ObservedGeneration: s.job.Generation, LastTransitionTime: metav1.NewTime(s.now)})
+	return changed
+}
+
+func (s *step) time() *metav1.Time {
+	t := metav1.NewTime(s.now)
+	return &t
+}
+
+func ptr[T any](v T) *T { return &v }

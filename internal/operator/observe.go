@@ -1,0 +1,208 @@
+package operator
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/trainyard/trainyard/internal/workload"
+)
+
+// observation is what an attempt's Job and pods say about it.
+type observation struct {
+	workers   int
+	queued    bool // the Job waits for Kueue to admit it (suspended)
+	running   int  // workers whose container runs
+	succeeded int
+	failure   *failure // the first worker that failed, if any
+	blocked   *problem // why a worker does not start, if it does not
+	summary   *workload.Summary
+}
+
+// failure is a worker that ended the attempt.
+type failure struct {
+	worker int
+	pod    string
+	reason string
+	// disruption is an eviction or preemption: not the user's code failing.
+	disruption bool
+}
+
+// problem is why a worker's pod does not start.
+type problem struct {
+	reason, message string
+	// fatal problems will not go away by waiting (a malformed image name).
+	fatal bool
+}
+
+// waitingReasons are container waiting reasons that mean a pod will not start on its own.
+var waitingReasons = map[string]bool{
+	"ErrImagePull": false, "ImagePullBackOff": false, "InvalidImageName": true,
+	"CreateContainerConfigError": false, "CreateContainerError": false, "RunContainerError": false,
+	"ErrImageNeverPull": true, "CrashLoopBackOff": false,
+}
+
+// disruptionReasons are pod status reasons of pods the node or the cluster took away.
+var disruptionReasons = []string{"Evicted", "Preempting", "Preempted", "Shutdown", "NodeShutdown", "NodeLost", "Terminated", "DeadlineExceeded"}
+
+// observe sums up an attempt from its Job and its pods.
+func observe(job *batchv1.Job, pods []corev1.Pod, workers int) observation {
+	o := observation{workers: workers}
+	if job != nil && job.Spec.Suspend != nil && *job.Spec.Suspend {
+		o.queued = true
+	}
+	slices.SortFunc(pods, func(a, b corev1.Pod) int { return workerIndex(&a) - workerIndex(&b) })
+	for i := range pods {
+		p := &pods[i]
+		switch {
+		case p.Status.Phase == corev1.PodSucceeded:
+			o.succeeded++
+		case p.Status.Phase == corev1.PodFailed || isDisrupted(p):
+			if o.failure == nil {
+				o.failure = podFailure(p)
+			}
+		case p.DeletionTimestamp != nil:
+		case p.Status.Phase == corev1.PodRunning:
+			o.running++
+		default:
+			if o.blocked == nil {
+				o.blocked = podProblem(p)
+			}
+		}
+		if workerIndex(p) == 0 {
+			if s := summary(p); s != nil {
+				o.summary = s
+			}
+		}
+	}
+	if o.failure == nil && job != nil {
+		o.failure = jobFailure(job)
+	}
+	return o
+}
+
+// done reports whether every worker succeeded.
+func (o observation) done() bool { return o.succeeded >= o.workers && o.failure == nil }
+
+// allRunning reports whether every worker has started (running or already done).
+func (o observation) allRunning() bool { return o.running+o.succeeded >= o.workers }
+
+func workerIndex(p *corev1.Pod) int {
+	v := p.Labels[workload.LabelCompletionIndex]
+	if v == "" {
+		v = p.Annotations[workload.LabelCompletionIndex]
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+func isDisrupted(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+func podFailure(p *corev1.Pod) *failure {
+	f := &failure{worker: workerIndex(p), pod: p.Name}
+	where := fmt.Sprintf("worker %d (pod %s", f.worker, p.Name)
+	if p.Spec.NodeName != "" {
+		where += " on " + p.Spec.NodeName
+	}
+	where += ")"
+	if isDisrupted(p) || slices.Contains(disruptionReasons, p.Status.Reason) {
+		f.disruption = true
+		f.reason = where + " was " + disruptionText(p)
+		return f
+	}
+	f.reason = where + " " + exitText(p)
+	return f
+}
+
+func disruptionText(p *corev1.Pod) string {
+	msg := p.Status.Message
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
+			if msg == "" {
+				msg = c.Message
+			}
+			return "disrupted (" + c.Reason + "): " + msg
+		}
+	}
+	return strings.ToLower(p.Status.Reason) + ": " + msg
+}
+
+// exitText describes how the worker container ended: its summary's reason when it left
+// one, else its exit code.
+func exitText(p *corev1.Pod) string {
+	for _, cs := range p.Status.ContainerStatuses {
+		t := cs.State.Terminated
+		if cs.Name != workload.WorkerContainer || t == nil {
+			continue
+		}
+		if s, err := workload.DecodeSummary(t.Message); err == nil && s.Reason != "" {
+			return "failed: " + s.Reason
+		}
+		text := fmt.Sprintf("exited with code %d", t.ExitCode)
+		if t.Reason != "" && t.Reason != "Error" {
+			text += " (" + t.Reason + ")"
+		}
+		return text
+	}
+	if p.Status.Message != "" {
+		return "failed: " + p.Status.Message
+	}
+	return "failed"
+}
+
+func jobFailure(job *batchv1.Job) *failure {
+	for _, c := range job.Status.Conditions {
+		if c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue {
+			return &failure{worker: -1, reason: fmt.Sprintf("Job %s failed (%s): %s", job.Name, c.Reason, c.Message)}
+		}
+	}
+	return nil
+}
+
+// podProblem says why a pending pod does not start, or nil when it is on its way.
+func podProblem(p *corev1.Pod) *problem {
+	statuses := append(slices.Clone(p.Status.InitContainerStatuses), p.Status.ContainerStatuses...)
+	for _, cs := range statuses {
+		w := cs.State.Waiting
+		if w == nil {
+			continue
+		}
+		if fatal, ok := waitingReasons[w.Reason]; ok {
+			return &problem{reason: w.Reason, fatal: fatal,
+				message: fmt.Sprintf("worker %d (pod %s), container %s: %s", workerIndex(p), p.Name, cs.Name, w.Message)}
+		}
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+			return &problem{reason: "Unschedulable",
+				message: fmt.Sprintf("worker %d (pod %s) cannot be scheduled: %s", workerIndex(p), p.Name, c.Message)}
+		}
+	}
+	return nil
+}
+
+// summary is the Summary a worker left in its termination message, if any.
+func summary(p *corev1.Pod) *workload.Summary {
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.Name == workload.WorkerContainer && cs.State.Terminated != nil {
+			if s, err := workload.DecodeSummary(cs.State.Terminated.Message); err == nil {
+				return &s
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,558 @@
+package operator_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/trainyard/trainyard/api/v1alpha1"
+	"github.com/trainyard/trainyard/internal/operator"
+	"github.com/trainyard/trainyard/internal/testkube"
+	"github.com/trainyard/trainyard/internal/workload"
+)
+
+// cluster is a real API server with the operator running against it. There is no
+// kubelet, scheduler or Job controller: tests make the pods and set their status as
+// those would.
+type cluster struct {
+	t  *testing.T
+	c  client.Client
+	ns string
+}
+
+var shared *cluster
+
+func TestOperator(t *testing.T) {
+	env := testkube.Start(t, testkube.Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	mgr, err := operator.NewManager(env.Config, operator.Options{Image: "ghcr.io/trainyard/trainyard:test", ProbeAddr: "0"}, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	})
+	for _, tc := range []struct {
+		name string
+		fn   func(*cluster)
+	}{
+		{"creation", testCreation},
+		{"restart after a worker fails", testRestart},
+		{"max restarts", testMaxRestarts},
+		{"eviction does not count", testEviction},
+		{"success and progress", testSuccess},
+		{"suspend and resume", testSuspend},
+		{"active deadline", testActiveDeadline},
+		{"pre-running reasons and deadline", testPreRunning},
+		{"config problems", testConfigProblems},
+		{"ttl after finished", testTTL},
+		{"kueue", testKueue},
+		{"bad pod template", testBadTemplate},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := strings.ReplaceAll(strings.ToLower(tc.name), " ", "-")
+			if err := env.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+				t.Fatal(err)
+			}
+			tc.fn(&cluster{t: t, c: env.Client, ns: ns})
+		})
+	}
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func (k *cluster) newJob(name string, workers int32, change func(*v1.TrainJob)) *v1.TrainJob {
+	k.t.Helper()
+	j := &v1.TrainJob{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: k.ns},
+		Spec: v1.TrainJobSpec{Workers: ptr(workers), Command: []string{"python3", "train.py"},
+			Kubernetes: &v1.KubernetesSpec{Image: "pytorch/pytorch:2.5.1"}},
+	}
+	if change != nil {
+		change(j)
+	}
+	if err := k.c.Create(context.Background(), j); err != nil {
+		k.t.Fatalf("create TrainJob %s: %v", name, err)
+	}
+	return j
+}
+
+// eventually polls cond until it holds, for up to 30 s.
+func (k *cluster) eventually(what string, cond func() (bool, string)) {
+	k.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	last := ""
+	for time.Now().Before(deadline) {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		last = state
+		time.Sleep(50 * time.Millisecond)
+	}
+	k.t.Fatalf("timed out waiting for %s; last seen: %s", what, last)
+}
+
+func (k *cluster) get(name string) *v1.TrainJob {
+	k.t.Helper()
+	var j v1.TrainJob
+	if err := k.c.Get(context.Background(), client.ObjectKey{Namespace: k.ns, Name: name}, &j); err != nil {
+		k.t.Fatal(err)
+	}
+	return &j
+}
+
+// waitStatus waits until the TrainJob's status satisfies cond.
+func (k *cluster) waitStatus(name, what string, cond func(*v1.TrainJobStatus) bool) *v1.TrainJob {
+	k.t.Helper()
+	var j *v1.TrainJob
+	k.eventually(name+": "+what, func() (bool, string) {
+		j = k.get(name)
+		return cond(&j.Status), fmt.Sprintf("%+v", j.Status)
+	})
+	return j
+}
+
+func cond(st *v1.TrainJobStatus, kind string) *metav1.Condition {
+	return meta.FindStatusCondition(st.Conditions, kind)
+}
+
+func hasCond(st *v1.TrainJobStatus, kind string, status metav1.ConditionStatus, reason string) bool {
+	c := cond(st, kind)
+	return c != nil && c.Status == status && (reason == "" || c.Reason == reason)
+}
+
+// attemptJob waits for attempt n's Job (and Service) and returns the Job.
+func (k *cluster) attemptJob(name string, n int) *batchv1.Job {
+	k.t.Helper()
+	var j batchv1.Job
+	key := client.ObjectKey{Namespace: k.ns, Name: workload.AttemptName(name, n)}
+	k.eventually(key.Name+" Job and Service", func() (bool, string) {
+		if err := k.c.Get(context.Background(), key, &j); err != nil {
+			return false, fmt.Sprintf("%v; TrainJob status %+v", err, k.get(name).Status)
+		}
+		var svc corev1.Service
+		if err := k.c.Get(context.Background(), key, &svc); err != nil {
+			return false, err.Error()
+		}
+		return true, ""
+	})
+	return &j
+}
+
+// gone waits until attempt n has no Job, Service or pod left.
+func (k *cluster) gone(name string, n int) {
+	k.t.Helper()
+	key := client.ObjectKey{Namespace: k.ns, Name: workload.AttemptName(name, n)}
+	k.eventually(key.Name+" gone", func() (bool, string) {
+		if err := k.c.Get(context.Background(), key, &batchv1.Job{}); !apierrors.IsNotFound(err) {
+			return false, "Job still there"
+		}
+		if err := k.c.Get(context.Background(), key, &corev1.Service{}); !apierrors.IsNotFound(err) {
+			return false, "Service still there"
+		}
+		pods := k.pods(name, n)
+		return len(pods) == 0, fmt.Sprintf("%d pods left", len(pods))
+	})
+}
+
+func (k *cluster) pods(name string, n int) []corev1.Pod {
+	var l corev1.PodList
+	if err := k.c.List(context.Background(), &l, client.InNamespace(k.ns),
+		client.MatchingLabels{workload.LabelJob: name, workload.LabelAttempt: strconv.Itoa(n)}); err != nil {
+		k.t.Fatal(err)
+	}
+	return l.Items
+}
+
+// startPods makes the Job's pods as the Job controller would, and returns them.
+func (k *cluster) startPods(job *batchv1.Job) []*corev1.Pod {
+	k.t.Helper()
+	var out []*corev1.Pod
+	for i := range int(*job.Spec.Completions) {
+		tmpl := job.Spec.Template.DeepCopy()
+		idx := strconv.Itoa(i)
+		p := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d-x", job.Name, i), Namespace: job.Namespace,
+				Labels: tmpl.Labels, Annotations: map[string]string{workload.LabelCompletionIndex: idx},
+				OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(job, batchv1.SchemeGroupVersion.WithKind("Job"))}},
+			Spec: tmpl.Spec,
+		}
+		p.Labels[workload.LabelCompletionIndex] = idx
+		p.Spec.Hostname = fmt.Sprintf("%s-%d", job.Name, i)
+		if err := k.c.Create(context.Background(), p); err != nil {
+			k.t.Fatalf("create pod: %v", err)
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// setPod sets a pod's status as the kubelet would.
+func (k *cluster) setPod(p *corev1.Pod, change func(*corev1.PodStatus)) {
+	k.t.Helper()
+	for range 10 {
+		var cur corev1.Pod
+		if err := k.c.Get(context.Background(), client.ObjectKeyFromObject(p), &cur); err != nil {
+			k.t.Fatal(err)
+		}
+		change(&cur.Status)
+		err := k.c.Status().Update(context.Background(), &cur)
+		if err == nil {
+			return
+		}
+		if !apierrors.IsConflict(err) {
+			k.t.Fatal(err)
+		}
+	}
+	k.t.Fatal("pod status: too many conflicts")
+}
+
+func running(st *corev1.PodStatus) {
+	st.Phase = corev1.PodRunning
+	st.ContainerStatuses = []corev1.ContainerStatus{{Name: workload.WorkerContainer, Ready: true,
+		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}}}
+}
+
+func exited(code int32, msg string) func(*corev1.PodStatus) {
+	return func(st *corev1.PodStatus) {
+		st.Phase = corev1.PodSucceeded
+		if code != 0 {
+			st.Phase = corev1.PodFailed
+		}
+		st.ContainerStatuses = []corev1.ContainerStatus{{Name: workload.WorkerContainer,
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Message: msg, Reason: "Error"}}}}
+	}
+}
+
+func (k *cluster) runAll(name string, n int) []*corev1.Pod {
+	k.t.Helper()
+	pods := k.startPods(k.attemptJob(name, n))
+	for _, p := range pods {
+		k.setPod(p, running)
+	}
+	return pods
+}
+
+// event waits for an event about the TrainJob with this reason, and returns its note.
+func (k *cluster) event(name, reason string) string {
+	k.t.Helper()
+	note := ""
+	k.eventually("event "+reason, func() (bool, string) {
+		var l eventsv1.EventList
+		if err := k.c.List(context.Background(), &l, client.InNamespace(k.ns)); err != nil {
+			return false, err.Error()
+		}
+		var seen []string
+		for _, e := range l.Items {
+			if e.Regarding.Name == name && e.Reason == reason {
+				note = e.Note
+				return true, ""
+			}
+			seen = append(seen, e.Reason)
+		}
+		return false, strings.Join(seen, ",")
+	})
+	return note
+}
+
+func testCreation(k *cluster) {
+	tj := k.newJob("mnist", 3, func(j *v1.TrainJob) { j.Spec.Resources.GPU = 2 })
+	job := k.attemptJob("mnist", 1)
+	if *job.Spec.Completions != 3 || *job.Spec.Parallelism != 3 || *job.Spec.CompletionMode != batchv1.IndexedCompletion {
+		k.t.Errorf("Job spec: completions %d parallelism %d mode %s", *job.Spec.Completions, *job.Spec.Parallelism, *job.Spec.CompletionMode)
+	}
+	owner := metav1.GetControllerOf(job)
+	if owner == nil || owner.UID != k.get("mnist").UID {
+		k.t.Errorf("the Job's controller is %v, want the TrainJob", owner)
+	}
+	got := k.waitStatus("mnist", "created", func(st *v1.TrainJobStatus) bool {
+		return st.Attempt == 1 && st.Phase == v1.PhasePending && hasCond(st, v1.CondCreated, metav1.ConditionTrue, "AttemptCreated")
+	})
+	if got.Status.RunDir != "/trainyard/results/mnist-"+strings.ReplaceAll(string(got.UID), "-", "")[:8] {
+		k.t.Errorf("run dir %q", got.Status.RunDir)
+	}
+	k.event("mnist", "AttemptCreated")
+	k.event("mnist", "EphemeralStorage")
+	pods := k.runAll("mnist", 1)
+	k.waitStatus("mnist", "running", func(st *v1.TrainJobStatus) bool {
+		return st.Phase == v1.PhaseRunning && st.WorkersReady == 3 && hasCond(st, v1.CondRunning, metav1.ConditionTrue, "AllWorkersRunning")
+	})
+	if len(pods) != 3 || tj.Name != "mnist" {
+		k.t.Errorf("%d pods for %s", len(pods), tj.Name)
+	}
+}
+
+func testRestart(k *cluster) {
+	k.newJob("flaky", 2, func(j *v1.TrainJob) { j.Spec.MaxRestarts = 2 })
+	pods := k.runAll("flaky", 1)
+	msg := workload.Summary{Worker: 1, Outcome: "failed", Reason: "rank 1 (worker 1, pid 42) exited with code 3"}
+	k.setPod(pods[1], exited(3, string(msg.Encode())))
+	k.attemptJob("flaky", 2)
+	k.gone("flaky", 1)
+	got := k.waitStatus("flaky", "restarting", func(st *v1.TrainJobStatus) bool {
+		return st.Attempt == 2 && st.Restarts == 1 && st.Phase == v1.PhaseRestarting &&
+			hasCond(st, v1.CondRestarting, metav1.ConditionTrue, "WorkerFailed")
+	})
+	if c := cond(&got.Status, v1.CondRestarting); !strings.Contains(c.Message, "rank 1 (worker 1, pid 42) exited with code 3") {
+		k.t.Errorf("restarting message %q does not carry the worker's own reason", c.Message)
+	}
+	if note := k.event("flaky", "WorkerFailed"); !strings.Contains(note, "worker 1") {
+		k.t.Errorf("WorkerFailed event: %q", note)
+	}
+	k.runAll("flaky", 2)
+	k.waitStatus("flaky", "running again", func(st *v1.TrainJobStatus) bool {
+		return st.Phase == v1.PhaseRunning && hasCond(st, v1.CondRestarting, metav1.ConditionFalse, "")
+	})
+}
+
+func testMaxRestarts(k *cluster) {
+	k.newJob("doomed", 2, func(j *v1.TrainJob) { j.Spec.MaxRestarts = 1 })
+	pods := k.runAll("doomed", 1)
+	k.setPod(pods[0], exited(1, ""))
+	pods = k.runAll("doomed", 2)
+	k.setPod(pods[0], exited(1, ""))
+	got := k.waitStatus("doomed", "failed", func(st *v1.TrainJobStatus) bool {
+		return st.Phase == v1.PhaseFailed && hasCond(st, v1.CondFailed, metav1.ConditionTrue, "WorkerFailed")
+	})
+	if !strings.Contains(got.Status.Reason, "no restarts left") || got.Status.CompletionTime == nil || got.Status.Restarts != 1 {
+		k.t.Errorf("status %+v", got.Status)
+	}
+	// The worker still running is stopped (it would hold GPUs), the failed one stays with
+	// its logs, and the Job is suspended so nothing replaces it.
+	k.eventually("running pod deleted", func() (bool, string) {
+		left := k.pods("doomed", 2)
+		return len(left) == 1 && left[0].Name == pods[0].Name, fmt.Sprintf("%d pods", len(left))
+	})
+	var job batchv1.Job
+	k.eventually("Job suspended, Service deleted", func() (bool, string) {
+		key := client.ObjectKey{Namespace: k.ns, Name: workload.AttemptName("doomed", 2)}
+		if err := k.c.Get(context.Background(), key, &job); err != nil {
+			return false, err.Error()
+		}
+		svcErr := k.c.Get(context.Background(), key, &corev1.Service{})
+		return job.Spec.Suspend != nil && *job.Spec.Suspend && apierrors.IsNotFound(svcErr), "not suspended"
+	})
+	k.event("doomed", "WorkerFailed")
+}
+
+func testEviction(k *cluster) {
+	k.newJob("evicted", 2, nil) // maxRestarts 0: only disruptions may restart it
+	pods := k.runAll("evicted", 1)
+	k.setPod(pods[1], func(st *corev1.PodStatus) {
+		st.Phase, st.Reason, st.Message = corev1.PodFailed, "Evicted", "The node was low on resource: memory."
+		st.Conditions = append(st.Conditions, corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue,
+			Reason: "TerminationByKubelet", Message: "The node was low on resource: memory."})
+	})
+	got := k.waitStatus("evicted", "restarted without counting", func(st *v1.TrainJobStatus) bool {
+		return st.Attempt == 2 && st.Restarts == 1 && st.Disruptions == 1 && hasCond(st, v1.CondRestarting, metav1.ConditionTrue, "WorkerDisrupted")
+	})
+	if c := cond(&got.Status, v1.CondRestarting); !strings.Contains(c.Message, "low on resource") {
+		k.t.Errorf("restarting message %q", c.Message)
+	}
+	k.attemptJob("evicted", 2)
+	k.event("evicted", "WorkerDisrupted")
+}
+
+func testSuccess(k *cluster) {
+	k.newJob("good", 2, nil)
+	pods := k.runAll("good", 1)
+	sum := workload.Summary{Worker: 0, Outcome: "succeeded", Iteration: 5, Metrics: map[string]string{"accuracy": "84.2"},
+		Checkpoint: "checkpoint_000005", RunDir: "/trainyard/results/good"}
+	k.setPod(pods[1], exited(0, string(workload.Summary{Worker: 1, Outcome: "succeeded"}.Encode())))
+	k.setPod(pods[0], exited(0, string(sum.Encode())))
+	got := k.waitStatus("good", "succeeded", func(st *v1.TrainJobStatus) bool {
+		return st.Phase == v1.PhaseSucceeded && hasCond(st, v1.CondSucceeded, metav1.ConditionTrue, "AllWorkersSucceeded")
+	})
+	st := got.Status
+	if st.Iteration != 5 || st.LastMetrics["accuracy"] != "84.2" || st.LatestCheckpoint != "checkpoint_000005" || st.CompletionTime == nil {
+		k.t.Errorf("progress not in status: %+v", st)
+	}
+	k.event("good", "Succeeded")
+}
+
+func testSuspend(k *cluster) {
+	k.newJob("pausable", 2, nil)
+	k.runAll("pausable", 1)
+	k.patchSpec("pausable", func(s *v1.TrainJobSpec) { s.Suspend = true })
+	k.gone("pausable", 1)
+	k.waitStatus("pausable", "suspended", func(st *v1.TrainJobStatus) bool {
+		return st.Phase == v1.PhaseSuspended && hasCond(st, v1.CondSuspended, metav1.ConditionTrue, "Suspended") && st.WorkersReady == 0
+	})
+	k.patchSpec("pausable", func(s *v1.TrainJobSpec) { s.Suspend = false })
+	k.attemptJob("pausable", 2)
+	k.waitStatus("pausable", "resumed", func(st *v1.TrainJobStatus) bool {
+		return st.Attempt == 2 && st.Restarts == 0 && hasCond(st, v1.CondSuspended, metav1.ConditionFalse, "Resumed")
+	})
+	k.event("pausable", "Resumed")
+}
+
+func (k *cluster) patchSpec(name string, change func(*v1.TrainJobSpec)) {
+	k.t.Helper()
+	j := k.get(name)
+	patch := client.MergeFrom(j.DeepCopy())
+	change(&j.Spec)
+	if err := k.c.Patch(context.Background(), j, patch); err != nil {
+		k.t.Fatal(err)
+	}
+}
+
+func testActiveDeadline(k *cluster) {
+	k.newJob("slow", 1, func(j *v1.TrainJob) { j.Spec.ActiveDeadlineSeconds = ptr(int64(2)) })
+	k.runAll("slow", 1)
+	k.waitStatus("slow", "failed by the deadline", func(st *v1.TrainJobStatus) bool {
+		return st.Phase == v1.PhaseFailed && hasCond(st, v1.CondFailed, metav1.ConditionTrue, "DeadlineExceeded")
+	})
+	k.eventually("the running worker stopped", func() (bool, string) {
+		n := len(k.pods("slow", 1))
+		return n == 0, fmt.Sprintf("%d pods", n)
+	})
+}
+
+func testPreRunning(k *cluster) {
+	k.newJob("badimage", 2, func(j *v1.TrainJob) { j.Spec.PreRunningDeadlineSeconds = ptr(int64(3)) })
+	pods := k.startPods(k.attemptJob("badimage", 1))
+	k.setPod(pods[0], running)
+	k.setPod(pods[1], func(st *corev1.PodStatus) {
+		st.Phase = corev1.PodPending
+		st.ContainerStatuses = []corev1.ContainerStatus{{Name: workload.WorkerContainer, State: corev1.ContainerState{
+			Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: `Back-off pulling image "pytorch/pytorch:2.5.1"`}}}}
+	})
+	got := k.waitStatus("badimage", "image pull reason", func(st *v1.TrainJobStatus) bool {
+		return hasCond(st, v1.CondRunning, metav1.ConditionFalse, "ImagePullBackOff")
+	})
+	if c := cond(&got.Status, v1.CondRunning); !strings.Contains(c.Message, "Back-off pulling image") {
+		k.t.Errorf("condition message %q", c.Message)
+	}
+	k.event("badimage", "ImagePullBackOff")
+	k.waitStatus("badimage", "failed by the pre-running deadline", func(st *v1.TrainJobStatus) bool {
+		return st.Phase == v1.PhaseFailed && hasCond(st, v1.CondFailed, metav1.ConditionTrue, "PreRunningDeadlineExceeded") &&
+			strings.Contains(st.Reason, "Back-off pulling image")
+	})
+
+	k.newJob("unschedulable", 1, nil)
+	pods = k.startPods(k.attemptJob("unschedulable", 1))
+	k.setPod(pods[0], func(st *corev1.PodStatus) {
+		st.Phase = corev1.PodPending
+		st.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
+			Message: "0/3 nodes are available: 3 Insufficient nvidia.com/gpu."}}
+	})
+	got = k.waitStatus("unschedulable", "scheduler's message", func(st *v1.TrainJobStatus) bool {
+		return hasCond(st, v1.CondRunning, metav1.ConditionFalse, "Unschedulable")
+	})
+	if c := cond(&got.Status, v1.CondRunning); !strings.Contains(c.Message, "3 Insufficient nvidia.com/gpu") {
+		k.t.Errorf("condition message %q", c.Message)
+	}
+}
+
+func testConfigProblems(k *cluster) {
+	k.newJob("nopvc", 1, func(j *v1.TrainJob) {
+		j.Spec.StoragePath = "/mnt/runs"
+		j.Spec.Kubernetes.Volumes = []corev1.Volume{{Name: "runs", VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "shared-runs"}}}}
+		j.Spec.Kubernetes.VolumeMounts = []corev1.VolumeMount{{Name: "runs", MountPath: "/mnt/runs"}}
+	})
+	got := k.waitStatus("nopvc", "missing volume", func(st *v1.TrainJobStatus) bool {
+		return hasCond(st, v1.CondRunning, metav1.ConditionFalse, "MissingVolume")
+	})
+	if c := cond(&got.Status, v1.CondRunning); !strings.Contains(c.Message, `persistentvolumeclaim "shared-runs" does not exist`) {
+		k.t.Errorf("condition message %q", c.Message)
+	}
+
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gpu-node-a"}}
+	if err := k.c.Create(context.Background(), node); err != nil {
+		k.t.Fatal(err)
+	}
+	node.Status.Capacity = corev1.ResourceList{workload.GPUResource: resource.MustParse("8")}
+	node.Status.Allocatable = corev1.ResourceList{workload.GPUResource: resource.MustParse("8")}
+	if err := k.c.Status().Update(context.Background(), node); err != nil {
+		k.t.Fatal(err)
+	}
+	k.t.Cleanup(func() { _ = k.c.Delete(context.Background(), node) })
+	k.newJob("toobig", 2, func(j *v1.TrainJob) { j.Spec.Resources.GPU = 16 })
+	got = k.waitStatus("toobig", "insufficient GPU", func(st *v1.TrainJobStatus) bool {
+		return hasCond(st, v1.CondRunning, metav1.ConditionFalse, "InsufficientGPU")
+	})
+	if c := cond(&got.Status, v1.CondRunning); !strings.Contains(c.Message, "the most any of the 1 nodes has is 8 (gpu-node-a)") {
+		k.t.Errorf("condition message %q", c.Message)
+	}
+}
+
+func testTTL(k *cluster) {
+	k.newJob("short-lived", 1, func(j *v1.TrainJob) { j.Spec.TTLSecondsAfterFinished = ptr(int64(1)) })
+	pods := k.runAll("short-lived", 1)
+	k.setPod(pods[0], exited(0, ""))
+	k.waitStatus("short-lived", "succeeded", func(st *v1.TrainJobStatus) bool { return st.Phase == v1.PhaseSucceeded })
+	k.gone("short-lived", 1)
+	if note := k.event("short-lived", "CleanedUp"); !strings.Contains(note, "logs stay in /trainyard/results/short-lived-") {
+		k.t.Errorf("CleanedUp event: %q", note)
+	}
+	if k.get("short-lived").Status.Phase != v1.PhaseSucceeded {
+		k.t.Error("the TrainJob must stay, with its status")
+	}
+}
+
+func testKueue(k *cluster) {
+	k.newJob("queued", 4, func(j *v1.TrainJob) { j.Spec.Kubernetes.QueueName = "team-a" })
+	job := k.attemptJob("queued", 1)
+	if job.Spec.Suspend == nil || !*job.Spec.Suspend || job.Labels[workload.LabelQueue] != "team-a" {
+		k.t.Fatalf("the Job must be created suspended with Kueue's queue label: suspend %v labels %v", job.Spec.Suspend, job.Labels)
+	}
+	got := k.waitStatus("queued", "queued", func(st *v1.TrainJobStatus) bool {
+		return st.Phase == v1.PhasePending && hasCond(st, v1.CondRunning, metav1.ConditionFalse, "Queued")
+	})
+	if got.Status.AttemptStartTime != nil {
+		k.t.Error("a queued attempt has not started")
+	}
+	// Kueue admits the whole gang: it unsuspends the Job.
+	patch := client.MergeFrom(job.DeepCopy())
+	job.Spec.Suspend = ptr(false)
+	if err := k.c.Patch(context.Background(), job, patch); err != nil {
+		k.t.Fatal(err)
+	}
+	for _, p := range k.startPods(job) {
+		k.setPod(p, running)
+	}
+	k.waitStatus("queued", "running after admission", func(st *v1.TrainJobStatus) bool {
+		return st.Phase == v1.PhaseRunning && st.WorkersReady == 4 && st.AttemptStartTime != nil
+	})
+}
+
+func testBadTemplate(k *cluster) {
+	k.newJob("badtemplate", 1, func(j *v1.TrainJob) {
+		j.Spec.Kubernetes.PodTemplate = &runtime.RawExtension{Raw: []byte(`{"spec": {"restartPolicyy": "Always"}}`)}
+	})
+	got := k.waitStatus("badtemplate", "failed", func(st *v1.TrainJobStatus) bool {
+		return st.Phase == v1.PhaseFailed && hasCond(st, v1.CondFailed, metav1.ConditionTrue, "InvalidPodTemplate")
+	})
+	if !strings.Contains(got.Status.Reason, "restartPolicyy") {
+		k.t.Errorf("reason %q does not name the field", got.Status.Reason)
+	}
+}

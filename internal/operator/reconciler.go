@@ -1,0 +1,502 @@
+package operator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/trainyard/trainyard/api/v1alpha1"
+	"github.com/trainyard/trainyard/internal/workload"
+)
+
+// teardownPoll is how often a reconcile looks again while an attempt's pods go away.
+const teardownPoll = time.Second
+
+// Reconciler drives TrainJobs: one Indexed Job and one headless Service per attempt,
+// the whole gang restarted after a failure, and a status that says what happens.
+type Reconciler struct {
+	Client client.Client
+	// Reader reads what the operator does not cache (nodes, PVCs) from the API server.
+	Reader   client.Reader
+	Recorder events.EventRecorder
+	Options  Options
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+
+	// written holds, per TrainJob UID, the attempt number of the last status this
+	// reconciler wrote: a TrainJob read from the cache with an older one is stale, and acting
+	// on it would bring back an attempt that was just torn down.
+	written sync.Map
+}
+
+// staleRetry is how soon a reconcile that read a stale TrainJob tries again.
+const staleRetry = 100 * time.Millisecond
+
+// Reconcile brings one TrainJob one step closer to what its spec asks, with at most one
+// status write.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var job v1.TrainJob
+	if err := r.Client.Get(ctx, req.NamespacedName, &job); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if job.DeletionTimestamp != nil {
+		return ctrl.Result{}, nil // the garbage collector removes what it owns
+	}
+	if w, ok := r.written.Load(job.UID); ok && job.Status.Attempt < w.(int32) {
+		return ctrl.Result{RequeueAfter: staleRetry}, nil
+	}
+	now := time.Now
+	if r.Now != nil {
+		now = r.Now
+	}
+	s := &step{r: r, job: &job, old: job.Status.DeepCopy(), now: now()}
+	res, err := s.run(ctx)
+	if werr := s.writeStatus(ctx); werr != nil {
+		if apierrors.IsConflict(werr) {
+			return ctrl.Result{Requeue: true}, err
+		}
+		err = errors.Join(err, werr)
+	}
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if s.after > 0 && (res.RequeueAfter == 0 || s.after < res.RequeueAfter) {
+		res.RequeueAfter = s.after
+	}
+	return res, nil
+}
+
+// step is one reconcile of one TrainJob.
+type step struct {
+	r     *Reconciler
+	job   *v1.TrainJob
+	old   *v1.TrainJobStatus
+	now   time.Time
+	after time.Duration // look again this soon at the latest
+	kids  children
+}
+
+func (s *step) run(ctx context.Context) (ctrl.Result, error) {
+	st := &s.job.Status
+	st.ObservedGeneration = s.job.Generation
+	st.RunDir = workload.RunDir(s.job)
+	var err error
+	if s.kids, err = s.r.listChildren(ctx, s.job); err != nil {
+		return ctrl.Result{}, err
+	}
+	switch {
+	case st.Phase.Finished():
+		return ctrl.Result{}, s.finished(ctx)
+	case s.job.Spec.Suspend:
+		return ctrl.Result{}, s.suspend(ctx)
+	case st.Phase == v1.PhaseSuspended:
+		s.resume()
+	case st.Attempt == 0:
+		st.Attempt, st.Phase, st.StartTime = 1, v1.PhasePending, s.time()
+	}
+	if msg, over := s.deadlineExceeded(); over {
+		return ctrl.Result{}, s.fail(ctx, "DeadlineExceeded", msg)
+	}
+	if s.kids.before(int(st.Attempt)) {
+		return ctrl.Result{}, s.waitTeardown(ctx)
+	}
+	cur := s.kids.job(int(st.Attempt))
+	if cur == nil {
+		return ctrl.Result{}, s.create(ctx)
+	}
+	o := observe(cur, s.kids.podsOf(int(st.Attempt)), s.job.Spec.WorkerCount())
+	return ctrl.Result{}, s.track(ctx, o)
+}
+
+// deadlineExceeded checks activeDeadlineSeconds.
+func (s *step) deadlineExceeded() (string, bool) {
+	d, start := s.job.Spec.ActiveDeadlineSeconds, s.job.Status.StartTime
+	if d == nil || start == nil {
+		return "", false
+	}
+	limit := time.Duration(*d) * time.Second
+	left := start.Add(limit).Sub(s.now)
+	if left > 0 {
+		s.requeue(left)
+		return "", false
+	}
+	return fmt.Sprintf("the job ran longer than activeDeadlineSeconds (%s)", limit), true
+}
+
+// create makes the current attempt's Service and Job.
+func (s *step) create(ctx context.Context) error {
+	st := &s.job.Status
+	n := int(st.Attempt)
+	if slices.ContainsFunc(s.kids.attempts(), func(a int) bool { return a > n }) {
+		s.requeue(staleRetry) // a newer attempt exists: this TrainJob was read stale
+		return nil
+	}
+	a, err := workload.Render(s.job, n, workload.Options{Image: s.r.Options.Image})
+	if err != nil {
+		return s.fail(ctx, "InvalidPodTemplate", err.Error())
+	}
+	for _, obj := range []client.Object{a.Service, a.Job} {
+		if err := s.r.Client.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create %s %s: %w", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName(), err)
+		}
+	}
+	msg := fmt.Sprintf("attempt %d: created Job and Service %s for %d worker(s)", n, a.Job.Name, s.job.Spec.WorkerCount())
+	if q := s.queue(); q != "" {
+		msg += fmt.Sprintf("; waiting for Kueue to admit the gang through queue %q", q)
+	} else {
+		st.AttemptStartTime = s.time()
+	}
+	st.Reason = msg
+	s.condition(v1.CondCreated, true, "AttemptCreated", msg)
+	s.event(corev1.EventTypeNormal, "AttemptCreated", msg)
+	if a.EphemeralStorage && n == 1 {
+		s.event(corev1.EventTypeWarning, "EphemeralStorage", fmt.Sprintf("no volume is mounted at the storage path %s: "+
+			"checkpoints and logs live in an emptyDir and do not survive a restart; mount a PVC there with spec.kubernetes.volumes and volumeMounts",
+			workload.Defaulted(s.job).Spec.StoragePath))
+	}
+	return nil
+}
+
+func (s *step) queue() string {
+	if k := s.job.Spec.Kubernetes; k != nil {
+		return k.QueueName
+	}
+	return ""
+}
+
+// track follows the current attempt.
+func (s *step) track(ctx context.Context, o observation) error {
+	st := &s.job.Status
+	s.absorb(o.summary)
+	switch {
+	case o.failure != nil:
+		return s.attemptFailed(ctx, o.failure)
+	case o.done():
+		return s.succeed(ctx)
+	case o.queued:
+		st.WorkersReady = 0
+		s.condition(v1.CondRunning, false, "Queued", fmt.Sprintf("attempt %d waits for Kueue to admit the gang through queue %q", st.Attempt, s.queue()))
+		return nil
+	}
+	if st.AttemptStartTime == nil {
+		st.AttemptStartTime = s.time() // Kueue admitted the Job
+	}
+	st.WorkersReady = int32(o.running)
+	if o.allRunning() {
+		s.running(o)
+		return nil
+	}
+	return s.starting(ctx, o)
+}
+
+// running records that every worker of the attempt runs.
+func (s *step) running(o observation) {
+	st := &s.job.Status
+	msg := fmt.Sprintf("attempt %d: all %d workers running", st.Attempt, o.workers)
+	if s.condition(v1.CondRunning, true, "AllWorkersRunning", msg) {
+		s.event(corev1.EventTypeNormal, "Running", msg)
+	}
+	s.condition(v1.CondRestarting, false, "Running", msg)
+	st.Phase, st.Reason = v1.PhaseRunning, msg
+}
+
+// starting surfaces why workers do not run yet and enforces preRunningDeadlineSeconds.
+func (s *step) starting(ctx context.Context, o observation) error {
+	st := &s.job.Status
+	p := o.blocked
+	if p == nil {
+		p = s.r.configProblem(ctx, s.job)
+	}
+	if p == nil {
+		p = &problem{reason: "Starting", message: fmt.Sprintf("attempt %d: %d of %d workers running", st.Attempt, o.running, o.workers)}
+	} else if s.condition(v1.CondRunning, false, p.reason, p.message) {
+		s.event(corev1.EventTypeWarning, p.reason, p.message)
+	}
+	s.condition(v1.CondRunning, false, p.reason, p.message)
+	st.Reason = p.message
+	if p.fatal {
+		return s.fail(ctx, p.reason, p.message)
+	}
+	d := s.job.Spec.PreRunningDeadlineSeconds
+	if d == nil || st.AttemptStartTime == nil {
+		return nil
+	}
+	limit := time.Duration(*d) * time.Second
+	if left := st.AttemptStartTime.Add(limit).Sub(s.now); left > 0 {
+		s.requeue(left)
+		return nil
+	}
+	return s.fail(ctx, "PreRunningDeadlineExceeded",
+		fmt.Sprintf("the workers were not all running %s after attempt %d began: %s", limit, st.Attempt, p.message))
+}
+
+// attemptFailed restarts the gang, or fails the job when no restarts are left.
+func (s *step) attemptFailed(ctx context.Context, f *failure) error {
+	st := &s.job.Status
+	n := st.Attempt
+	used, limit := st.Restarts-st.Disruptions, s.job.Spec.MaxRestarts
+	switch {
+	case f.disruption:
+		st.Disruptions++
+		s.event(corev1.EventTypeWarning, "WorkerDisrupted", fmt.Sprintf("attempt %d: %s", n, f.reason))
+	case used < limit:
+		s.event(corev1.EventTypeWarning, "WorkerFailed", fmt.Sprintf("attempt %d: %s", n, f.reason))
+	default:
+		return s.fail(ctx, "WorkerFailed", fmt.Sprintf("attempt %d: %s; no restarts left (maxRestarts %d)", n, f.reason, limit))
+	}
+	// The status is written first; the next reconcile tears the attempt down (waitTeardown),
+	// so a stale read can never bring it back.
+	st.Restarts++
+	st.Attempt++
+	st.Phase, st.WorkersReady, st.AttemptStartTime = v1.PhaseRestarting, 0, nil
+	msg := fmt.Sprintf("attempt %d ended: %s; restarting the whole gang as attempt %d (%d of %d restarts used",
+		n, f.reason, st.Attempt, st.Restarts-st.Disruptions, limit)
+	if f.disruption {
+		msg += "; a disruption does not count"
+	}
+	msg += ")"
+	st.Reason = msg
+	reason := "WorkerFailed"
+	if f.disruption {
+		reason = "WorkerDisrupted"
+	}
+	s.condition(v1.CondRestarting, true, reason, msg)
+	s.condition(v1.CondRunning, false, "Restarting", msg)
+	s.event(corev1.EventTypeNormal, "Restarting", msg)
+	s.requeue(teardownPoll)
+	return nil
+}
+
+// waitTeardown waits for an earlier attempt's objects to go before the next starts, so
+// two gangs never hold GPUs (or the run folder) at once.
+func (s *step) waitTeardown(ctx context.Context) error {
+	for _, n := range s.kids.attempts() {
+		if n < int(s.job.Status.Attempt) {
+			if err := s.r.teardown(ctx, s.job, n); err != nil {
+				return err
+			}
+		}
+	}
+	s.requeue(teardownPoll)
+	return nil
+}
+
+func (s *step) succeed(_ context.Context) error {
+	st := &s.job.Status
+	msg := fmt.Sprintf("all %d workers succeeded in attempt %d", s.job.Spec.WorkerCount(), st.Attempt)
+	st.Phase, st.Reason, st.WorkersReady, st.CompletionTime = v1.PhaseSucceeded, msg, 0, s.time()
+	s.condition(v1.CondSucceeded, true, "AllWorkersSucceeded", msg)
+	s.condition(v1.CondRunning, false, "Completed", msg)
+	s.condition(v1.CondRestarting, false, "Completed", msg)
+	s.event(corev1.EventTypeNormal, "Succeeded", msg)
+	s.ttl()
+	return nil
+}
+
+// fail ends the job for good. The next reconcile (finished) stops what still runs.
+func (s *step) fail(_ context.Context, reason, msg string) error {
+	st := &s.job.Status
+	st.Phase, st.Reason, st.WorkersReady, st.CompletionTime = v1.PhaseFailed, msg, 0, s.time()
+	s.condition(v1.CondFailed, true, reason, msg)
+	s.condition(v1.CondRunning, false, reason, msg)
+	s.condition(v1.CondRestarting, false, reason, msg)
+	s.event(corev1.EventTypeWarning, reason, msg)
+	s.ttl()
+	return nil
+}
+
+// finished stops what still runs of a job that failed, so that no worker keeps holding
+// GPUs, while the pods that ended stay for their logs; then it applies
+// ttlSecondsAfterFinished.
+func (s *step) finished(ctx context.Context) error {
+	if s.job.Status.Phase == v1.PhaseFailed {
+		if err := s.r.stopAttempt(ctx, s.kids); err != nil {
+			return err
+		}
+	}
+	if !s.ttl() || s.kids.empty() {
+		return nil
+	}
+	for _, n := range s.kids.attempts() {
+		if err := s.r.teardown(ctx, s.job, n); err != nil {
+			return err
+		}
+	}
+	s.event(corev1.EventTypeNormal, "CleanedUp", fmt.Sprintf("ttlSecondsAfterFinished (%ds) passed: deleted the job's pods, Jobs and Services; its logs stay in %s",
+		*s.job.Spec.TTLSecondsAfterFinished, s.job.Status.RunDir))
+	s.requeue(teardownPoll)
+	return nil
+}
+
+// ttl reports whether the job's time to live after finishing has passed, and otherwise
+// asks to look again when it will have.
+func (s *step) ttl() bool {
+	t, done := s.job.Spec.TTLSecondsAfterFinished, s.job.Status.CompletionTime
+	if t == nil || done == nil {
+		return false
+	}
+	left := done.Add(time.Duration(*t) * time.Second).Sub(s.now)
+	if left > 0 {
+		s.requeue(left)
+		return false
+	}
+	return true
+}
+
+// suspend stops the running attempt of a job whose spec says suspend.
+func (s *step) suspend(ctx context.Context) error {
+	st := &s.job.Status
+	if !s.kids.empty() {
+		for _, n := range s.kids.attempts() {
+			if err := s.r.teardown(ctx, s.job, n); err != nil {
+				return err
+			}
+		}
+		s.requeue(teardownPoll)
+	}
+	if st.Phase == v1.PhaseSuspended {
+		return nil
+	}
+	msg := "suspended: no attempt runs; set spec.suspend to false to resume from the latest checkpoint"
+	if st.Attempt > 0 {
+		msg = fmt.Sprintf("suspended during attempt %d: its workers were stopped; set spec.suspend to false to resume from the latest checkpoint", st.Attempt)
+	}
+	st.Phase, st.Reason, st.WorkersReady, st.AttemptStartTime = v1.PhaseSuspended, msg, 0, nil
+	s.condition(v1.CondSuspended, true, "Suspended", msg)
+	s.condition(v1.CondRunning, false, "Suspended", msg)
+	s.event(corev1.EventTypeNormal, "Suspended", msg)
+	return nil
+}
+
+// resume starts a new attempt of a job that was suspended.
+func (s *step) resume() {
+	st := &s.job.Status
+	st.Attempt++
+	st.Phase = v1.PhasePending
+	if st.StartTime == nil {
+		st.StartTime = s.time()
+	}
+	msg := fmt.Sprintf("resumed: starting attempt %d from the latest checkpoint", st.Attempt)
+	st.Reason = msg
+	s.condition(v1.CondSuspended, false, "Resumed", msg)
+	s.event(corev1.EventTypeNormal, "Resumed", msg)
+}
+
+// absorb copies worker 0's progress into the status.
+func (s *step) absorb(sum *workload.Summary) {
+	if sum == nil {
+		return
+	}
+	st := &s.job.Status
+	if sum.Iteration > 0 {
+		st.Iteration, st.LastMetrics = sum.Iteration, sum.Metrics
+	}
+	if sum.Checkpoint != "" {
+		st.LatestCheckpoint = sum.Checkpoint
+	}
+}
+
+func (s *step) requeue(d time.Duration) {
+	if d <= 0 {
+		d = time.Millisecond
+	}
+	if s.after == 0 || d < s.after {
+		s.after = d
+	}
+}
+
+func (s *step) event(kind, reason, msg string) {
+	if s.r.Recorder != nil {
+		s.r.Recorder.Eventf(s.job, nil, kind, reason, reason, "%s", msg)
+	}
+}
+
+// writeStatus writes the status if the step changed it: one write per reconcile.
+func (s *step) writeStatus(ctx context.Context) error {
+	if equality.Semantic.DeepEqual(*s.old, s.job.Status) {
+		return nil
+	}
+	if err := s.r.Client.Status().Update(ctx, s.job); err != nil {
+		return fmt.Errorf("update the status of TrainJob %s: %w", s.job.Name, err)
+	}
+	s.r.written.Store(s.job.UID, s.job.Status.Attempt)
+	return nil
+}
+
+// attemptLabel is the attempt number of an object, or 0.
+func attemptLabel(labels map[string]string) int {
+	n, _ := strconv.Atoi(labels[workload.LabelAttempt])
+	return n
+}
+
+// children are the objects a TrainJob's attempts consist of.
+type children struct {
+	jobs     []batchv1.Job
+	services []corev1.Service
+	pods     []corev1.Pod
+}
+
+func (c children) empty() bool { return len(c.jobs)+len(c.services)+len(c.pods) == 0 }
+
+func (c children) job(n int) *batchv1.Job {
+	for i := range c.jobs {
+		if attemptLabel(c.jobs[i].Labels) == n {
+			return &c.jobs[i]
+		}
+	}
+	return nil
+}
+
+func (c children) podsOf(n int) []corev1.Pod {
+	var out []corev1.Pod
+	for _, p := range c.pods {
+		if attemptLabel(p.Labels) == n {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// attempts lists the attempt numbers that still have objects.
+func (c children) attempts() []int {
+	seen := map[int]bool{}
+	var out []int
+	add := func(labels map[string]string) {
+		if n := attemptLabel(labels); !seen[n] {
+			seen[n] = true
+			out = append(out, n)
+		}
+	}
+	for _, j := range c.jobs {
+		add(j.Labels)
+	}
+	for _, s := range c.services {
+		add(s.Labels)
+	}
+	for _, p := range c.pods {
+		add(p.Labels)
+	}
+	return out
+}
+
+// before reports whether an attempt older than n still has objects.
+func (c children) before(n int) bool {
+	for _, a := range c.attempts() {
+		if a < n {
+			return true
+		}
+	}
+	return false
+}
