@@ -30,7 +30,13 @@ type failure struct {
 	reason string
 	// disruption is an eviction or preemption: not the user's code failing.
 	disruption bool
+	// fatal is a worker that refused its input (`trainyard worker` exit code 2: a command
+	// missing from the image, too few GPUs): a restart would fail the same way.
+	fatal bool
 }
+
+// exitBadInput is `trainyard worker`'s exit code for input no restart can fix.
+const exitBadInput = 2
 
 // problem is why a worker's pod does not start.
 type problem struct {
@@ -125,7 +131,20 @@ func podFailure(p *corev1.Pod) *failure {
 		return f
 	}
 	f.reason = where + " " + exitText(p)
+	f.fatal = badInput(p)
 	return f
+}
+
+// badInput reports whether the worker container exited with exitBadInput and left a
+// summary, so that the code is trainyard's and not the user's program's.
+func badInput(p *corev1.Pod) bool {
+	for _, cs := range p.Status.ContainerStatuses {
+		if t := cs.State.Terminated; cs.Name == workload.WorkerContainer && t != nil && t.ExitCode == exitBadInput {
+			_, err := workload.DecodeSummary(t.Message)
+			return err == nil
+		}
+	}
+	return false
 }
 
 func disruptionText(p *corev1.Pod) string {

@@ -68,6 +68,7 @@ func TestOperator(t *testing.T) {
 		{"ttl after finished", testTTL},
 		{"kueue", testKueue},
 		{"bad pod template", testBadTemplate},
+		{"bad input is not restarted", testBadInput},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := strings.ReplaceAll(strings.ToLower(tc.name), " ", "-")
@@ -554,5 +555,18 @@ func testBadTemplate(k *cluster) {
 	})
 	if !strings.Contains(got.Status.Reason, "restartPolicyy") {
 		k.t.Errorf("reason %q does not name the field", got.Status.Reason)
+	}
+}
+
+func testBadInput(k *cluster) {
+	k.newJob("nocommand", 2, func(j *v1.TrainJob) { j.Spec.MaxRestarts = 3 })
+	pods := k.runAll("nocommand", 1)
+	msg := workload.Summary{Worker: 1, Outcome: "failed", Reason: `the command "python3" is not in the image: exec: "python3": executable file not found in $PATH`}
+	k.setPod(pods[1], exited(2, string(msg.Encode())))
+	got := k.waitStatus("nocommand", "failed without restarts", func(st *v1.TrainJobStatus) bool {
+		return st.Phase == v1.PhaseFailed && hasCond(st, v1.CondFailed, metav1.ConditionTrue, "WorkerInputError")
+	})
+	if got.Status.Restarts != 0 || !strings.Contains(got.Status.Reason, "not in the image") {
+		k.t.Errorf("status %+v", got.Status)
 	}
 }

@@ -248,6 +248,8 @@ func (s *step) attemptFailed(ctx context.Context, f *failure) error {
 	n := st.Attempt
 	used, limit := st.Restarts-st.Disruptions, s.job.Spec.MaxRestarts
 	switch {
+	case f.fatal:
+		return s.fail(ctx, "WorkerInputError", fmt.Sprintf("attempt %d: %s; not restarting: the same input would fail again", n, f.reason))
 	case f.disruption:
 		st.Disruptions++
 		s.event(corev1.EventTypeWarning, "WorkerDisrupted", fmt.Sprintf("attempt %d: %s", n, f.reason))
