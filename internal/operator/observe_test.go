@@ -36,7 +36,9 @@ func TestObserve(t *testing.T) {
 		check func(observation) string
 	}{
 		{"all running", nil, []corev1.Pod{pod("0", corev1.PodRunning, nil), pod("1", corev1.PodRunning, nil)},
-			func(o observation) string { return expect(o.allRunning() && !o.done() && o.failure == nil, "all running") }},
+			func(o observation) string {
+				return expect(o.allRunning() && !o.done() && o.failure == nil, "all running")
+			}},
 		{"all succeeded", nil, []corev1.Pod{pod("0", corev1.PodSucceeded, nil), pod("1", corev1.PodSucceeded, nil)},
 			func(o observation) string { return expect(o.done(), "done") }},
 		{"one failed: its own reason", nil, []corev1.Pod{pod("0", corev1.PodRunning, nil), pod("1", corev1.PodFailed, terminated(1, summary))},
@@ -73,7 +75,9 @@ func TestObserve(t *testing.T) {
 			func(o observation) string { return expect(o.queued, "queued") }},
 		{"Job failed without pods", &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "j"}, Status: batchv1.JobStatus{Conditions: []batchv1.JobCondition{
 			{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded"}}}}, nil,
-			func(o observation) string { return expect(o.failure != nil && strings.Contains(o.failure.reason, "BackoffLimitExceeded"), "failure") }},
+			func(o observation) string {
+				return expect(o.failure != nil && strings.Contains(o.failure.reason, "BackoffLimitExceeded"), "failure")
+			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := observe(tc.job, tc.pods, 2)
