@@ -25,6 +25,8 @@ const (
 	binVolume     = "trainyard-bin"
 	shmVolume     = "dshm"
 	storageVolume = "trainyard-storage"
+	// initMount is where the init container sees the binary's volume.
+	initMount = "/copy"
 )
 
 // Options are what the operator adds to a TrainJob to render it.
@@ -200,8 +202,10 @@ func initContainer(opts Options) corev1.Container {
 		Name:            InitContainer,
 		Image:           opts.Image,
 		ImagePullPolicy: corev1.PullIfNotPresent,
-		Command:         []string{"/trainyard", "copy-self", BinDir},
-		VolumeMounts:    []corev1.VolumeMount{{Name: binVolume, MountPath: BinDir}},
+		// The trainyard image is the binary at /trainyard, so the volume cannot be
+		// mounted at BinDir (below a file) in this container.
+		Command:      []string{"/trainyard", "copy-self", initMount},
+		VolumeMounts: []corev1.VolumeMount{{Name: binVolume, MountPath: initMount}},
 		Resources: corev1.ResourceRequirements{
 			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
 			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")},
