@@ -49,6 +49,9 @@ func (s *Store) Commit(src string, meta Meta) (Info, error) {
 // into place; see the package documentation. When it fails, nothing becomes visible and the
 // files are left in t.Dir, which the error names.
 func (s *Store) CommitTaken(t *Taken, meta Meta) (Info, error) {
+	if err := s.writable("commit checkpoint"); err != nil {
+		return Info{}, err
+	}
 	return s.commitTaken(t, s.reserve(), meta)
 }
 

@@ -64,6 +64,9 @@ func (p Policy) Validate() error {
 // and the returned error then includes a *ScoreError. Checkpoints without a readable
 // manifest are left alone.
 func (s *Store) Retain(p Policy) ([]string, error) {
+	if err := s.writable("retain checkpoints"); err != nil {
+		return nil, err
+	}
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}

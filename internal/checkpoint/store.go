@@ -33,6 +33,8 @@ type Store struct {
 	real    string // dir with symbolic links resolved
 	staging string
 	logger  *slog.Logger
+	// readOnly is set for a store from Inspect: Take, CommitTaken and Retain refuse.
+	readOnly bool
 
 	mu   sync.Mutex
 	last int // highest index committed, staged or reserved so far
@@ -75,6 +77,35 @@ func Open(runDir string, logger *slog.Logger) (*Store, error) {
 		s.last = max(s.last, cands[n-1].index)
 	}
 	return s, nil
+}
+
+// ErrReadOnly is returned (wrapped) by the methods that change a store opened by Inspect.
+var ErrReadOnly = errors.New("checkpoints opened for reading only")
+
+// Inspect returns the checkpoints of the run folder runDir, which must exist, for reading
+// only (List, Latest). Unlike Open it changes nothing on disk, so a process that does not
+// commit checkpoints may use it while another process commits them (a worker other than
+// worker 0 of a gang whose workers share the run folder). Take, CommitTaken and Retain
+// fail on it with ErrReadOnly.
+func Inspect(runDir string) (*Store, error) {
+	dir, err := filepath.Abs(runDir)
+	if err != nil {
+		return nil, fmt.Errorf("inspect checkpoints of %s: %w", runDir, err)
+	}
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return nil, fmt.Errorf("inspect checkpoints: run folder: %w", err)
+	}
+	return &Store{dir: dir, real: real, staging: filepath.Join(dir, StagingDir),
+		logger: slog.New(slog.DiscardHandler), readOnly: true}, nil
+}
+
+// writable returns an error wrapping ErrReadOnly for a store from Inspect.
+func (s *Store) writable(op string) error {
+	if s.readOnly {
+		return fmt.Errorf("%s in %s: %w", op, s.dir, ErrReadOnly)
+	}
+	return nil
 }
 
 // Dir returns the run folder.
@@ -154,6 +185,19 @@ func (s *Store) List() ([]Info, error) {
 // manifest says 2048"); callers should show those as warnings. When none verifies, the
 // error wraps ErrNoCheckpoint.
 func (s *Store) Latest() (Info, []error, error) {
+	return s.latest(nil)
+}
+
+// LatestBefore is Latest among the checkpoints saved in attempts before attempt (by their
+// manifests): the one an attempt resumes from, even while checkpoints of that attempt
+// are being committed.
+func (s *Store) LatestBefore(attempt int) (Info, []error, error) {
+	return s.latest(func(m Manifest) bool { return m.Meta.Attempt < attempt })
+}
+
+// latest returns the newest checkpoint that verifies among those whose manifest keep
+// accepts (all when keep is nil).
+func (s *Store) latest(keep func(Manifest) bool) (Info, []error, error) {
 	cands, err := s.scan()
 	if err != nil {
 		return Info{}, nil, err
@@ -161,6 +205,11 @@ func (s *Store) Latest() (Info, []error, error) {
 	var skipped []error
 	for i := len(cands) - 1; i >= 0; i-- {
 		c := cands[i]
+		if keep != nil {
+			if m, err := readManifest(c.dir); err == nil && !keep(m) {
+				continue
+			}
+		}
 		m, err := Verify(c.dir)
 		if err != nil {
 			skipped = append(skipped, err)

@@ -27,6 +27,9 @@ type Taken struct {
 // src must exist, be a folder (not a symbolic link), hold only regular files and folders,
 // and lie outside the run's committed checkpoints and .staging.
 func (s *Store) Take(src string) (*Taken, error) {
+	if err := s.writable("take checkpoint"); err != nil {
+		return nil, err
+	}
 	abs, err := filepath.Abs(src)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint %s: %w", src, err)

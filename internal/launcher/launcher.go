@@ -59,18 +59,16 @@ type Result struct {
 // Run runs attempts until one succeeds, ctx ends, or the restarts are used up. It records
 // every attempt in the run folder.
 func (l *Launcher) Run(ctx context.Context) (Result, error) {
-	if l.Logger == nil {
-		l.Logger = slog.New(slog.DiscardHandler)
-	}
-	path, err := LookPath(l.Job)
-	if err != nil {
+	if err := l.prepare(); err != nil {
 		return Result{}, err
 	}
-	l.path = path
 	begin := time.Now()
 	first := len(l.Folder.Record().Attempts) + 1
 	last := first + int(l.Job.Spec.MaxRestarts)
-	var res AttemptResult
+	var (
+		res AttemptResult
+		err error
+	)
 	n := first
 	for ; ; n++ {
 		if res, err = l.RunAttempt(ctx, n); err != nil {
@@ -85,6 +83,22 @@ func (l *Launcher) Run(ctx context.Context) (Result, error) {
 	out := Result{Outcome: res.Outcome, Attempts: n - first + 1, Last: res, Duration: time.Since(begin)}
 	out.Reason = l.finalReason(res, n, last)
 	return out, l.finish(out)
+}
+
+// prepare sets the defaults and finds the program, once.
+func (l *Launcher) prepare() error {
+	if l.Logger == nil {
+		l.Logger = slog.New(slog.DiscardHandler)
+	}
+	if l.path != "" {
+		return nil
+	}
+	path, err := LookPath(l.Job)
+	if err != nil {
+		return err
+	}
+	l.path = path
+	return nil
 }
 
 func (l *Launcher) finalReason(res AttemptResult, n, last int) string {
@@ -113,6 +127,9 @@ func (l *Launcher) finish(res Result) error {
 // every process has exited. A caller that restarts gangs itself (the Kubernetes operator
 // does) calls this instead of Run.
 func (l *Launcher) RunAttempt(ctx context.Context, n int) (AttemptResult, error) {
+	if err := l.prepare(); err != nil {
+		return AttemptResult{}, err
+	}
 	port := l.Placement.MasterPort
 	if port == 0 {
 		var err error

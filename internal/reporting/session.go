@@ -52,35 +52,78 @@ type Session struct {
 	// flushTimer writes the TensorBoard events buffered by reports, once a second at most.
 	flushTimer *time.Timer
 	closed     bool
+
+	localRanks []int // Options.Ranks
+	secondary  bool  // Options.Secondary: committer and events are nil, results are read only
 }
 
-// Start opens the run folder's checkpoints and results and starts serving the socket.
+// Options tune StartWith. The zero value is the session of a run whose whole gang runs on
+// this machine, as `trainyard run` has it: it commits checkpoints, writes the results, and
+// cleans every rank's scratch folder before an attempt.
+type Options struct {
+	// Ranks, when not empty, are the ranks whose processes run on this machine: only their
+	// scratch folders (.scratch/rank-R) are cleaned before an attempt, as other machines'
+	// ranks may be using theirs.
+	Ranks []int
+	// Secondary makes the session of a worker other than worker 0 when the gang's workers
+	// run on several machines that share the run folder (pods on Kubernetes). It answers
+	// its ranks' reports (none of them is rank 0) and gives each attempt the latest
+	// committed checkpoint, but writes and removes nothing in the run folder: worker 0's
+	// session commits the checkpoints and writes the results and TensorBoard events.
+	Secondary bool
+}
+
+// Start opens the run folder's checkpoints and results and starts serving the socket. It
+// is StartWith with the zero Options.
 func Start(job *v1.TrainJob, runDir string, notify Notifier, logger *slog.Logger) (*Session, error) {
+	return StartWith(job, runDir, notify, logger, Options{})
+}
+
+// StartWith opens the run folder's checkpoints and results as opts say and starts serving
+// the socket.
+func StartWith(job *v1.TrainJob, runDir string, notify Notifier, logger *slog.Logger, opts Options) (*Session, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Session{job: job, dir: runDir, notify: notify, logger: logger, touch: func() {}, warned: map[string]bool{}}
+	s := &Session{job: job, dir: runDir, notify: notify, logger: logger, touch: func() {}, warned: map[string]bool{},
+		ranks: map[int]int{}, localRanks: opts.Ranks, secondary: opts.Secondary}
 	var err error
-	if s.store, err = checkpoint.Open(runDir, logger); err != nil {
-		return nil, err
+	if opts.Secondary {
+		err = s.openReadOnly()
+	} else {
+		err = s.open()
 	}
-	c := job.Spec.Checkpoints
-	policy := checkpoint.Policy{Keep: int(c.Keep), Score: c.ScoreMetric, Order: c.ScoreOrder}
-	s.committer = checkpoint.NewCommitter(s.store, policy, logger)
-	if s.results, err = OpenResults(runDir); err != nil {
+	if err != nil {
 		return nil, err
 	}
 	if last, ok := s.results.Last(); ok {
 		s.iteration, s.total = last.Iteration, last.TimeTotalS
 	}
-	if s.events, err = tfevents.Create(runDir); err != nil {
-		return nil, fmt.Errorf("create TensorBoard events: %w", err)
-	}
 	if s.server, err = Listen(s, logger); err != nil {
-		s.events.Close()
+		if s.events != nil {
+			s.events.Close()
+		}
 		return nil, err
 	}
 	return s, nil
+}
+
+// open opens the checkpoints for committing, and the results and events for writing.
+func (s *Session) open() error {
+	var err error
+	if s.store, err = checkpoint.Open(s.dir, s.logger); err != nil {
+		return err
+	}
+	c := s.job.Spec.Checkpoints
+	policy := checkpoint.Policy{Keep: int(c.Keep), Score: c.ScoreMetric, Order: c.ScoreOrder}
+	s.committer = checkpoint.NewCommitter(s.store, policy, s.logger)
+	if s.results, err = OpenResults(s.dir); err != nil {
+		return err
+	}
+	if s.events, err = tfevents.Create(s.dir); err != nil {
+		return fmt.Errorf("create TensorBoard events: %w", err)
+	}
+	return nil
 }
 
 // OnActivity sets the function called on every report (the launcher's hang clock).
@@ -98,11 +141,7 @@ func (s *Session) AttemptEnv(attempt int) (map[string]string, error) {
 		"TRAINYARD_REPORT_SOCKET":      s.server.Path,
 		"TRAINYARD_PG_TIMEOUT_SECONDS": strconv.FormatInt(s.job.Spec.PGTimeout(), 10),
 	}
-	if err := s.committer.Wait(); err != nil {
-		s.notice("the last checkpoint could not be committed: %v", err)
-	}
-	s.cleanScratch()
-	latest, skipped, err := s.store.Latest()
+	latest, skipped, err := s.resumeFrom(attempt)
 	if err != nil && !errors.Is(err, checkpoint.ErrNoCheckpoint) {
 		return nil, fmt.Errorf("find the latest checkpoint: %w", err)
 	}
@@ -114,23 +153,54 @@ func (s *Session) AttemptEnv(attempt int) (map[string]string, error) {
 		m := latest.Manifest.Meta
 		s.notice("attempt %d: resuming from %s (iteration %d, saved in attempt %d)", attempt, latest.Name, m.Iteration, m.Attempt)
 	}
+	var base int
+	if s.secondary {
+		if base, err = iterationBefore(s.dir, attempt); err != nil {
+			return nil, err
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.attempt != 0 {
 		s.total += time.Since(s.began).Seconds()
 	}
+	if s.secondary {
+		s.iteration = base
+	}
 	s.attempt, s.base, s.ranks, s.began, s.lastAt = attempt, s.iteration, map[int]int{}, time.Now(), time.Now()
 	return env, nil
+}
+
+// resumeFrom waits for the commit in flight, cleans the scratch folders and returns the
+// latest checkpoint. A secondary takes the latest of the earlier attempts: the one worker 0
+// chose, even if worker 0's rank 0 has committed more since.
+func (s *Session) resumeFrom(attempt int) (checkpoint.Info, []error, error) {
+	if s.secondary {
+		return s.store.LatestBefore(attempt)
+	}
+	if err := s.committer.Wait(); err != nil {
+		s.notice("the last checkpoint could not be committed: %v", err)
+	}
+	s.cleanScratch()
+	return s.store.Latest()
 }
 
 // cleanScratch removes the checkpoint folders the helper made for an earlier attempt's
 // processes (all gone now) and never handed over: everything in the run's scratch folder
 // and its per-rank folders, but for folders a failed commit kept (named
-// ".<name>.trainyard-<random>", as its error said), which stay for the user.
+// ".<name>.trainyard-<random>", as its error said), which stay for the user. With
+// Options.Ranks only those ranks' folders are cleaned.
 func (s *Session) cleanScratch() {
 	root := filepath.Join(s.dir, ScratchDir)
+	var dirs []string
+	if len(s.localRanks) == 0 {
+		dirs = append([]string{root}, subdirs(root)...)
+	}
+	for _, r := range s.localRanks {
+		dirs = append(dirs, filepath.Join(root, "rank-"+strconv.Itoa(r)))
+	}
 	var errs []error
-	for _, dir := range append([]string{root}, subdirs(root)...) {
+	for _, dir := range dirs {
 		entries, _ := os.ReadDir(dir)
 		for _, e := range entries {
 			path := filepath.Join(dir, e.Name())
@@ -168,6 +238,9 @@ func (s *Session) Report(rep Report) (Reply, error) {
 			return Reply{}, errors.New("only rank 0's checkpoint is kept: pass checkpoint=None on other ranks")
 		}
 		return Reply{Iteration: s.base + s.ranks[rep.Rank]}, nil // rank 0's for the same step
+	}
+	if s.secondary {
+		return Reply{}, errors.New("rank 0 reports to worker 0's trainyard; this one serves other ranks only")
 	}
 	if err := s.committer.Err(); err != nil {
 		return Reply{}, fmt.Errorf("an earlier checkpoint could not be committed: %w", err)
@@ -241,8 +314,10 @@ func (s *Session) Results() []Result {
 // may have ended well, but without the checkpoint the user expects.
 func (s *Session) Close() error {
 	var errs []error
-	if err := s.committer.Wait(); err != nil {
-		errs = append(errs, fmt.Errorf("%w: %w", ErrCommit, err))
+	if s.committer != nil {
+		if err := s.committer.Wait(); err != nil {
+			errs = append(errs, fmt.Errorf("%w: %w", ErrCommit, err))
+		}
 	}
 	serverErr := s.server.Close() // no more reports
 	s.mu.Lock()
@@ -252,7 +327,11 @@ func (s *Session) Close() error {
 	}
 	s.closed = true
 	s.mu.Unlock()
-	return errors.Join(append(errs, serverErr, s.events.Close(), s.results.Close())...)
+	errs = append(errs, serverErr, s.results.Close())
+	if s.events != nil {
+		errs = append(errs, s.events.Close())
+	}
+	return errors.Join(errs...)
 }
 
 // ErrCommit marks a checkpoint that could not be committed.

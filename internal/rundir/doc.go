@@ -5,4 +5,8 @@
 // A folder is held by one supervisor at a time (an flock on .lock). Opening the folder of a
 // run that already succeeded is refused, so a finished run is never overwritten; the folder
 // of a run that failed or was interrupted is continued with new attempts.
+//
+// When a gang's workers run on several machines that share the folder (pods on
+// Kubernetes), worker 0 holds it as above and the others open it as secondaries
+// (Options.Secondary): they write only their own ranks' logs.
 package rundir

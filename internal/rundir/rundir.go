@@ -35,11 +35,12 @@ var ErrBusy = errors.New("run is in use")
 // Run is an open run folder. Its methods are safe for concurrent use.
 type Run struct {
 	Dir  string
-	lock *os.File
+	lock *os.File // nil for a secondary
 
-	mu  sync.Mutex
-	rec Record
-	now func() time.Time
+	mu        sync.Mutex
+	rec       Record
+	now       func() time.Time
+	secondary bool
 }
 
 // Options tune Open. The zero value refuses a finished run and uses the real clock.
@@ -47,6 +48,13 @@ type Options struct {
 	// Rerun continues a run that already succeeded, with new attempts.
 	Rerun bool
 	Now   func() time.Time
+	// Secondary opens the folder of a run whose record another process keeps: worker 0
+	// of a gang whose workers share the folder (pods on Kubernetes), when this process
+	// runs another worker. The folder must exist; no lock is taken; run.json is read if
+	// it is there but never written, and neither is job.yaml; Update changes only the
+	// copy in memory. Only the rank logs of this process's ranks are written (CreateLog).
+	// A succeeded run is not refused (worker 0 refuses it); Rerun has no effect.
+	Secondary bool
 }
 
 // Open creates or continues the run folder <storage>/<name> for job, locks it, and writes
@@ -59,6 +67,9 @@ func Open(job *v1.TrainJob, opts Options) (*Run, error) {
 		now = time.Now
 	}
 	dir := filepath.Join(job.Spec.StoragePath, job.Spec.RunName)
+	if opts.Secondary {
+		return openSecondary(dir, job, now)
+	}
 	created, err := makeDir(dir)
 	if err != nil {
 		return nil, err
@@ -121,6 +132,26 @@ func (r *Run) load(job *v1.TrainJob, rerun bool) error {
 	return nil
 }
 
+// openSecondary opens dir without locking or writing anything.
+func openSecondary(dir string, job *v1.TrainJob, now func() time.Time) (*Run, error) {
+	if st, err := os.Stat(dir); err != nil {
+		return nil, fmt.Errorf("open run folder: %w", err)
+	} else if !st.IsDir() {
+		return nil, fmt.Errorf("open run folder: %s is not a folder", dir)
+	}
+	r := &Run{Dir: dir, now: now, secondary: true}
+	rec, err := ReadRecord(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		t := now()
+		rec = Record{Name: job.Spec.RunName, Phase: v1.PhasePending, Created: t, Updated: t}
+	case err != nil:
+		return nil, err
+	}
+	r.rec = rec
+	return r, nil
+}
+
 func (r *Run) writeSpec(job *v1.TrainJob) error {
 	data, err := yaml.Marshal(job)
 	if err != nil {
@@ -131,6 +162,9 @@ func (r *Run) writeSpec(job *v1.TrainJob) error {
 
 // Close releases the folder's lock.
 func (r *Run) Close() error {
+	if r.lock == nil {
+		return nil
+	}
 	return r.lock.Close()
 }
 
@@ -144,12 +178,16 @@ func (r *Run) Record() Record {
 	return c
 }
 
-// Update changes the record under the lock and writes it to disk.
+// Update changes the record under the lock and writes it to disk; for a secondary (see
+// Options.Secondary) it changes only the copy in memory.
 func (r *Run) Update(change func(*Record)) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	change(&r.rec)
 	r.rec.Updated = r.now()
+	if r.secondary {
+		return nil
+	}
 	return r.saveLocked()
 }
 

@@ -174,3 +174,51 @@ func TestCreateLog(t *testing.T) {
 		t.Errorf("log at %s, want %s", f.Name(), want)
 	}
 }
+
+func TestOpenSecondaryWritesNothing(t *testing.T) {
+	job := testJob(t)
+	if _, err := Open(job, Options{Secondary: true}); err == nil {
+		t.Error("secondary Open of a folder that does not exist succeeded")
+	}
+	primary, err := Open(job, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer primary.Close()
+	if err := primary.Update(func(rec *Record) {
+		rec.Phase = v1.PhaseSucceeded
+		rec.Attempts = append(rec.Attempts, Attempt{Number: 1})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.ReadFile(filepath.Join(primary.Dir, RecordFile))
+
+	sec, err := Open(job, Options{Secondary: true})
+	if err != nil {
+		t.Fatalf("secondary Open while the primary holds the lock (of a succeeded run): %v", err)
+	}
+	defer sec.Close()
+	if got := sec.Record(); got.Phase != v1.PhaseSucceeded || len(got.Attempts) != 1 {
+		t.Errorf("secondary record = %+v, want the primary's", got)
+	}
+	if err := sec.Update(func(rec *Record) { rec.Attempts = append(rec.Attempts, Attempt{Number: 2}) }); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(sec.Record().Attempts); n != 2 {
+		t.Errorf("secondary record after Update has %d attempts, want 2 (in memory)", n)
+	}
+	if after, _ := os.ReadFile(filepath.Join(primary.Dir, RecordFile)); string(after) != string(before) {
+		t.Errorf("secondary Update wrote run.json:\n%s", after)
+	}
+	f, err := sec.CreateLog(1, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if err := sec.Close(); err != nil {
+		t.Errorf("secondary Close: %v", err)
+	}
+	if _, err := Open(job, Options{Rerun: true}); !errors.Is(err, ErrBusy) {
+		t.Errorf("primary Open while the first primary holds the run: %v, want ErrBusy (the secondary's Close released nothing)", err)
+	}
+}

@@ -1,0 +1,94 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/trainyard/trainyard/internal/launcher"
+	"github.com/trainyard/trainyard/internal/podworker"
+	"github.com/trainyard/trainyard/internal/workload"
+)
+
+// envTerminationLog overrides where the worker writes its summary (tests; a pod leaves it
+// unset).
+const envTerminationLog = "TRAINYARD_TERMINATION_LOG"
+
+const workerLong = `Run one worker of a TrainJob inside a Kubernetes pod.
+
+This is the entrypoint the Trainyard operator puts in worker pods
+(` + workload.BinPath + ` worker); it is not meant to be run by hand. Each pod of an
+attempt's Indexed Job runs one worker of the gang with the same launcher as
+'trainyard run', for one attempt: the operator restarts the whole gang as a new attempt.
+
+It reads, from the environment:
+  TRAINYARD_JOB              the TrainJob as JSON, defaulted, with spec.runName and spec.storagePath
+  TRAINYARD_ATTEMPT          the attempt number, 1-based
+  JOB_COMPLETION_INDEX       the worker's index (set by the Job controller)
+  MASTER_ADDR, MASTER_PORT   worker 0's address and rendezvous port
+  TRAINYARD_TERMINATION_LOG  where to write the summary (default ` + workload.TerminationLog + `)
+
+The ranks' lines reach the pod log prefixed with their rank and pid, and are kept in
+<storage path>/<run name>/logs/attempt-N/rank-R.log, on the volume the gang's pods share.
+Worker 0 holds the run folder (run.json, results, checkpoint commits); the other workers
+wait until worker 0 has begun the attempt and resume from the same checkpoint. On SIGTERM
+the ranks get SIGTERM, then SIGKILL after the job's grace period. On exit the worker
+writes a JSON summary (outcome, reason; for worker 0 the run's last iteration, metrics,
+latest checkpoint and folder) to the termination log.
+
+Exit codes: 0 the worker's ranks succeeded, 1 they failed, 2 bad input (a variable, a
+command or folder missing from the image, too few GPUs, a run that already succeeded:
+nothing was started), 130 interrupted.`
+
+func newWorkerCommand(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "worker",
+		Short: "Run one worker of a TrainJob in a Kubernetes pod (the operator's entrypoint)",
+		Long:  workerLong,
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runWorker(cmd.Context(), g)
+		},
+	}
+}
+
+func runWorker(ctx context.Context, g *globals) error {
+	ctx, force := handleSignals(ctx)
+	logPath := workload.TerminationLog
+	if p := os.Getenv(envTerminationLog); p != "" {
+		logPath = p
+	}
+	cfg, err := podworker.ParseEnv(os.LookupEnv)
+	if err != nil {
+		err = fmt.Errorf("worker: bad environment (see 'trainyard worker --help'):\n%w", err)
+		leaveSummary(g, logPath, workload.Summary{Worker: cfg.Worker, Outcome: string(launcher.Failed), Reason: err.Error()})
+		return usageError(err)
+	}
+	sum, err := podworker.Run(ctx, cfg, podworker.Options{Out: g.io.Out, Logger: g.logger(), ForceKill: force})
+	leaveSummary(g, logPath, sum)
+	var input *podworker.InputError
+	switch {
+	case errors.As(err, &input):
+		return usageError(err)
+	case sum.Outcome == string(launcher.Succeeded) && err == nil:
+		if sum.RunDir != "" {
+			sum.Reason += "; folder " + sum.RunDir
+		}
+		fmt.Fprintf(g.io.Out, "trainyard: %s\n", sum.Reason)
+		return nil
+	case sum.Outcome == string(launcher.Interrupted):
+		return &exitError{code: ExitInterrupted, err: fmt.Errorf("worker %d: %s", cfg.Worker, sum.Reason)}
+	}
+	return &exitError{code: ExitFailed, err: fmt.Errorf("worker %d: %s", cfg.Worker, sum.Reason)}
+}
+
+// leaveSummary writes the summary for the operator; failing to is only a warning, as the
+// exit code still tells the Job controller how the worker ended.
+func leaveSummary(g *globals, path string, sum workload.Summary) {
+	if err := podworker.WriteSummary(path, sum); err != nil {
+		fmt.Fprintf(g.io.Err, "trainyard: warning: %v\n", err)
+	}
+}
