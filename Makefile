@@ -11,6 +11,10 @@ LDFLAGS      := -s -w -X github.com/trainyard/trainyard/internal/cli.Version=$(V
 APT_PACKAGES := python3-torch python3-numpy libopenblas0-pthread dataset-fashion-mnist
 SUDO         := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
+# Test modules of their own, kept out of the main module's dependencies (test/helm: the
+# Helm chart, with Helm's Go packages); lint and test run them after ./...
+TEST_MODULES := test/helm
+
 # Demo knobs: `make demo EPOCHS=2 WORKERS=2`.
 EPOCHS       ?= 5
 WORKERS      ?= 2
@@ -50,6 +54,7 @@ apt-deps:
 
 go-deps:
 	@$(GO) mod download
+	@for m in $(TEST_MODULES); do (cd $$m && $(GO) mod download) || exit 1; done
 
 $(CONTROLLER_GEN):
 	GOBIN=$(BIN) $(GO) install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
@@ -67,15 +72,22 @@ envtest-assets: $(KUBE_APISERVER) $(ETCD)
 	ln -sfn ../$(notdir $(KUBE_APISERVER)) $(ENVTEST_ASSETS)/kube-apiserver
 	ln -sfn ../$(notdir $(ETCD)) $(ENVTEST_ASSETS)/etcd
 
-## generate: deepcopy code and the CRD from the kubebuilder markers in api/
+# What `make generate` writes; check-generated fails if any of it changes.
+GENERATED := api/ config/crd/ config/rbac/ charts/trainyard/crds/ charts/trainyard/files/
+
+## generate: deepcopy code and the CRD from the kubebuilder markers in api/, the operator's
+## ClusterRole from those in internal/operator, and the Helm chart's copies of both
 generate: $(CONTROLLER_GEN)
 	$(CONTROLLER_GEN) object paths=./api/...
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
+	$(CONTROLLER_GEN) rbac:roleName=trainyard-operator paths=./internal/operator/... output:rbac:artifacts:config=config/rbac
+	rm -f charts/trainyard/crds/*.yaml && cp config/crd/bases/*.yaml charts/trainyard/crds/
+	cp config/rbac/role.yaml charts/trainyard/files/role.yaml
 
 ## check-generated: fail if regenerating leaves a diff
 check-generated: generate
-	@if [ -n "$$(git status --porcelain -- api/ config/crd/)" ]; then \
-		git status --short -- api/ config/crd/; echo "generated files are stale: run 'make generate' and commit"; exit 1; fi
+	@if [ -n "$$(git status --porcelain -- $(GENERATED))" ]; then \
+		git status --short -- $(GENERATED); echo "generated files are stale: run 'make generate' and commit"; exit 1; fi
 
 ## build: the static trainyard binary in ./bin
 build:
@@ -85,10 +97,13 @@ build:
 lint:
 	@fmt=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$fmt" ]; then echo "gofmt needed: $$fmt"; exit 1; fi
 	$(GO) vet ./...
+	@for m in $(TEST_MODULES); do echo "cd $$m && $(GO) vet ./..."; (cd $$m && $(GO) vet ./...) || exit 1; done
 
 ## test: every test, including end-to-end training with real PyTorch
 test: deps build lint check-generated envtest-assets
 	TRAINYARD_BIN=$(BIN)/trainyard TRAINYARD_PYTHON=$(PYTHON) KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) $(GO) test -count=1 -timeout 30m ./...
+	@for m in $(TEST_MODULES); do echo "cd $$m && $(GO) test ./..."; \
+		(cd $$m && KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) $(GO) test -count=1 -timeout 10m ./...) || exit 1; done
 
 ## unit-test: the fast tests only
 unit-test:

@@ -1,0 +1,135 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/trainyard/trainyard/internal/install"
+	"github.com/trainyard/trainyard/internal/kubeconfig"
+)
+
+const installLong = `Install the Trainyard operator on a Kubernetes cluster: the TrainJob
+CustomResourceDefinition, the operator's namespace, ServiceAccount, ClusterRole and
+ClusterRoleBinding, and its Deployment. The manifests are built into this binary, so
+nothing is downloaded but the image.
+
+Objects are applied with server-side apply (field manager "trainyard"), so installing
+again updates an installation in place: use it to upgrade, or to change the image. It
+waits for the CRD to be established and prints one line per object. --dry-run prints
+the manifests as YAML instead and does not contact a cluster
+('trainyard install --dry-run | kubectl apply --server-side -f -' does the same install).
+
+The cluster is the one kubectl uses: --kubeconfig, else $KUBECONFIG, else
+~/.kube/config, else the pod's service account; --context picks a context. Installing
+needs cluster-admin (it creates a CRD, a ClusterRole and a ClusterRoleBinding). An
+existing namespace is used as it is; one trainyard creates is deleted by 'trainyard
+uninstall'.`
+
+const installExample = `  trainyard install
+  trainyard install --context kind-dev --image ghcr.io/trainyard/trainyard:v0.4.0
+  trainyard install --dry-run > trainyard.yaml`
+
+// installFlags are the flags install and uninstall share.
+type installFlags struct {
+	kube    kubeconfig.Flags
+	opts    install.Options
+	dryRun  bool
+	timeout time.Duration
+}
+
+func (f *installFlags) bind(cmd *cobra.Command) {
+	fs := cmd.Flags()
+	f.kube.BindConnection(fs)
+	fs.StringVarP(&f.opts.Namespace, "namespace", "n", install.DefaultNamespace, "the operator's namespace")
+	fs.DurationVar(&f.timeout, "timeout", install.DefaultTimeout, "how long to wait for the CRD to be established, or deleted")
+}
+
+func newInstallCommand(g *globals) *cobra.Command {
+	var f installFlags
+	var pullPolicy string
+	cmd := &cobra.Command{
+		Use:     "install",
+		Short:   "Install the Trainyard operator and the TrainJob CRD on a Kubernetes cluster",
+		Long:    installLong,
+		Example: installExample,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			f.opts.PullPolicy = corev1.PullPolicy(pullPolicy)
+			if f.opts.Replicas < 1 {
+				return usageError(fmt.Errorf("--replicas %d: must be at least 1", f.opts.Replicas))
+			}
+			if err := f.opts.Validate(); err != nil {
+				return usageError(err)
+			}
+			if !cmd.Flags().Changed("image") && !install.IsRelease(Version) {
+				fmt.Fprintf(g.io.Err, "trainyard: warning: %s is not a release, so it installs %s; "+
+					"pass --image to run this build's own image\n", Version, f.opts.Image)
+			}
+			if f.dryRun {
+				data, err := install.RenderYAML(f.opts)
+				if err != nil {
+					return installExit(cmd.Context(), err)
+				}
+				_, err = g.io.Out.Write(data)
+				return err
+			}
+			return f.run(cmd.Context(), g, func(ctx context.Context, t install.Target) error {
+				if err := t.Install(ctx, f.opts); err != nil {
+					return err
+				}
+				ns := f.opts.Namespace
+				_, err := fmt.Fprintf(g.io.Out, "Installed. The operator is starting: kubectl -n %s rollout status deployment/%s\n", ns, install.Name)
+				return err
+			})
+		},
+	}
+	f.bind(cmd)
+	fs := cmd.Flags()
+	fs.BoolVar(&f.dryRun, "dry-run", false, "print the manifests as YAML; do not contact a cluster")
+	fs.StringVar(&f.opts.Image, "image", install.DefaultImage(Version), "the trainyard image the operator runs and gives to workers")
+	fs.Int32Var(&f.opts.Replicas, "replicas", 1, "operator replicas (one leads; the others stand by)")
+	fs.StringVar(&pullPolicy, "image-pull-policy", string(corev1.PullIfNotPresent), "Always, IfNotPresent or Never")
+	return cmd
+}
+
+// run connects to the cluster the flags name and calls do with it, until SIGINT or
+// SIGTERM.
+func (f *installFlags) run(ctx context.Context, g *globals, do func(context.Context, install.Target) error) error {
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cfg, err := f.kube.RESTConfig()
+	if err != nil {
+		return usageError(err)
+	}
+	cfg.UserAgent = "trainyard/" + Version
+	c, err := install.Connect(ctx, cfg, f.kube.Describe(cfg))
+	if err != nil {
+		return installExit(ctx, err)
+	}
+	return installExit(ctx, do(ctx, install.Target{Client: c, Out: g.io.Out, Timeout: f.timeout}))
+}
+
+// installExit gives an error of install or uninstall its exit code: 2 for bad flags and
+// for an uninstall that needs --yes (nothing was changed), 130 when interrupted, else 1.
+func installExit(ctx context.Context, err error) error {
+	var optErr *install.OptionError
+	var confirm *install.ConfirmError
+	var cfgErr *kubeconfig.ConfigError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &optErr), errors.As(err, &confirm), errors.As(err, &cfgErr):
+		return usageError(err)
+	case ctx.Err() != nil:
+		return &exitError{code: ExitInterrupted, err: errors.New("interrupted")}
+	}
+	return failed(err)
+}
