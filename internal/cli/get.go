@@ -17,6 +17,7 @@ func newGetCommand(g *globals) *cobra.Command {
 	var (
 		remote remoteOptions
 		output string
+		kube   kubeOptions
 	)
 	cmd := &cobra.Command{
 		Use:     "get ID",
@@ -27,11 +28,26 @@ GPUs, each attempt of its gang with the state of every rank (running, exited wit
 code, killed by a signal, stopped by trainyard because another rank failed), the last
 metrics it reported and its committed checkpoints.
 
--o json and -o yaml print everything the server knows, the resolved TrainJob included.` + remoteHelp,
+-o json and -o yaml print everything the server knows, the resolved TrainJob included.` + remoteHelp + kubeHelp + `
+
+On a cluster: the TrainJob's phase and reason, attempt, restarts and disruptions, its
+conditions, the last iteration and metrics, the latest checkpoint and the run folder,
+each worker pod of the current attempt (phase, container state such as
+ImagePullBackOff or OOMKilled, restarts, node, IP), and the job's events. -o yaml
+prints the TrainJob.`,
 		Example: `  trainyard get raysubmit_XtqM3Lq8hZxwWz2a
-  trainyard get raysubmit_XtqM3Lq8hZxwWz2a -o yaml`,
+  trainyard get raysubmit_XtqM3Lq8hZxwWz2a -o yaml
+  trainyard get --kube mnist
+  trainyard get --kube -n team-a mnist -o yaml`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			on, err := kube.enabled()
+			if err != nil {
+				return err
+			}
+			if on {
+				return kubeGet(cmd.Context(), g, &kube, args[0], output)
+			}
 			if err := checkOutput(output, "json", "yaml"); err != nil {
 				return err
 			}
@@ -51,6 +67,7 @@ metrics it reported and its committed checkpoints.
 	}
 	remote.bind(cmd.Flags())
 	cmd.Flags().StringVarP(&output, "output", "o", "", outputHelp("json", "yaml"))
+	kube.bind(cmd.Flags())
 	return cmd
 }
 

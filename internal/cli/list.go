@@ -17,6 +17,8 @@ func newListCommand(g *globals) *cobra.Command {
 		remote   remoteOptions
 		output   string
 		statuses []string
+		kube     kubeOptions
+		all      bool
 	)
 	cmd := &cobra.Command{
 		Use:     "list",
@@ -24,13 +26,28 @@ func newListCommand(g *globals) *cobra.Command {
 		Short:   "List a trainyard server's jobs",
 		Long: `List the jobs a trainyard server holds, oldest first: their ID, name, status,
 priority, the GPUs they hold, when they were submitted, how long they ran (or have been
-running) and why they are in their status (why a pending job waits, why one failed).` + remoteHelp,
+running) and why they are in their status (why a pending job waits, why one failed).` + remoteHelp + kubeHelp + `
+
+On a cluster: each TrainJob's name, phase, workers ready of all, GPUs (workers x GPUs
+per worker), restarts (with how many were disruptions: evictions, preemptions), age and
+reason; -A lists every namespace's, --status filters by phase (pending, running,
+restarting, succeeded, failed, interrupted, suspended; stopped means suspended), and
+-o wide adds the attempt and the last iteration.`,
 		Example: `  trainyard list
   trainyard list --status pending,running
   trainyard list -o wide
-  trainyard list -o json`,
+  trainyard list -o json
+  trainyard list --kube
+  trainyard list --kube -A --status running -o wide`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			on, err := kube.enabled()
+			if err != nil {
+				return err
+			}
+			if on {
+				return kubeList(cmd.Context(), g, &kube, all, statuses, output)
+			}
 			if err := checkOutput(output, "wide", "json", "yaml"); err != nil {
 				return err
 			}
@@ -51,6 +68,9 @@ running) and why they are in their status (why a pending job waits, why one fail
 	remote.bind(cmd.Flags())
 	cmd.Flags().StringVarP(&output, "output", "o", "", outputHelp("wide", "json", "yaml"))
 	cmd.Flags().StringSliceVar(&statuses, "status", nil, "list only jobs in these statuses: pending, running, stopped, succeeded, failed")
+	kube.bind(cmd.Flags())
+	cmd.Flags().BoolVarP(&all, "all-namespaces", "A", false, "with --kube: the TrainJobs of every namespace")
+	kube.only("all-namespaces")
 	return cmd
 }
 

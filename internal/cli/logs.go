@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/trainyard/trainyard/client"
+	"github.com/trainyard/trainyard/internal/kubecli"
 )
 
 // logsOptions are the flags of logs.
@@ -19,12 +20,16 @@ type logsOptions struct {
 	follow bool
 	tail   int
 	rank   int
+	// attempt and from are --kube's.
+	attempt int32
+	from    string
 }
 
 func newLogsCommand(g *globals) *cobra.Command {
 	var (
 		remote remoteOptions
 		opts   logsOptions
+		kube   kubeOptions
 	)
 	cmd := &cobra.Command{
 		Use:   "logs ID",
@@ -35,14 +40,34 @@ attempt. The server sends a log's last 16 MiB at most.
 
 With -f, keep printing as the log grows, until the job ends (Ctrl-C stops following, not
 the job). The console log is streamed by the server (the WebSocket that
-'ray job logs --follow' reads); a rank's log is read again every second.` + remoteHelp,
+'ray job logs --follow' reads); a rank's log is read again every second.` + remoteHelp + kubeHelp + `
+
+On a cluster the lines come from the worker pods of the current attempt (or --attempt
+N), container "worker", each prefixed with its rank as trainyard run prints them, merged
+in time order; --rank R keeps rank R's lines and -t N the last N. With -f they are
+followed from every worker's pod at once, attempt after attempt, until the job ends.
+When the pods are gone (or the cluster cannot reach their kubelet), the rank logs are
+read from the run folder (<run folder>/logs/attempt-N/rank-R.log) if this machine has
+the job's storage volume mounted at the same path, or from a copy of the run folder (or
+of the storage path) that --from names.`,
 		Example: `  trainyard logs raysubmit_XtqM3Lq8hZxwWz2a
   trainyard logs -f raysubmit_XtqM3Lq8hZxwWz2a
-  trainyard logs -t 20 --rank 1 raysubmit_XtqM3Lq8hZxwWz2a`,
+  trainyard logs -t 20 --rank 1 raysubmit_XtqM3Lq8hZxwWz2a
+  trainyard logs --kube -f mnist
+  trainyard logs --kube --attempt 1 --rank 3 mnist
+  trainyard logs --kube --from /mnt/results mnist`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if opts.tail < 0 || opts.rank < -1 {
 				return usageError(errors.New("--tail and --rank must be 0 or more"))
+			}
+			on, err := kube.enabled()
+			if err != nil {
+				return err
+			}
+			if on {
+				return kubeLogs(cmd.Context(), g, &kube, args[0], kubecli.LogOptions{Follow: opts.follow, Tail: opts.tail, Rank: opts.rank,
+					Attempt: opts.attempt, From: opts.from})
 			}
 			c, err := remote.client()
 			if err != nil {
@@ -55,6 +80,10 @@ the job). The console log is streamed by the server (the WebSocket that
 	cmd.Flags().BoolVarP(&opts.follow, "follow", "f", false, "keep printing the log as it grows, until the job ends")
 	cmd.Flags().IntVarP(&opts.tail, "tail", "t", 0, "print only the last N lines (0: all)")
 	cmd.Flags().IntVar(&opts.rank, "rank", -1, "print this rank's log of the last attempt instead of the console log")
+	kube.bind(cmd.Flags())
+	cmd.Flags().Int32Var(&opts.attempt, "attempt", 0, "with --kube: print this attempt's logs (default: the current attempt)")
+	cmd.Flags().StringVar(&opts.from, "from", "", "with --kube: read the rank logs from this copy of the run folder (or of the storage path)")
+	kube.only("attempt", "from")
 	return cmd
 }
 

@@ -59,7 +59,7 @@ func NewRoot(stdio IO) *cobra.Command {
 	g := &globals{io: stdio}
 	root := &cobra.Command{
 		Use:   "trainyard",
-		Short: "Run distributed PyTorch training on this machine's GPUs",
+		Short: "Run distributed PyTorch training on this machine's GPUs, or on Kubernetes",
 		Long: `Trainyard runs distributed PyTorch training: a gang of workers started together,
 wired for torch.distributed, torn down together when one fails, and restarted as a whole.
 
@@ -70,7 +70,12 @@ wired for torch.distributed, torn down together when one fails, and restarted as
 
   trainyard server                                            queue jobs on this machine's GPUs
   trainyard submit -- python3 train.py                        run a job on the server
-  trainyard list | get ID | logs -f ID | stop ID | top node   follow and manage its jobs`,
+  trainyard list | get ID | logs -f ID | stop ID | top node   follow and manage its jobs
+
+  trainyard install [--context NAME] [--image IMG]            put the operator and the TrainJob CRD on Kubernetes
+  trainyard uninstall [--keep-crd]                            take them off again
+  trainyard operator                                          the operator itself (what install deploys)
+  trainyard submit --kube --image IMG -- python3 train.py     the same commands on a cluster (list, get, logs -f, stop, top ... --kube)`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       Version,
@@ -84,6 +89,8 @@ wired for torch.distributed, torn down together when one fails, and restarted as
 	})
 	root.AddCommand(newRunCommand(g), newResultsCommand(g), newDevicesCommand(g), newVersionCommand(g))
 	root.AddCommand(newServerCommand(g), newSubmitCommand(g), newListCommand(g), newGetCommand(g), newLogsCommand(g), newStopCommand(g), newDeleteCommand(g), newTopCommand(g))
+	root.AddCommand(newInstallCommand(g), newUninstallCommand(g), newOperatorCommand(g))
+	root.AddCommand(newWorkerCommand(g), newCopySelfCommand(g))
 	return root
 }
 

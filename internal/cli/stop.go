@@ -9,17 +9,33 @@ import (
 )
 
 func newStopCommand(g *globals) *cobra.Command {
-	var remote remoteOptions
+	var (
+		remote remoteOptions
+		kube   kubeOptions
+	)
 	cmd := &cobra.Command{
 		Use:   "stop ID",
 		Short: "Stop a job",
 		Long: `Stop a job of a trainyard server. A pending job is stopped at once. A running job's
 gang gets SIGTERM, then SIGKILL after its grace period; the job is STOPPED once every
 rank has exited (follow it with 'trainyard get'). Stopping a job that has ended is an
-error. The job's run folder (logs, results, checkpoints) stays.` + remoteHelp,
-		Example: `  trainyard stop raysubmit_XtqM3Lq8hZxwWz2a`,
-		Args:    cobra.ExactArgs(1),
+error. The job's run folder (logs, results, checkpoints) stays.` + remoteHelp + kubeHelp + `
+
+On a cluster, stop suspends the TrainJob (spec.suspend: true): the operator stops its
+running attempt the same way, and starts none while it is suspended. Setting
+spec.suspend back to false resumes it: a new attempt starts from the latest checkpoint
+(stop prints the kubectl command).`,
+		Example: `  trainyard stop raysubmit_XtqM3Lq8hZxwWz2a
+  trainyard stop --kube mnist`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			on, err := kube.enabled()
+			if err != nil {
+				return err
+			}
+			if on {
+				return kubeStop(cmd.Context(), g, &kube, args[0])
+			}
 			c, err := remote.client()
 			if err != nil {
 				return err
@@ -37,5 +53,6 @@ error. The job's run folder (logs, results, checkpoints) stays.` + remoteHelp,
 		},
 	}
 	remote.bind(cmd.Flags())
+	kube.bind(cmd.Flags())
 	return cmd
 }

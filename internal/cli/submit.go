@@ -14,6 +14,7 @@ import (
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
 	"github.com/trainyard/trainyard/client"
 	"github.com/trainyard/trainyard/internal/jobspec"
+	"github.com/trainyard/trainyard/internal/kubecli"
 )
 
 const submitLong = `Submit a training job to a trainyard server, then print its log until it ends, as
@@ -33,13 +34,25 @@ this machine. For a server elsewhere, --working-dir DIR zips the local folder DI
 the server as Ray's clients upload a working_dir (at most 100 MiB zipped), and the
 workers start in its copy there; it cannot be used with --workdir. The run's folder is <storage path>/<job ID>, where the storage path is
 the server's --storage-path unless the job names one; --name names the job (the NAME
-that 'trainyard list' shows), and --id chooses its ID.` + remoteHelp
+that 'trainyard list' shows), and --id chooses its ID.` + remoteHelp + kubeHelp + `
+
+On a cluster, submit creates a TrainJob and prints its name without waiting: --name
+is its name (else one is generated from the command, such as train-x7k2p), --image the
+workers' container image (required: it needs the job's command and torch, not
+trainyard), and paths (--workdir, --storage-path) are paths inside the worker
+containers. The storage path (default /trainyard/results) should be on a volume
+(spec.kubernetes.volumes and volumeMounts in the job file), or checkpoints and logs go
+with the pods. The job is
+checked here, then by the cluster, whose refusals name the field (exit 2).`
 
 const submitExample = `  trainyard submit -- python3 train.py --epochs 3
   trainyard submit --workers 2 --gpus-per-worker 4 --max-restarts 3 -- python3 train.py
   trainyard submit -f job.yaml --priority 10 --no-wait
   trainyard submit --address http://gpu-box:8265 --working-dir . -- python3 train.py
-  ID=$(trainyard submit --no-wait -- python3 train.py) && trainyard logs -f "$ID"`
+  ID=$(trainyard submit --no-wait -- python3 train.py) && trainyard logs -f "$ID"
+  trainyard submit --kube --name mnist --image pytorch/pytorch:2.9.0-cuda12.8-cudnn9-runtime \
+      --workers 2 --gpus-per-worker 1 -- python3 train.py
+  trainyard submit --kube -n team-a -f job.yaml --queue team-a-gpus`
 
 // submitOptions are the flags of submit that are not part of the job.
 type submitOptions struct {
@@ -55,6 +68,8 @@ func newSubmitCommand(g *globals) *cobra.Command {
 		flags  jobspec.Flags
 		remote remoteOptions
 		opts   submitOptions
+		kube   kubeOptions
+		kjob   kubecli.JobFlags
 	)
 	cmd := &cobra.Command{
 		Use:     "submit [flags] [--] COMMAND [ARGS...]",
@@ -62,6 +77,13 @@ func newSubmitCommand(g *globals) *cobra.Command {
 		Long:    submitLong,
 		Example: submitExample,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			on, err := kube.enabled()
+			if err != nil {
+				return err
+			}
+			if on {
+				return kubeSubmit(cmd.Context(), g, &flags, &kjob, &kube, args)
+			}
 			return submitJob(cmd.Context(), g, &flags, &remote, opts, args)
 		},
 	}
@@ -72,6 +94,10 @@ func newSubmitCommand(g *globals) *cobra.Command {
 	cmd.Flags().IntVar(&opts.priority, "priority", 0, "pending jobs start highest priority first")
 	cmd.Flags().StringVar(&opts.workingDir, "working-dir", "", "local folder to upload for the workers to start in (instead of --workdir)")
 	cmd.Flags().BoolVar(&opts.noWait, "no-wait", false, "print the job's ID and return without waiting for the job")
+	kube.bind(cmd.Flags())
+	kjob.Bind(cmd.Flags())
+	kube.only(kjob.Names()...)
+	kube.notWith("id", "priority", "working-dir")
 	return cmd
 }
 

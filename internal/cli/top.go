@@ -15,9 +15,12 @@ func newTopCommand(g *globals) *cobra.Command {
 		Use:   "top",
 		Short: "Show what the server's machine offers and what jobs hold (node, job)",
 		Long: `Show the resources of a trainyard server's machine (top node) or the GPUs each job
-asks for and holds (top job), as Arena's top commands do.`,
+asks for and holds (top job), as Arena's top commands do; with --kube, those of a
+Kubernetes cluster's nodes and TrainJobs.`,
 		Example: `  trainyard top node
-  trainyard top job`,
+  trainyard top job
+  trainyard top node --kube
+  trainyard top job --kube -A`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
@@ -29,17 +32,30 @@ func newTopNodeCommand(g *globals) *cobra.Command {
 	var (
 		remote remoteOptions
 		output string
+		kube   kubeOptions
 	)
 	cmd := &cobra.Command{
 		Use:   "node",
 		Short: "Show the server's GPUs, CPU and memory: total, allocated to jobs, free",
 		Long: `Show what the server's machine offers to jobs (its GPUs, CPU cores and memory), how
 much of it running jobs hold and what is free; then each GPU with the job that holds
-it, its utilisation and its memory in use, when the server can measure them.` + remoteHelp,
+it, its utilisation and its memory in use, when the server can measure them.` + remoteHelp + kubeHelp + `
+
+On a cluster: each node's status, its allocatable nvidia.com/gpu, CPU and memory, what
+the pods on it that have not ended request (as the scheduler counts it), what is free,
+and the number of those pods; -o wide adds the GPU model (nvidia.com/gpu.product).`,
 		Example: `  trainyard top node
-  trainyard top node -o json`,
+  trainyard top node -o json
+  trainyard top node --kube -o wide`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			on, err := kube.enabled()
+			if err != nil {
+				return err
+			}
+			if on {
+				return kubeTopNode(cmd.Context(), g, &kube, output)
+			}
 			if err := checkOutput(output, "json", "yaml"); err != nil {
 				return err
 			}
@@ -62,7 +78,8 @@ it, its utilisation and its memory in use, when the server can measure them.` + 
 		},
 	}
 	remote.bind(cmd.Flags())
-	cmd.Flags().StringVarP(&output, "output", "o", "", outputHelp("json", "yaml"))
+	cmd.Flags().StringVarP(&output, "output", "o", "", outputHelp("json", "yaml")+"; wide with --kube")
+	kube.bind(cmd.Flags())
 	return cmd
 }
 
@@ -109,17 +126,36 @@ func newTopJobCommand(g *globals) *cobra.Command {
 	var (
 		remote remoteOptions
 		output string
+		kube   kubeOptions
+		all    bool
 	)
 	cmd := &cobra.Command{
-		Use:   "job",
+		Use:   "job [NAME]",
 		Short: "Show the GPUs each pending or running job asks for and holds",
 		Long: `Show, for each job that is pending or running, its workers, the GPUs it asks for in
 all (workers x GPUs per worker), the GPUs it holds and their indices, and the totals
-against the machine's GPUs.` + remoteHelp,
+against the machine's GPUs.` + remoteHelp + kubeHelp + `
+
+On a cluster: each TrainJob of the namespace (-A: of all) with its phase, workers ready,
+the GPUs it asks for and those its pods on nodes hold, its last iteration and metrics;
+with a NAME, that job's worker pods of its current attempt with their node, state and
+the GPUs, CPU and memory they request.`,
 		Example: `  trainyard top job
-  trainyard top job -o json`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+  trainyard top job -o json
+  trainyard top job --kube -A
+  trainyard top job --kube mnist`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			on, err := kube.enabled()
+			if err != nil {
+				return err
+			}
+			if on {
+				return kubeTopJob(cmd.Context(), g, &kube, args, all, output)
+			}
+			if len(args) > 0 {
+				return usageError(fmt.Errorf("top job %s: a job's NAME only with --kube (a Kubernetes cluster)", args[0]))
+			}
 			if err := checkOutput(output, "json", "yaml"); err != nil {
 				return err
 			}
@@ -138,7 +174,10 @@ against the machine's GPUs.` + remoteHelp,
 		},
 	}
 	remote.bind(cmd.Flags())
-	cmd.Flags().StringVarP(&output, "output", "o", "", outputHelp("json", "yaml"))
+	cmd.Flags().StringVarP(&output, "output", "o", "", outputHelp("json", "yaml")+"; wide with --kube")
+	kube.bind(cmd.Flags())
+	cmd.Flags().BoolVarP(&all, "all-namespaces", "A", false, "with --kube: the TrainJobs of every namespace")
+	kube.only("all-namespaces")
 	return cmd
 }
 

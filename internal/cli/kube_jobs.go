@@ -1,0 +1,137 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/trainyard/trainyard/internal/jobspec"
+	"github.com/trainyard/trainyard/internal/kubecli"
+)
+
+// The --kube halves of submit, list, get, stop and delete.
+
+// kubeView is the view of a --kube command's table.
+func kubeView(g *globals, output string) kubecli.View {
+	return kubecli.View{Out: g.io.Out, Now: time.Now(), Wide: output == "wide"}
+}
+
+// kubeSubmit creates a TrainJob from the job file, the flags and the command, and prints
+// its name (on stdout, alone) and how to follow it.
+func kubeSubmit(ctx context.Context, g *globals, flags *jobspec.Flags, kf *kubecli.JobFlags, k *kubeOptions, command []string) error {
+	job, warnings, err := kubecli.BuildJob(flags, kf, command)
+	if err != nil {
+		return kubeError(err)
+	}
+	c, err := k.connect(g)
+	if err != nil {
+		return err
+	}
+	created, err := c.Submit(ctx, job, kf.DryRun)
+	if err != nil {
+		return kubeError(err)
+	}
+	for _, w := range warnings {
+		fmt.Fprintf(g.io.Err, "trainyard: warning: %s\n", w)
+	}
+	if kf.DryRun {
+		return printData(g.io.Out, "yaml", created)
+	}
+	if _, err := fmt.Fprintln(g.io.Out, created.Name); err != nil {
+		return err
+	}
+	ns := nsFlag(c, created.Namespace)
+	_, err = fmt.Fprintf(g.io.Err, "trainyard: created TrainJob %s in namespace %s; 'trainyard get --kube%s %s' shows it, "+
+		"'trainyard logs --kube%s -f %s' follows its log\n", created.Name, created.Namespace, ns, created.Name, ns, created.Name)
+	return err
+}
+
+// kubeList prints the TrainJobs of the namespace, or of all.
+func kubeList(ctx context.Context, g *globals, k *kubeOptions, allNamespaces bool, statuses []string, output string) error {
+	if err := checkOutput(output, "wide", "json", "yaml"); err != nil {
+		return err
+	}
+	only, err := kubecli.ParsePhases(statuses)
+	if err != nil {
+		return kubeError(err)
+	}
+	c, err := k.connect(g)
+	if err != nil {
+		return err
+	}
+	jobs, err := c.ListJobs(ctx, allNamespaces, only...)
+	if err != nil {
+		return kubeError(err)
+	}
+	if output == "json" || output == "yaml" {
+		return printData(g.io.Out, output, kubecli.JobList(jobs))
+	}
+	return kubecli.PrintJobs(kubeView(g, output), jobs, allNamespaces, where(c, allNamespaces))
+}
+
+// kubeGet describes one TrainJob: its status, conditions, worker pods and events.
+func kubeGet(ctx context.Context, g *globals, k *kubeOptions, name, output string) error {
+	if err := checkOutput(output, "json", "yaml"); err != nil {
+		return err
+	}
+	c, err := k.connect(g)
+	if err != nil {
+		return err
+	}
+	if output != "" {
+		job, err := c.GetJob(ctx, name)
+		if err != nil {
+			return kubeError(err)
+		}
+		return printData(g.io.Out, output, job)
+	}
+	d, err := c.Describe(ctx, name)
+	if err != nil {
+		return kubeError(err)
+	}
+	return kubecli.PrintDetail(kubeView(g, output), d)
+}
+
+// kubeStop suspends a TrainJob and says how to resume it.
+func kubeStop(ctx context.Context, g *globals, k *kubeOptions, name string) error {
+	c, err := k.connect(g)
+	if err != nil {
+		return err
+	}
+	job, already, err := c.Suspend(ctx, name)
+	if err != nil {
+		return kubeError(err)
+	}
+	state := "suspended: the operator stops its running attempt (every worker gets SIGTERM, then SIGKILL after its grace period)"
+	if already {
+		state = "was suspended already"
+	}
+	_, err = fmt.Fprintf(g.io.Out, "TrainJob %s %s. Its run folder (logs, checkpoints) stays; resume it from its latest checkpoint with:\n  %s\n",
+		job.Name, state, c.ResumeCommand(job.Name))
+	return err
+}
+
+// kubeDelete deletes a TrainJob, and with wait its pods before it.
+func kubeDelete(ctx context.Context, g *globals, k *kubeOptions, name string, wait bool, timeout time.Duration) error {
+	c, err := k.connect(g)
+	if err != nil {
+		return err
+	}
+	if wait {
+		var stop context.CancelFunc
+		ctx, stop = signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+		defer stop()
+	}
+	if err := c.Delete(ctx, name, wait, timeout); err != nil {
+		return kubeError(err)
+	}
+	how := "its Jobs, Services and pods are deleted in the background"
+	if wait {
+		how = "with its Jobs, Services and pods"
+	}
+	_, err = fmt.Fprintf(g.io.Out, "TrainJob %s deleted (%s); its run folder on the storage volume stays.\n", name, how)
+	return err
+}

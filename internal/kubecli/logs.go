@@ -1,0 +1,568 @@
+package kubecli
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/trainyard/trainyard/api/v1alpha1"
+	"github.com/trainyard/trainyard/internal/workload"
+)
+
+// pollInterval is how often a follower looks again for pods, attempts and log files.
+var pollInterval = time.Second
+
+// LogOptions are the flags of 'logs --kube'. The zero value prints every rank's lines of
+// the current attempt once.
+type LogOptions struct {
+	// Follow keeps printing as the workers print, attempt after attempt, until the job
+	// ends (or, with Attempt, until that attempt ends).
+	Follow bool
+	// Tail prints only the last Tail lines (of each rank, from the run folder); 0 all.
+	Tail int
+	// Rank prints only this rank's lines; -1 every rank's.
+	Rank int
+	// Attempt is the attempt to print; 0 the current one.
+	Attempt int32
+	// From is a local copy of the run folder, or of the storage path that holds it, to
+	// read the rank logs from instead of the pods.
+	From string
+}
+
+// logReader prints the logs of one job.
+type logReader struct {
+	c      *Cluster
+	job    *v1.TrainJob
+	opts   LogOptions
+	worker int // the worker of opts.Rank; -1 for all
+	out    io.Writer
+	notes  io.Writer
+
+	mu      sync.Mutex // serialises writes to out
+	printed bool       // something was written to out
+}
+
+// Logs writes the logs of the TrainJob name to out: the lines of its worker pods'
+// "worker" containers (each prefixed with its rank, as trainyard run prints them),
+// merged in time order. When the pods are gone, or the API server cannot get their logs
+// from the kubelet, it reads the rank logs in the run folder instead, if this machine
+// has it (the storage volume mounted at the same path, or a copy named by From). Notes
+// about where the lines come from go to notes.
+func (c *Cluster) Logs(ctx context.Context, name string, opts LogOptions, out, notes io.Writer) error {
+	job, err := c.GetJob(ctx, name)
+	if err != nil {
+		return err
+	}
+	l := &logReader{c: c, job: job, opts: opts, worker: -1, out: out, notes: notes}
+	if err := l.check(); err != nil {
+		return err
+	}
+	attempt := opts.Attempt
+	if attempt == 0 {
+		attempt = job.Status.Attempt
+	}
+	if attempt == 0 {
+		if !opts.Follow {
+			return fmt.Errorf("TrainJob %s has not started an attempt yet (phase %s): no logs yet; -f waits for them", name, phase(job))
+		}
+		l.note("TrainJob %s has not started an attempt yet (phase %s); waiting for its first", name, phase(job))
+		if attempt, err = l.nextAttempt(ctx, 0); attempt == 0 || err != nil {
+			return err
+		}
+	}
+	for {
+		if err := l.attempt(ctx, attempt); err != nil || !opts.Follow || opts.Attempt > 0 {
+			return err
+		}
+		if attempt, err = l.nextAttempt(ctx, attempt); attempt == 0 || err != nil {
+			return err
+		}
+	}
+}
+
+// check refuses a rank or attempt the job does not have.
+func (l *logReader) check() error {
+	s, st := &l.job.Spec, &l.job.Status
+	if l.opts.Attempt > st.Attempt {
+		return inputError("--attempt %d: TrainJob %s has had %s", l.opts.Attempt, l.job.Name, plural(int(st.Attempt), "attempt"))
+	}
+	if l.opts.Rank >= 0 {
+		procs := procsPerWorker(s)
+		if world := s.WorkerCount() * procs; l.opts.Rank >= world {
+			return inputError("--rank %d: TrainJob %s has ranks 0 to %d", l.opts.Rank, l.job.Name, world-1)
+		}
+		l.worker = l.opts.Rank / procs
+	}
+	return nil
+}
+
+// attempt prints (or follows) the logs of one attempt, from its pods or its run folder.
+func (l *logReader) attempt(ctx context.Context, n int32) error {
+	if l.opts.From != "" {
+		return l.files(ctx, n, "")
+	}
+	pods, err := l.c.workerPods(ctx, l.job, n)
+	if err != nil {
+		return err
+	}
+	over := l.attemptOver(l.job, n)
+	switch {
+	case len(pods) == 0 && over:
+		return l.files(ctx, n, fmt.Sprintf("the pods of attempt %d of %s are gone", n, l.job.Name))
+	case len(pods) == 0 && !l.opts.Follow:
+		return l.files(ctx, n, fmt.Sprintf("attempt %d of %s has no pods yet", n, l.job.Name))
+	}
+	if l.opts.Follow {
+		err = l.followPods(ctx, n)
+	} else {
+		err = l.printPods(ctx, newestPerWorker(pods))
+	}
+	var un *unavailableError
+	if errors.As(err, &un) && !l.printed {
+		return l.files(ctx, n, un.Error())
+	}
+	return err
+}
+
+// attemptOver reports whether attempt n of job is over: the job moved on to another
+// attempt, ended, or is suspended.
+func (l *logReader) attemptOver(job *v1.TrainJob, n int32) bool {
+	st := &job.Status
+	return st.Attempt != n || st.Phase.Finished() || (job.Spec.Suspend && st.Phase == v1.PhaseSuspended)
+}
+
+// nextAttempt waits until the job starts an attempt after n and returns its number, or
+// returns 0 when the job ends or is suspended instead.
+func (l *logReader) nextAttempt(ctx context.Context, n int32) (int32, error) {
+	for {
+		job, err := l.c.GetJob(ctx, l.job.Name)
+		if err != nil {
+			return 0, err
+		}
+		l.job = job
+		st := &job.Status
+		switch {
+		case st.Attempt > n:
+			if n > 0 {
+				l.note("attempt %d of %s started (%s)", st.Attempt, job.Name, orDash(st.Reason))
+			}
+			return st.Attempt, nil
+		case st.Phase.Finished():
+			l.note("TrainJob %s %s: %s", job.Name, strings.ToLower(string(st.Phase)), orDash(st.Reason))
+			return 0, nil
+		case job.Spec.Suspend && st.Phase == v1.PhaseSuspended:
+			l.note("TrainJob %s is suspended", job.Name)
+			return 0, nil
+		}
+		if err := sleep(ctx, pollInterval); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// note writes a line about the logs, not from them.
+func (l *logReader) note(format string, args ...any) {
+	fmt.Fprintf(l.notes, "trainyard: "+format+"\n", args...)
+}
+
+// unavailableError is a pod whose log the API server cannot give (no kubelet to ask,
+// the node gone): the run folder may still have it.
+type unavailableError struct {
+	pod string
+	err error
+}
+
+func (e *unavailableError) Error() string {
+	return fmt.Sprintf("the cluster cannot give the log of pod %s (%v)", e.pod, e.err)
+}
+func (e *unavailableError) Unwrap() error { return e.err }
+
+// unavailable explains the API server's refusal to give a pod's log.
+func unavailable(c *Cluster, p *corev1.Pod, err error) error {
+	if apierrors.IsNotFound(err) && p.Spec.NodeName != "" {
+		// The API server looks up the pod's node to reach its kubelet.
+		err = fmt.Errorf("its node %s is gone", p.Spec.NodeName)
+	}
+	return &unavailableError{pod: p.Name, err: c.explain(err)}
+}
+
+// waitingToStart reports whether err is the kubelet's answer for a container that has
+// not started yet (ContainerCreating, PodInitializing, ImagePullBackOff): no log yet.
+func waitingToStart(err error) bool {
+	return apierrors.IsBadRequest(err) && strings.Contains(err.Error(), "waiting to start")
+}
+
+// podLog opens the log of a pod's worker container.
+func (l *logReader) podLog(ctx context.Context, p *corev1.Pod, opts corev1.PodLogOptions) (io.ReadCloser, error) {
+	opts.Container, opts.Timestamps = workload.WorkerContainer, true
+	return l.c.Core.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &opts).Stream(ctx)
+}
+
+// logLine is one line of a pod's log, with the time the kubelet read it.
+type logLine struct {
+	at   time.Time
+	text string
+}
+
+// parseLogLine splits the kubelet's timestamp off a line.
+func parseLogLine(s string) logLine {
+	s = strings.TrimRight(s, "\r\n")
+	if ts, text, ok := strings.Cut(s, " "); ok {
+		if at, err := time.Parse(time.RFC3339Nano, ts); err == nil {
+			return logLine{at: at, text: text}
+		}
+	}
+	return logLine{text: s}
+}
+
+// wants reports whether a line is one the options ask for: with a rank, that rank's own
+// lines and folded lines that include it.
+func (l *logReader) wants(text string) bool {
+	if l.opts.Rank < 0 {
+		return true
+	}
+	return slices.Contains(lineRanks(text), l.opts.Rank)
+}
+
+// lineRanks reads the ranks of a console line's prefix: "[rank 3 pid 120] ...",
+// "[ranks 1-3] ..." or "[ranks 1,4,7] ..."; none for trainyard's own lines.
+func lineRanks(text string) []int {
+	if !strings.HasPrefix(text, "[rank") {
+		return nil
+	}
+	head, _, ok := strings.Cut(text[1:], "]")
+	if !ok {
+		return nil
+	}
+	if rest, ok := strings.CutPrefix(head, "rank "); ok {
+		n, err := strconv.Atoi(strings.Fields(rest + " ")[0])
+		if err != nil {
+			return nil
+		}
+		return []int{n}
+	}
+	list, ok := strings.CutPrefix(head, "ranks ")
+	if !ok {
+		return nil
+	}
+	if lo, hi, ok := strings.Cut(list, "-"); ok {
+		a, err1 := strconv.Atoi(lo)
+		b, err2 := strconv.Atoi(hi)
+		if err1 != nil || err2 != nil || b < a {
+			return nil
+		}
+		out := make([]int, 0, b-a+1)
+		for r := a; r <= b; r++ {
+			out = append(out, r)
+		}
+		return out
+	}
+	var out []int
+	for _, f := range strings.Split(list, ",") {
+		if n, err := strconv.Atoi(f); err == nil {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// podStream is the open log of one worker's pod, one line ahead.
+type podStream struct {
+	rc   io.ReadCloser
+	r    *bufio.Reader
+	head logLine
+	ok   bool
+}
+
+// advance reads the stream's next wanted line into head.
+func (s *podStream) advance(l *logReader) error {
+	for {
+		line, err := s.r.ReadString('\n')
+		if line != "" {
+			if ll := parseLogLine(line); l.wants(ll.text) {
+				s.head, s.ok = ll, true
+				return nil
+			}
+		}
+		if err != nil {
+			s.ok = false
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+// printPods prints the logs of the newest pod of each worker once, merged in time order
+// (the last Tail lines of them all).
+func (l *logReader) printPods(ctx context.Context, pods map[int]*corev1.Pod) error {
+	var streams []*podStream
+	defer func() {
+		for _, s := range streams {
+			s.rc.Close()
+		}
+	}()
+	for _, w := range slices.Sorted(maps.Keys(pods)) {
+		if l.worker >= 0 && w != l.worker {
+			continue
+		}
+		p := pods[w]
+		if p.Spec.NodeName == "" {
+			state, _ := podState(p)
+			l.note("worker %d (pod %s) has not started: %s", w, p.Name, state)
+			continue
+		}
+		var opts corev1.PodLogOptions
+		if l.opts.Tail > 0 && l.opts.Rank < 0 {
+			opts.TailLines = ptr(int64(l.opts.Tail))
+		}
+		rc, err := l.podLog(ctx, p, opts)
+		switch {
+		case waitingToStart(err):
+			state, _ := podState(p)
+			l.note("worker %d (pod %s) has not started: %s", w, p.Name, state)
+			continue
+		case err != nil:
+			return unavailable(l.c, p, err)
+		}
+		s := &podStream{rc: rc, r: bufio.NewReaderSize(rc, 64<<10)}
+		streams = append(streams, s)
+		if err := s.advance(l); err != nil {
+			return fmt.Errorf("read the log of pod %s: %w", p.Name, err)
+		}
+	}
+	if l.worker >= 0 && pods[l.worker] == nil {
+		l.note("worker %d of attempt %d has no pod", l.worker, l.job.Status.Attempt)
+	}
+	return l.merge(streams)
+}
+
+// merge writes the streams' lines in time order, keeping only the last Tail.
+func (l *logReader) merge(streams []*podStream) error {
+	var ring []string
+	for {
+		var next *podStream
+		for _, s := range streams {
+			if s.ok && (next == nil || s.head.at.Before(next.head.at)) {
+				next = s
+			}
+		}
+		if next == nil {
+			break
+		}
+		if l.opts.Tail > 0 {
+			ring = append(ring, next.head.text)
+			if len(ring) > l.opts.Tail {
+				ring = ring[1:]
+			}
+		} else if err := l.write(next.head.text); err != nil {
+			return err
+		}
+		if err := next.advance(l); err != nil {
+			return err
+		}
+	}
+	for _, text := range ring {
+		if err := l.write(text); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// write writes one line to out.
+func (l *logReader) write(text string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.printed = true
+	_, err := io.WriteString(l.out, text+"\n")
+	return err
+}
+
+// followPods follows the worker pods of attempt n until each worker's container has
+// ended (or the attempt is over before a worker's pod appeared).
+func (l *logReader) followPods(ctx context.Context, n int32) error {
+	workers := []int{l.worker}
+	if l.worker < 0 {
+		workers = make([]int, l.job.Spec.WorkerCount())
+		for i := range workers {
+			workers[i] = i
+		}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make([]error, len(workers))
+	var wg sync.WaitGroup
+	for i, w := range workers {
+		wg.Go(func() {
+			if errs[i] = l.followWorker(ctx, n, w); errs[i] != nil {
+				cancel()
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil && !errors.Is(err, context.Canceled) {
+			return err
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// followWorker follows one worker's pod of attempt n: it waits for the pod and for its
+// container to start, prints its lines as they come, and reconnects (from the last line's
+// time) when the stream ends while the container still runs.
+func (l *logReader) followWorker(ctx context.Context, n int32, w int) error {
+	var since time.Time // the time of the last line printed
+	told := ""
+	for {
+		p, err := l.waitForPod(ctx, n, w)
+		if p == nil || err != nil {
+			return err
+		}
+		if p.Spec.NodeName == "" { // not scheduled: the API server answers with an empty log
+			if told, err = l.waitToStart(ctx, w, p, told); err != nil {
+				return err
+			}
+			continue
+		}
+		opts := corev1.PodLogOptions{Follow: true}
+		switch {
+		case !since.IsZero():
+			opts.SinceTime = &metav1.Time{Time: since}
+		case l.opts.Tail > 0 && l.opts.Rank < 0:
+			opts.TailLines = ptr(int64(l.opts.Tail))
+		}
+		rc, err := l.podLog(ctx, p, opts)
+		switch {
+		case waitingToStart(err):
+			if told, err = l.waitToStart(ctx, w, p, told); err != nil {
+				return err
+			}
+			continue
+		case err != nil:
+			return unavailable(l.c, p, err)
+		}
+		last, err := l.copyLines(rc, since)
+		rc.Close()
+		if err != nil && ctx.Err() == nil {
+			return fmt.Errorf("read the log of pod %s: %w", p.Name, err)
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		since = last
+		if ended, err := l.containerEnded(ctx, p); ended || err != nil {
+			return err
+		}
+		if err := sleep(ctx, pollInterval); err != nil {
+			return err
+		}
+	}
+}
+
+// waitToStart notes once per state that worker w's pod has not started, and waits a
+// while. It returns the state noted.
+func (l *logReader) waitToStart(ctx context.Context, w int, p *corev1.Pod, told string) (string, error) {
+	if state, _ := podState(p); state != told {
+		l.note("worker %d (pod %s) is waiting to start: %s", w, p.Name, state)
+		told = state
+	}
+	return told, sleep(ctx, pollInterval)
+}
+
+// copyLines writes the wanted lines of a log stream, skipping those not after since
+// (already printed before a reconnection), and returns the last line's time.
+func (l *logReader) copyLines(rc io.Reader, since time.Time) (time.Time, error) {
+	r := bufio.NewReaderSize(rc, 64<<10)
+	last := since
+	for {
+		line, err := r.ReadString('\n')
+		if line != "" {
+			ll := parseLogLine(line)
+			if since.IsZero() || ll.at.After(since) {
+				if !ll.at.IsZero() {
+					last = ll.at
+				}
+				if l.wants(ll.text) {
+					if werr := l.write(ll.text); werr != nil {
+						return last, werr
+					}
+				}
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return last, nil
+		}
+		if err != nil {
+			return last, err
+		}
+	}
+}
+
+// waitForPod returns the newest pod of worker w in attempt n, waiting for it to appear;
+// nil when the attempt is over without one.
+func (l *logReader) waitForPod(ctx context.Context, n int32, w int) (*corev1.Pod, error) {
+	for {
+		pods, err := l.c.workerPods(ctx, l.job, n)
+		if err != nil {
+			return nil, err
+		}
+		if p := newestPerWorker(pods)[w]; p != nil {
+			return p, nil
+		}
+		job, err := l.c.GetJob(ctx, l.job.Name)
+		if err != nil {
+			return nil, err
+		}
+		if l.attemptOver(job, n) {
+			return nil, nil
+		}
+		if err := sleep(ctx, pollInterval); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// containerEnded reports whether a pod's worker container has ended for good (or the pod
+// is gone), so that its log will not grow.
+func (l *logReader) containerEnded(ctx context.Context, p *corev1.Pod) (bool, error) {
+	cur, err := l.c.Core.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return true, nil
+	case err != nil:
+		return false, l.c.explain(err)
+	case cur.UID != p.UID || terminated(cur) || cur.DeletionTimestamp != nil:
+		return true, nil
+	}
+	s := workerStatus(cur)
+	return s != nil && s.State.Terminated != nil && cur.Spec.RestartPolicy == corev1.RestartPolicyNever, nil
+}
+
+// sleep waits for d, or returns ctx's error when it ends first.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

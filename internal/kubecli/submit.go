@@ -1,0 +1,256 @@
+package kubecli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/trainyard/trainyard/api/v1alpha1"
+	"github.com/trainyard/trainyard/internal/jobspec"
+	"github.com/trainyard/trainyard/internal/workload"
+)
+
+// JobFlags are the flags of submit that only a cluster uses: they set spec.kubernetes
+// over the job file's.
+type JobFlags struct {
+	Image          string
+	PullPolicy     string
+	Queue          string
+	PriorityClass  string
+	ServiceAccount string
+	NodeSelector   []string
+	// DryRun has the API server check and default the job, and store nothing.
+	DryRun bool
+
+	fs *pflag.FlagSet
+}
+
+// jobFlagNames are the names of the flags JobFlags binds.
+var jobFlagNames = []string{"image", "image-pull-policy", "queue", "priority-class", "service-account", "node-selector", "dry-run"}
+
+// Bind registers the flags on fs.
+func (f *JobFlags) Bind(fs *pflag.FlagSet) {
+	f.fs = fs
+	fs.StringVar(&f.Image, "image", "", "with --kube: the workers' container image (it needs the command and torch, not trainyard)")
+	fs.StringVar(&f.PullPolicy, "image-pull-policy", "", "with --kube: Always, IfNotPresent or Never")
+	fs.StringVar(&f.Queue, "queue", "", "with --kube: admit the whole gang through this Kueue local queue")
+	fs.StringVar(&f.PriorityClass, "priority-class", "", "with --kube: the workers' pods' priority class")
+	fs.StringVar(&f.ServiceAccount, "service-account", "", "with --kube: the workers' service account")
+	fs.StringArrayVar(&f.NodeSelector, "node-selector", nil, "with --kube: run the workers on nodes with this KEY=VALUE label (repeatable)")
+	fs.BoolVar(&f.DryRun, "dry-run", false, "with --kube: have the cluster check the job and print it, creating nothing")
+}
+
+// Names returns the names of the flags JobFlags binds.
+func (f *JobFlags) Names() []string { return slices.Clone(jobFlagNames) }
+
+// Given returns the flags of JobFlags the user set, as "--name".
+func (f *JobFlags) Given() []string {
+	var out []string
+	for _, name := range jobFlagNames {
+		if f.fs != nil && f.fs.Changed(name) {
+			out = append(out, "--"+name)
+		}
+	}
+	return out
+}
+
+// apply sets spec.kubernetes from the flags the user set.
+func (f *JobFlags) apply(job *v1.TrainJob) error {
+	if len(f.Given()) == 0 {
+		return nil
+	}
+	k := job.Spec.Kubernetes
+	if k == nil {
+		k = &v1.KubernetesSpec{}
+	}
+	set := func(dst *string, v string) {
+		if v != "" {
+			*dst = v
+		}
+	}
+	set(&k.Image, f.Image)
+	set((*string)(&k.ImagePullPolicy), f.PullPolicy)
+	set(&k.QueueName, f.Queue)
+	set(&k.PriorityClassName, f.PriorityClass)
+	set(&k.ServiceAccountName, f.ServiceAccount)
+	for _, kv := range f.NodeSelector {
+		key, value, ok := strings.Cut(kv, "=")
+		if !ok || key == "" {
+			return fmt.Errorf("--node-selector %q: must be KEY=VALUE", kv)
+		}
+		if k.NodeSelector == nil {
+			k.NodeSelector = map[string]string{}
+		}
+		k.NodeSelector[key] = value
+	}
+	job.Spec.Kubernetes = k
+	return nil
+}
+
+// BuildJob builds the TrainJob that submit --kube creates from the job file, the flags
+// and the command. Fields left out stay out: the operator and the workers default them
+// with the cluster's paths (the storage path is workload.DefaultStoragePath, the working
+// folder the image's). A defaulted copy is checked with jobspec as trainyard run checks a
+// job, and a job without an image is refused, before anything is sent. Its errors are
+// *InputError. The warnings are for the user: nothing is wrong, but something is likely
+// not what they meant.
+func BuildJob(flags *jobspec.Flags, kf *JobFlags, command []string) (job *v1.TrainJob, warnings []string, err error) {
+	job, err = flags.Job(command)
+	if err != nil {
+		return nil, nil, &InputError{Err: err}
+	}
+	if flags.File != "" && flags.WorkingDir == "" {
+		// Load made a relative workingDir relative to the job file, a folder on this
+		// machine; in a pod it is relative to the image's working folder.
+		if job.Spec.WorkingDir, err = rawWorkingDir(flags.File); err != nil {
+			return nil, nil, &InputError{Err: err}
+		}
+	}
+	if err := kf.apply(job); err != nil {
+		return nil, nil, &InputError{Err: err}
+	}
+	if _, err := flags.Resolve(command, jobspec.Env{WorkDir: "/", Home: "/root", Now: time.Now}); err != nil {
+		return nil, nil, &InputError{Err: err}
+	}
+	if job.Spec.Kubernetes == nil || job.Spec.Kubernetes.Image == "" {
+		return nil, nil, inputError("no image: on Kubernetes every worker runs in a container, so the job needs its image: " +
+			"give --image IMAGE (or spec.kubernetes.image in the job file); the image needs the job's command and torch, not trainyard")
+	}
+	clearServerFields(job)
+	if job.Name == "" {
+		job.GenerateName = namePrefix(append(append([]string{}, job.Spec.Command...), job.Spec.Args...))
+	}
+	if !storageOnVolume(&job.Spec) {
+		warnings = append(warnings, fmt.Sprintf("no volume is mounted at the storage path %s (spec.kubernetes.volumes and volumeMounts): "+
+			"the run folder is the pods' own, so checkpoints do not survive a restart and the logs go with the pods", storagePath(&job.Spec)))
+	}
+	return job, warnings, nil
+}
+
+// rawWorkingDir returns the job file's workingDir as written.
+func rawWorkingDir(file string) (string, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("read job file: %w", err)
+	}
+	job, err := jobspec.Parse(data)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", file, err)
+	}
+	return job.Spec.WorkingDir, nil
+}
+
+// clearServerFields drops what the API server sets, so that a job printed by 'get -o
+// yaml' can be submitted again.
+func clearServerFields(job *v1.TrainJob) {
+	job.APIVersion, job.Kind = v1.APIVersion, v1.Kind
+	m := &job.ObjectMeta
+	m.ResourceVersion, m.UID, m.Generation, m.ManagedFields = "", "", 0, nil
+	m.CreationTimestamp, m.DeletionTimestamp, m.DeletionGracePeriodSeconds = metav1.Time{}, nil, nil
+	m.OwnerReferences, m.Finalizers = nil, nil
+	job.Status = v1.TrainJobStatus{}
+}
+
+var notNameChars = regexp.MustCompile(`[^a-z0-9-]+`)
+
+// namePrefix is the generateName of a job without a name: the script the command runs,
+// such as "train-" (the API server appends 5 characters). The name must start with a
+// letter and, whole, be at most 45 characters.
+func namePrefix(command []string) string {
+	base := ""
+	for _, arg := range command {
+		if arg != "" && !strings.HasPrefix(arg, "-") {
+			base = arg
+		}
+		if strings.HasSuffix(arg, ".py") {
+			break
+		}
+	}
+	base = strings.TrimSuffix(filepath.Base(base), ".py")
+	base = notNameChars.ReplaceAllString(strings.ToLower(base), "-")
+	base = strings.TrimLeft(base, "-0123456789")
+	if len(base) > 30 {
+		base = base[:30]
+	}
+	base = strings.TrimRight(base, "-")
+	if base == "" || base == "." {
+		base = "job"
+	}
+	return base + "-"
+}
+
+// storagePath is the storage path the workers use.
+func storagePath(s *v1.TrainJobSpec) string {
+	if s.StoragePath != "" {
+		return s.StoragePath
+	}
+	return workload.DefaultStoragePath
+}
+
+// storageOnVolume reports whether a volume is mounted at (or above) the job's storage
+// path in the worker container, or may be (a pod template could mount one).
+func storageOnVolume(s *v1.TrainJobSpec) bool {
+	p := storagePath(s)
+	if !path.IsAbs(p) {
+		return true // relative to somewhere in the pod: cannot tell
+	}
+	k := s.Kubernetes
+	if k == nil {
+		return false
+	}
+	if k.PodTemplate != nil {
+		return true
+	}
+	return mountCovers(k.VolumeMounts, path.Clean(p))
+}
+
+// mountCovers reports whether one of mounts is at p or at a folder above it.
+func mountCovers(mounts []corev1.VolumeMount, p string) bool {
+	for _, m := range mounts {
+		mp := path.Clean(m.MountPath)
+		if p == mp || strings.HasPrefix(p, strings.TrimSuffix(mp, "/")+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// Submit creates job in its namespace (the cluster's when it names none) and returns it
+// as the API server stored it; with dryRun nothing is stored.
+func (c *Cluster) Submit(ctx context.Context, job *v1.TrainJob, dryRun bool) (*v1.TrainJob, error) {
+	switch {
+	case job.Namespace == "":
+		job.Namespace = c.Namespace
+	case c.NamespaceGiven && job.Namespace != c.Namespace:
+		return nil, inputError("the job file's metadata.namespace %q is not the namespace %q that -n names", job.Namespace, c.Namespace)
+	}
+	out, err := c.Jobs.Create(ctx, job, dryRun)
+	if err == nil {
+		return out, nil
+	}
+	err = c.explain(err)
+	var se *apierrors.StatusError
+	switch {
+	case apierrors.IsInvalid(err):
+		return nil, invalidError("the job", err)
+	case apierrors.IsAlreadyExists(err):
+		return nil, fmt.Errorf("TrainJob %q already exists in namespace %q: give another --name, or delete it first", job.Name, job.Namespace)
+	case apierrors.IsNotFound(err) && errors.As(err, &se) && se.ErrStatus.Details != nil && se.ErrStatus.Details.Kind == "namespaces":
+		return nil, fmt.Errorf("namespace %q does not exist", job.Namespace)
+	case apierrors.IsNotFound(err):
+		return nil, notServed(c)
+	}
+	return nil, err
+}

@@ -1,0 +1,115 @@
+package kubecli
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+
+	v1 "github.com/trainyard/trainyard/api/v1alpha1"
+	"github.com/trainyard/trainyard/internal/jobspec"
+)
+
+// buildJob parses args as submit would and builds the job.
+func buildJob(t *testing.T, args ...string) (*v1.TrainJob, []string, error) {
+	t.Helper()
+	var (
+		flags jobspec.Flags
+		kf    JobFlags
+	)
+	fs := pflag.NewFlagSet("submit", pflag.ContinueOnError)
+	fs.SetInterspersed(false)
+	flags.Bind(fs)
+	kf.Bind(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	return BuildJob(&flags, &kf, fs.Args())
+}
+
+func TestBuildJob(t *testing.T) {
+	job, warnings, err := buildJob(t, "--image", "img:1", "--workers", "2", "--node-selector", "pool=h100", "--node-selector", "zone=a",
+		"--priority-class", "high", "--", "python3", "-u", "scripts/Train_GPT2.py", "--epochs", "3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := job.Spec.Kubernetes
+	if job.Name != "" || job.GenerateName != "train-gpt2-" || k.Image != "img:1" || k.PriorityClassName != "high" ||
+		k.NodeSelector["pool"] != "h100" || k.NodeSelector["zone"] != "a" || job.Spec.StoragePath != "" || job.Spec.WorkingDir != "" ||
+		job.Spec.ProcsPerWorker != nil || job.APIVersion != v1.APIVersion || job.Kind != v1.Kind {
+		t.Errorf("job %+v, spec %+v, kubernetes %+v", job.ObjectMeta, job.Spec, k)
+	}
+	if len(warnings) != 1 || !strings.Contains(warnings[0], "no volume is mounted at the storage path /trainyard/results") {
+		t.Errorf("warnings %q", warnings)
+	}
+
+	// A job printed by 'get -o yaml', edited and submitted again.
+	file := filepath.Join(t.TempDir(), "job.yaml")
+	if err := os.WriteFile(file, []byte(`apiVersion: trainyard.dev/v1alpha1
+kind: TrainJob
+metadata: {name: again, namespace: team-a, uid: "1234", resourceVersion: "99", generation: 3}
+spec:
+  command: [python3, train.py]
+  workingDir: src
+  storagePath: /data/runs
+  kubernetes:
+    image: img:2
+    volumeMounts: [{name: data, mountPath: /data}]
+status: {phase: Running, attempt: 3}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	job, warnings, err = buildJob(t, "-f", file, "--queue", "q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if job.Name != "again" || job.Namespace != "team-a" || job.UID != "" || job.ResourceVersion != "" || job.Generation != 0 ||
+		job.Status.Phase != "" || job.Spec.WorkingDir != "src" || job.Spec.Kubernetes.QueueName != "q" || len(warnings) != 0 {
+		t.Errorf("from the file: %+v %+v %+v, warnings %q", job.ObjectMeta, job.Spec, job.Status, warnings)
+	}
+}
+
+func TestBuildJobRefuses(t *testing.T) {
+	cases := map[string]struct {
+		args []string
+		want string
+	}{
+		"no image":          {args: []string{"--", "python3", "train.py"}, want: "no image: on Kubernetes every worker runs in a container"},
+		"no command":        {args: []string{"--image", "img:1"}, want: "invalid job: the command after -- (spec.command): Required value"},
+		"bad node selector": {args: []string{"--image", "img:1", "--node-selector", "pool", "--", "true"}, want: `--node-selector "pool": must be KEY=VALUE`},
+		"bad quantity":      {args: []string{"--image", "img:1", "--memory-per-worker", "lots", "--", "true"}, want: `--memory-per-worker "lots": not a quantity`},
+		"no such file":      {args: []string{"-f", "/nonexistent/job.yaml", "--image", "img:1"}, want: "read job file: open /nonexistent/job.yaml"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, _, err := buildJob(t, tc.args...)
+			var ie *InputError
+			if !errors.As(err, &ie) || !strings.HasPrefix(err.Error(), tc.want) {
+				t.Errorf("BuildJob: %v; want an *InputError starting %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestNamePrefix(t *testing.T) {
+	cases := map[string][]string{
+		"train-":                          {"python3", "train.py", "--epochs", "3"},
+		"train-gpt2-":                     {"/usr/bin/python3", "-u", "/app/Train_GPT2.py"},
+		"torchrun-":                       {"torchrun"},
+		"job-":                            {"--flag"},
+		"a-very-long-script-name-that-g-": {"python3", "a_very_long_script_name_that_goes_on_and_on.py"},
+		"x-":                              {"python3", "2x.py"},
+	}
+	for want, command := range cases {
+		got := namePrefix(command)
+		if got != want {
+			t.Errorf("namePrefix(%q) = %q, want %q", command, got, want)
+		}
+		if len(got)+5 > 45 {
+			t.Errorf("namePrefix(%q) = %q: too long for the API server's 5 characters", command, got)
+		}
+	}
+}

@@ -1,0 +1,280 @@
+package envtest_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trainyard/trainyard/internal/workload"
+)
+
+// podRunner plays the Job controller and the kubelet for the operator's Jobs in one
+// namespace, on this machine: for each attempt's Job it makes the pods, runs each pod's
+// worker container as a local process (the trainyard binary for the one the init
+// container would copy, with the pod's environment), reports them Running, and when a
+// process exits sets the pod's phase, exit code and termination message as a kubelet
+// would. The pods are bound to a Node of their own whose kubelet port answers nothing, so
+// the API server cannot proxy their logs. A pod the operator deletes gets its process
+// stopped with SIGTERM, and its deletion is completed once the process is gone, as a
+// kubelet does. DNS is the one thing it fakes: MASTER_ADDR becomes 127.0.0.1 and each Job
+// gets a free port.
+type podRunner struct {
+	t      *testing.T
+	c      client.Client
+	ns     string
+	binary string
+	dir    string // termination logs
+
+	mu    sync.Mutex
+	procs map[string]*exec.Cmd // pod name → its worker process
+	jobs  map[string]bool      // Jobs whose pods were made
+}
+
+func startPodRunner(t *testing.T, c client.Client, ns, binary string) *podRunner {
+	k := &podRunner{t: t, c: c, ns: ns, binary: binary, dir: t.TempDir(), procs: map[string]*exec.Cmd{}, jobs: map[string]bool{}}
+	k.makeNode(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			if err := k.sync(ctx); err != nil && ctx.Err() == nil {
+				t.Logf("pod runner: %v", err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		for _, cmd := range k.procs {
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		}
+	})
+	return k
+}
+
+// nodeName is the Node the runner's pods are bound to.
+const nodeName = "local-node"
+
+// makeNode registers the runner's Node, with a kubelet port nothing listens on.
+func (k *podRunner) makeNode(t *testing.T) {
+	port, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}}
+	if err := k.c.Create(context.Background(), node); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}}
+	node.Status.DaemonEndpoints.KubeletEndpoint.Port = int32(port)
+	if err := k.c.Status().Update(context.Background(), node); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (k *podRunner) sync(ctx context.Context) error {
+	var jobs batchv1.JobList
+	if err := k.c.List(ctx, &jobs, client.InNamespace(k.ns), client.MatchingLabels{workload.LabelManagedBy: workload.ManagedBy}); err != nil {
+		return err
+	}
+	for i := range jobs.Items {
+		j := &jobs.Items[i]
+		k.mu.Lock()
+		seen := k.jobs[string(j.UID)]
+		k.jobs[string(j.UID)] = true
+		k.mu.Unlock()
+		if seen || j.DeletionTimestamp != nil || (j.Spec.Suspend != nil && *j.Spec.Suspend) {
+			continue
+		}
+		if err := k.startJob(ctx, j); err != nil {
+			return err
+		}
+	}
+	return k.stopDeleted(ctx)
+}
+
+// startJob makes the Job's pods and starts their worker containers.
+func (k *podRunner) startJob(ctx context.Context, j *batchv1.Job) error {
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	for i := range int(*j.Spec.Completions) {
+		pod, err := k.makePod(ctx, j, i)
+		if err != nil {
+			return err
+		}
+		if err := k.startPod(ctx, pod, i, port); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (k *podRunner) makePod(ctx context.Context, j *batchv1.Job, i int) (*corev1.Pod, error) {
+	tmpl := j.Spec.Template.DeepCopy()
+	idx := strconv.Itoa(i)
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d-%s", j.Name, i, string(j.UID)[:5]), Namespace: j.Namespace,
+			Labels: tmpl.Labels, Annotations: map[string]string{workload.LabelCompletionIndex: idx},
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(j, batchv1.SchemeGroupVersion.WithKind("Job"))}},
+		Spec: tmpl.Spec,
+	}
+	p.Labels[workload.LabelCompletionIndex] = idx
+	p.Spec.Hostname = fmt.Sprintf("%s-%d", j.Name, i)
+	p.Spec.NodeName = nodeName
+	if err := k.c.Create(ctx, p); err != nil {
+		return nil, fmt.Errorf("create pod: %w", err)
+	}
+	return p, nil
+}
+
+// startPod runs the pod's worker container as a process.
+func (k *podRunner) startPod(ctx context.Context, p *corev1.Pod, index, port int) error {
+	c := p.Spec.Containers[0]
+	if c.Command[0] != workload.BinPath {
+		return fmt.Errorf("pod %s runs %q, not the binary the init container copies", p.Name, c.Command[0])
+	}
+	msgPath := filepath.Join(k.dir, p.Name+".msg")
+	cmd := exec.Command(k.binary, c.Command[1:]...)
+	cmd.Dir = c.WorkingDir
+	cmd.Env = append(os.Environ(), "JOB_COMPLETION_INDEX="+strconv.Itoa(index), "TRAINYARD_TERMINATION_LOG="+msgPath)
+	for _, e := range c.Env {
+		switch e.Name {
+		case workload.EnvMasterAddr:
+			e.Value = "127.0.0.1"
+		case workload.EnvMasterPort:
+			e.Value = strconv.Itoa(port)
+		}
+		cmd.Env = append(cmd.Env, e.Name+"="+e.Value)
+	}
+	log, err := os.Create(filepath.Join(k.dir, p.Name+".log"))
+	if err != nil {
+		return err
+	}
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start pod %s: %w", p.Name, err)
+	}
+	k.mu.Lock()
+	k.procs[p.Name] = cmd
+	k.mu.Unlock()
+	k.setStatus(ctx, p, func(st *corev1.PodStatus) {
+		st.Phase = corev1.PodRunning
+		st.ContainerStatuses = []corev1.ContainerStatus{{Name: c.Name, Ready: true, Image: c.Image,
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}}}
+	})
+	go k.wait(p, cmd, log, msgPath)
+	return nil
+}
+
+// wait reports the process's end as the pod's.
+func (k *podRunner) wait(p *corev1.Pod, cmd *exec.Cmd, log *os.File, msgPath string) {
+	err := cmd.Wait()
+	log.Close()
+	k.mu.Lock()
+	delete(k.procs, p.Name)
+	k.mu.Unlock()
+	code := 0
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		code = exit.ExitCode()
+		if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			code = 128 + int(ws.Signal())
+		}
+	}
+	msg, _ := os.ReadFile(msgPath)
+	k.setStatus(context.Background(), p, func(st *corev1.PodStatus) {
+		st.Phase = corev1.PodSucceeded
+		if code != 0 {
+			st.Phase = corev1.PodFailed
+		}
+		st.ContainerStatuses = []corev1.ContainerStatus{{Name: workload.WorkerContainer, State: corev1.ContainerState{
+			Terminated: &corev1.ContainerStateTerminated{ExitCode: int32(code), Message: string(msg), FinishedAt: metav1.Now()}}}}
+	})
+}
+
+// kill kills the worker process of the pod whose name starts with prefix, as a node
+// that dies would.
+func (k *podRunner) kill(prefix string, sig syscall.Signal) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for name, cmd := range k.procs {
+		if strings.HasPrefix(name, prefix) {
+			_ = syscall.Kill(-cmd.Process.Pid, sig)
+			return true
+		}
+	}
+	return false
+}
+
+// stopDeleted stops the processes of pods being deleted, and completes the deletion of
+// those whose process is gone.
+func (k *podRunner) stopDeleted(ctx context.Context) error {
+	var pods corev1.PodList
+	if err := k.c.List(ctx, &pods, client.InNamespace(k.ns)); err != nil {
+		return err
+	}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if p.DeletionTimestamp == nil {
+			continue
+		}
+		k.mu.Lock()
+		_, running := k.procs[p.Name]
+		k.mu.Unlock()
+		if running {
+			k.kill(p.Name, syscall.SIGTERM)
+			continue
+		}
+		err := k.c.Delete(ctx, p, client.GracePeriodSeconds(0))
+		if err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	return nil
+}
+
+func (k *podRunner) setStatus(ctx context.Context, p *corev1.Pod, change func(*corev1.PodStatus)) {
+	for range 20 {
+		var cur corev1.Pod
+		if err := k.c.Get(ctx, client.ObjectKeyFromObject(p), &cur); err != nil {
+			return // deleted
+		}
+		change(&cur.Status)
+		err := k.c.Status().Update(ctx, &cur)
+		if err == nil || !apierrors.IsConflict(err) {
+			return
+		}
+	}
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
