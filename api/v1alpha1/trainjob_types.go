@@ -20,7 +20,7 @@ import (
 // +kubebuilder:printcolumn:name="Restarts",type=integer,JSONPath=`.status.restarts`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 45 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be at most 45 characters of lower-case letters, digits and '-', starting with a letter (the workers' host names are built from it)"
-// +kubebuilder:validation:XValidation:rule="has(self.spec.kubernetes) && has(self.spec.kubernetes.image) && self.spec.kubernetes.image != ''",message="spec.kubernetes.image is required on Kubernetes: the workers' container image, with the job's command and torch"
+// +kubebuilder:validation:XValidation:rule="has(self.spec.kubernetes) && has(self.spec.kubernetes.image) && size(self.spec.kubernetes.image) > 0",message="spec.kubernetes.image is required on Kubernetes: the workers' container image, with the job's command and torch"
 type TrainJob struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
