@@ -44,15 +44,9 @@ func (e Env) withDefaults() (Env, error) {
 	return e, nil
 }
 
-// Default fills the fields a user left out and makes paths absolute. It leaves values
-// the user set, valid or not, for Validate to judge.
-func Default(job *v1.TrainJob, env Env) error {
-	env, err := env.withDefaults()
-	if err != nil {
-		return err
-	}
-	job.APIVersion, job.Kind = v1.APIVersion, v1.Kind
-	s := &job.Spec
+// DefaultCommon fills the fields a user left out that have the same default on every
+// backend (this machine, the job server, Kubernetes): counts, timeouts, the score order.
+func DefaultCommon(s *v1.TrainJobSpec) {
 	if s.Workers == nil {
 		s.Workers = ptr(int32(1))
 	}
@@ -68,6 +62,18 @@ func Default(job *v1.TrainJob, env Env) error {
 	if s.Checkpoints.ScoreMetric != "" && s.Checkpoints.ScoreOrder == "" {
 		s.Checkpoints.ScoreOrder = "max"
 	}
+}
+
+// Default fills the fields a user left out and makes paths absolute. It leaves values
+// the user set, valid or not, for Validate to judge.
+func Default(job *v1.TrainJob, env Env) error {
+	env, err := env.withDefaults()
+	if err != nil {
+		return err
+	}
+	job.APIVersion, job.Kind = v1.APIVersion, v1.Kind
+	s := &job.Spec
+	DefaultCommon(s)
 	if s.StoragePath == "" {
 		s.StoragePath = DefaultStoragePath
 	}

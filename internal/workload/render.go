@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
+	"github.com/trainyard/trainyard/internal/jobspec"
 )
 
 // GPUResource is the extended resource NVIDIA's device plugin advertises.
@@ -49,21 +50,7 @@ type Attempt struct {
 func Defaulted(job *v1.TrainJob) *v1.TrainJob {
 	out := job.DeepCopy()
 	s := &out.Spec
-	if s.Workers == nil {
-		s.Workers = ptr(int32(1))
-	}
-	if s.ProcsPerWorker == nil {
-		s.ProcsPerWorker = ptr(max(1, s.Resources.GPU))
-	}
-	if s.TerminationGracePeriodSeconds == nil {
-		s.TerminationGracePeriodSeconds = ptr(int64(5))
-	}
-	if s.ProcessGroupTimeoutSeconds == nil {
-		s.ProcessGroupTimeoutSeconds = ptr(int64(300))
-	}
-	if s.Checkpoints.ScoreMetric != "" && s.Checkpoints.ScoreOrder == "" {
-		s.Checkpoints.ScoreOrder = "max"
-	}
+	jobspec.DefaultCommon(s)
 	if s.StoragePath == "" {
 		s.StoragePath = DefaultStoragePath
 	}
