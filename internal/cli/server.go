@@ -28,6 +28,7 @@ import (
 	"github.com/trainyard/trainyard/internal/scheduler"
 	"github.com/trainyard/trainyard/internal/server"
 	"github.com/trainyard/trainyard/internal/store"
+	"github.com/trainyard/trainyard/internal/units"
 	"github.com/trainyard/trainyard/internal/upload"
 )
 
@@ -333,7 +334,7 @@ func printBanner(g *globals, ln net.Listener, opts serverOptions, tokenPath stri
 	fmt.Fprintf(g.io.Out, "trainyard server %s listening on %s://%s\n", Version, scheme, listenAddr(opts.address, ln))
 	fmt.Fprintf(g.io.Out, "  token file:    %s\n", tokenPath)
 	fmt.Fprintf(g.io.Out, "  GPUs:          %s\n", gpus)
-	fmt.Fprintf(g.io.Out, "  CPUs, memory:  %s cores, %s\n", cores(node.MilliCPU), bytesIEC(node.MemoryBytes))
+	fmt.Fprintf(g.io.Out, "  CPUs, memory:  %s cores, %s\n", units.Cores(node.MilliCPU), units.BytesIEC(node.MemoryBytes))
 	fmt.Fprintf(g.io.Out, "  state folder:  %s\n", opts.stateDir)
 	fmt.Fprintf(g.io.Out, "  storage path:  %s\n", opts.storage)
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/trainyard/trainyard/client"
+	"github.com/trainyard/trainyard/internal/units"
 )
 
 func newTopCommand(g *globals) *cobra.Command {
@@ -88,8 +89,8 @@ func printNodeTop(v view, n client.Node, running []client.Job) error {
 	tw := v.table()
 	fmt.Fprintln(tw, "RESOURCE\tTOTAL\tALLOCATED\tFREE")
 	fmt.Fprintf(tw, "GPU\t%d\t%d\t%d\n", n.GPUs.Total, n.GPUs.Allocated, n.GPUs.Free)
-	fmt.Fprintf(tw, "CPU\t%s\t%s\t%s\n", cores(n.MilliCPU.Total), cores(n.MilliCPU.Allocated), cores(n.MilliCPU.Free))
-	fmt.Fprintf(tw, "MEMORY\t%s\t%s\t%s\n", bytesIEC(n.MemoryBytes.Total), bytesIEC(n.MemoryBytes.Allocated), bytesIEC(n.MemoryBytes.Free))
+	fmt.Fprintf(tw, "CPU\t%s\t%s\t%s\n", units.Cores(n.MilliCPU.Total), units.Cores(n.MilliCPU.Allocated), units.Cores(n.MilliCPU.Free))
+	fmt.Fprintf(tw, "MEMORY\t%s\t%s\t%s\n", units.BytesIEC(n.MemoryBytes.Total), units.BytesIEC(n.MemoryBytes.Allocated), units.BytesIEC(n.MemoryBytes.Free))
 	if err := tw.Flush(); err != nil {
 		return err
 	}
@@ -115,7 +116,7 @@ func printNodeTop(v view, n client.Node, running []client.Job) error {
 		util, used, total := "-", "-", "-"
 		if u, ok := use[idx]; ok {
 			util = strconv.FormatFloat(u.Percent, 'f', 0, 64) + "%"
-			used, total = bytesIEC(u.MemoryUsedBytes), bytesIEC(u.MemoryTotalBytes)
+			used, total = units.BytesIEC(u.MemoryUsedBytes), units.BytesIEC(u.MemoryTotalBytes)
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", idx, orDash(holders[idx]), util, used, total)
 	}
@@ -245,23 +246,4 @@ func printJobTop(v view, usage []jobUsage, n client.Node) error {
 	_, err := fmt.Fprintf(v.out, "\nGPUs: %d requested, %d allocated, of %d on the machine (%d free).\n",
 		requested, allocated, n.GPUs.Total, n.GPUs.Free)
 	return err
-}
-
-// cores writes thousandths of a core as cores: 16, 1.5.
-func cores(milli int64) string {
-	return strconv.FormatFloat(float64(milli)/1000, 'f', -1, 64)
-}
-
-// bytesIEC writes a size with a binary unit and one decimal: 512Mi, 125.8Gi.
-func bytesIEC(n int64) string {
-	units := []string{"", "Ki", "Mi", "Gi", "Ti", "Pi"}
-	x, i := float64(n), 0
-	for x >= 1024 && i < len(units)-1 {
-		x /= 1024
-		i++
-	}
-	if i == 0 || x == float64(int64(x)) {
-		return fmt.Sprintf("%d%s", int64(x), units[i])
-	}
-	return fmt.Sprintf("%.1f%s", x, units[i])
 }

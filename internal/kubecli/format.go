@@ -127,25 +127,6 @@ func restarts(st *v1.TrainJobStatus) string {
 	return out
 }
 
-// cores writes thousandths of a core as cores: 16, 1.5.
-func cores(milli int64) string {
-	return strconv.FormatFloat(float64(milli)/1000, 'f', -1, 64)
-}
-
-// bytesIEC writes a size with a binary unit and one decimal: 512Mi, 125.8Gi.
-func bytesIEC(n int64) string {
-	units := []string{"", "Ki", "Mi", "Gi", "Ti", "Pi"}
-	x, i := float64(n), 0
-	for x >= 1024 && i < len(units)-1 {
-		x /= 1024
-		i++
-	}
-	if i == 0 || x == float64(int64(x)) {
-		return fmt.Sprintf("%d%s", int64(x), units[i])
-	}
-	return fmt.Sprintf("%.1f%s", x, units[i])
-}
-
 // percent writes part of whole as a percentage, "-" when whole is 0.
 func percent(part, whole int64) string {
 	if whole <= 0 {

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
+	"github.com/trainyard/trainyard/internal/units"
 	"github.com/trainyard/trainyard/internal/workload"
 )
 
@@ -127,8 +128,8 @@ func PrintNodeUsage(v View, nodes []NodeUsage) error {
 		total.Requested += n.GPUs.Requested
 		row := fmt.Sprintf("%s\t%s\t%d\t%d\t%d\t%s\t%s (%s)\t%s\t%s (%s)\t%d", n.Name, nodeStatus(n),
 			n.GPUs.Allocatable, n.GPUs.Requested, n.GPUs.Free(),
-			cores(n.MilliCPU.Allocatable), cores(n.MilliCPU.Requested), percent(n.MilliCPU.Requested, n.MilliCPU.Allocatable),
-			bytesIEC(n.MemoryBytes.Allocatable), bytesIEC(n.MemoryBytes.Requested), percent(n.MemoryBytes.Requested, n.MemoryBytes.Allocatable),
+			units.Cores(n.MilliCPU.Allocatable), units.Cores(n.MilliCPU.Requested), percent(n.MilliCPU.Requested, n.MilliCPU.Allocatable),
+			units.BytesIEC(n.MemoryBytes.Allocatable), units.BytesIEC(n.MemoryBytes.Requested), percent(n.MemoryBytes.Requested, n.MemoryBytes.Allocatable),
 			n.Pods)
 		if v.Wide {
 			row += "\t" + orDash(n.GPUModel)
@@ -308,7 +309,7 @@ func PrintJobWorkers(v View, jw *JobWorkers) error {
 			worker = fmt.Sprint(w.Worker)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", worker, w.Pod, orDash(w.Node), orDash(w.Phase), cell(w.State),
-			w.GPUs, cores(w.MilliCPU), bytesIEC(w.MemoryBytes))
+			w.GPUs, units.Cores(w.MilliCPU), units.BytesIEC(w.MemoryBytes))
 	}
 	return tw.Flush()
 }

@@ -1,0 +1,14 @@
+package units
+
+import "testing"
+
+func TestFormat(t *testing.T) {
+	for _, tc := range []struct{ got, want string }{
+		{Cores(16000), "16"}, {Cores(1500), "1.5"}, {Cores(250), "0.25"},
+		{BytesIEC(512), "512"}, {BytesIEC(512 << 20), "512Mi"}, {BytesIEC(125_800 << 20), "122.9Gi"},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("got %q, want %q", tc.got, tc.want)
+		}
+	}
+}
