@@ -68,5 +68,8 @@ func newOperatorCommand(g *globals) *cobra.Command {
 	fs.StringVar(&opts.ProbeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	fs.BoolVar(&opts.LeaderElection, "leader-elect", false, "elect one active operator among replicas")
 	fs.StringVar(&opts.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the election's Lease (default: the operator's)")
+	fs.IntVar(&opts.Workers, "concurrent-reconciles", operator.DefaultWorkers, "TrainJobs reconciled at once")
+	fs.Float32Var(&opts.QPS, "kube-api-qps", operator.DefaultQPS, "requests per second to the API server, sustained")
+	fs.IntVar(&opts.Burst, "kube-api-burst", operator.DefaultBurst, "requests to the API server in a burst")
 	return cmd
 }

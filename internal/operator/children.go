@@ -3,6 +3,7 @@ package operator
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -34,19 +35,33 @@ func (r *Reconciler) listChildren(ctx context.Context, job *v1.TrainJob) (childr
 	return c, nil
 }
 
-// teardown deletes attempt n's Job, Service and pods. Pods are deleted directly, not left
-// to the garbage collector, so that a gang stops in seconds and the next attempt need not
-// wait for a collector's pass.
-func (r *Reconciler) teardown(ctx context.Context, job *v1.TrainJob, n int) error {
-	labels := client.MatchingLabels{workload.LabelJobUID: string(job.UID), workload.LabelAttempt: strconv.Itoa(n)}
-	name := workload.AttemptName(job.Name, n)
+// teardown deletes what is left of attempt n: its Job, its Service and its pods. Pods are
+// deleted directly, not left to the garbage collector, so that a gang stops in seconds and
+// the next attempt need not wait for a collector's pass. Objects already being deleted
+// are not asked again, so polling a teardown costs the API server nothing.
+func (r *Reconciler) teardown(ctx context.Context, job *v1.TrainJob, kids children, n int) error {
 	bg := client.PropagationPolicy(metav1.DeletePropagationBackground)
-	meta := metav1.ObjectMeta{Name: name, Namespace: job.Namespace}
-	for _, obj := range []client.Object{&batchv1.Job{ObjectMeta: meta}, &corev1.Service{ObjectMeta: *meta.DeepCopy()}} {
+	var objs []client.Object
+	for i := range kids.jobs {
+		if j := &kids.jobs[i]; attemptLabel(j.Labels) == n && j.DeletionTimestamp == nil {
+			objs = append(objs, j)
+		}
+	}
+	for i := range kids.services {
+		if svc := &kids.services[i]; attemptLabel(svc.Labels) == n && svc.DeletionTimestamp == nil {
+			objs = append(objs, svc)
+		}
+	}
+	for _, obj := range objs {
 		if err := r.Client.Delete(ctx, obj, bg); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("delete attempt %d of TrainJob %s: %w", n, job.Name, err)
 		}
 	}
+	live := slices.ContainsFunc(kids.podsOf(n), func(p corev1.Pod) bool { return p.DeletionTimestamp == nil })
+	if !live {
+		return nil
+	}
+	labels := client.MatchingLabels{workload.LabelJobUID: string(job.UID), workload.LabelAttempt: strconv.Itoa(n)}
 	if err := r.Client.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(job.Namespace), labels); err != nil {
 		return fmt.Errorf("delete the pods of attempt %d of TrainJob %s: %w", n, job.Name, err)
 	}

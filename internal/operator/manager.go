@@ -76,6 +76,14 @@ func NewManager(cfg *rest.Config, opts Options, logger *slog.Logger) (manager.Ma
 	if metricsAddr == "" {
 		metricsAddr = "0"
 	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = opts.QPS, opts.Burst
+	if cfg.QPS == 0 {
+		cfg.QPS = DefaultQPS
+	}
+	if cfg.Burst == 0 {
+		cfg.Burst = DefaultBurst
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  Scheme(),
 		Cache:                   cacheOpts,
@@ -105,7 +113,7 @@ func NewManager(cfg *rest.Config, opts Options, logger *slog.Logger) (manager.Ma
 // of those Jobs.
 func (r *Reconciler) SetupWithManager(mgr manager.Manager, workers int) error {
 	if workers <= 0 {
-		workers = 8
+		workers = DefaultWorkers
 	}
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named("trainjob").

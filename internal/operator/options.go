@@ -15,6 +15,18 @@ type Options struct {
 	// LeaderElectionNamespace holds the election's Lease; empty means the namespace the
 	// operator runs in.
 	LeaderElectionNamespace string
-	// Workers is how many TrainJobs are reconciled at once; 0 means 8.
+	// Workers is how many TrainJobs are reconciled at once; 0 means DefaultWorkers.
 	Workers int
+	// QPS and Burst limit the operator's requests to the API server (client-go's own
+	// defaults, 5 and 10, would make a thousand jobs wait minutes); 0 means the defaults
+	// below.
+	QPS   float32
+	Burst int
 }
+
+// Defaults of Options.
+const (
+	DefaultWorkers = 8
+	DefaultQPS     = 100
+	DefaultBurst   = 200
+)

@@ -286,7 +286,7 @@ func (s *step) attemptFailed(ctx context.Context, f *failure) error {
 func (s *step) waitTeardown(ctx context.Context) error {
 	for _, n := range s.kids.attempts() {
 		if n < int(s.job.Status.Attempt) {
-			if err := s.r.teardown(ctx, s.job, n); err != nil {
+			if err := s.r.teardown(ctx, s.job, s.kids, n); err != nil {
 				return err
 			}
 		}
@@ -332,7 +332,7 @@ func (s *step) finished(ctx context.Context) error {
 		return nil
 	}
 	for _, n := range s.kids.attempts() {
-		if err := s.r.teardown(ctx, s.job, n); err != nil {
+		if err := s.r.teardown(ctx, s.job, s.kids, n); err != nil {
 			return err
 		}
 	}
@@ -362,7 +362,7 @@ func (s *step) suspend(ctx context.Context) error {
 	st := &s.job.Status
 	if !s.kids.empty() {
 		for _, n := range s.kids.attempts() {
-			if err := s.r.teardown(ctx, s.job, n); err != nil {
+			if err := s.r.teardown(ctx, s.job, s.kids, n); err != nil {
 				return err
 			}
 		}
