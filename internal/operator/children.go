@@ -17,9 +17,29 @@ import (
 	"github.com/trainyard/trainyard/internal/workload"
 )
 
+// uidIndex is the cache index of Jobs, Services and pods by the TrainJob UID label, so
+// that finding a job's children does not scan every object of its namespace.
+const uidIndex = "trainyard.dev/job-uid"
+
+// indexChildren adds uidIndex to the cache of each kind listChildren reads.
+func indexChildren(ctx context.Context, indexer client.FieldIndexer) error {
+	byUID := func(obj client.Object) []string {
+		if uid := obj.GetLabels()[workload.LabelJobUID]; uid != "" {
+			return []string{uid}
+		}
+		return nil
+	}
+	for _, obj := range []client.Object{&batchv1.Job{}, &corev1.Service{}, &corev1.Pod{}} {
+		if err := indexer.IndexField(ctx, obj, uidIndex, byUID); err != nil {
+			return fmt.Errorf("operator: index %T by TrainJob: %w", obj, err)
+		}
+	}
+	return nil
+}
+
 // listChildren lists the Jobs, Services and pods of every attempt of job.
 func (r *Reconciler) listChildren(ctx context.Context, job *v1.TrainJob) (children, error) {
-	opts := []client.ListOption{client.InNamespace(job.Namespace), client.MatchingLabels{workload.LabelJobUID: string(job.UID)}}
+	opts := []client.ListOption{client.InNamespace(job.Namespace), client.MatchingFields{uidIndex: string(job.UID)}}
 	var (
 		c    children
 		jobs batchv1.JobList

@@ -102,6 +102,9 @@ func NewManager(cfg *rest.Config, opts Options, logger *slog.Logger) (manager.Ma
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return nil, fmt.Errorf("operator: add the readiness check: %w", err)
 	}
+	if err := indexChildren(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return nil, err
+	}
 	r := &Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(Name), Options: opts}
 	if err := r.SetupWithManager(mgr, opts.Workers); err != nil {
 		return nil, err
