@@ -42,7 +42,7 @@ func measureAll(ctx context.Context, cfg *config) (res results, err error) {
 		return res, err
 	}
 	defer t.stop()
-	res.clientLimits = operatorClientLimits(cfg, cp.kubeconfig)
+	res.clientLimits = operatorClientLimits(cfg)
 	var op *operatorProc
 	progress("operator: starting")
 	if res.operatorStart, err = m.measure(ctx, "operator start", func() error {

@@ -168,7 +168,7 @@ func runOperatorChild(args []string) error {
 		return err
 	}
 	cfg.UserAgent = "trainyard-operator/bench"
-	cfg.QPS, cfg.Burst = float32(qps), max(0, int(2*qps))
+	opts.QPS, opts.Burst = float32(qps), max(0, int(2*qps)) // NewManager applies them to cfg
 	opts.MetricsAddr, opts.ProbeAddr = "0", "0"
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -179,21 +179,13 @@ func runOperatorChild(args []string) error {
 // operatorClientLimits describes the client-side rate limit the operator's API client
 // gets from `trainyard operator`'s way of loading a kubeconfig (internal/kubeconfig), or
 // the one -operator-qps sets.
-func operatorClientLimits(cfg *config, kubeconfigPath string) string {
+func operatorClientLimits(cfg *config) string {
 	if cfg.operatorQPS < 0 {
 		return "QPS -1 set by this benchmark (-operator-qps): no client-side limit"
 	}
 	if cfg.operatorQPS > 0 {
 		return fmt.Sprintf("QPS %g, burst %d set by this benchmark (-operator-qps)", cfg.operatorQPS, int(2*cfg.operatorQPS))
 	}
-	rc, err := (&kubeconfig.Flags{Kubeconfig: kubeconfigPath}).RESTConfig()
-	if err != nil {
-		return "unknown (" + err.Error() + ")"
-	}
-	if rc.QPS == 0 && rc.Burst == 0 {
-		return "QPS 0 and Burst 0 in the rest.Config internal/kubeconfig loads for it (unset), so client-go's defaults apply: " +
-			"5 requests/s, burst 10, for each API kind (controller-runtime makes one REST client, with its own limiter, per kind); " +
-			"controller-runtime's own ctrl.GetConfig would have set QPS -1 (no client-side limit)"
-	}
-	return fmt.Sprintf("QPS %g, burst %d in its rest.Config, for each API kind", rc.QPS, rc.Burst)
+	return fmt.Sprintf("QPS %d, burst %d: the defaults of `trainyard operator --kube-api-qps/--kube-api-burst`, for each API kind "+
+		"(controller-runtime makes one REST client, with its own limiter, per kind)", operator.DefaultQPS, operator.DefaultBurst)
 }
