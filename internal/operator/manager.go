@@ -64,10 +64,11 @@ func NewManager(cfg *rest.Config, opts Options, logger *slog.Logger) (manager.Ma
 	cacheOpts := cache.Options{
 		// Only what the operator made: a cluster's other pods and Jobs stay out of memory.
 		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Pod{}:     {Label: managed},
-			&batchv1.Job{}:    {Label: managed},
+			&corev1.Pod{}:     {Label: managed, Transform: slimPod},
+			&batchv1.Job{}:    {Label: managed, Transform: slimJob},
 			&corev1.Service{}: {Label: managed},
 		},
+		DefaultTransform: cache.TransformStripManagedFields(),
 	}
 	if opts.Namespace != "" {
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{opts.Namespace: {}}
@@ -138,4 +139,24 @@ func podToJob(_ context.Context, obj client.Object) []reconcile.Request {
 		return nil
 	}
 	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: obj.GetNamespace(), Name: name}}}
+}
+
+// slimPod keeps of a cached pod what the reconciler reads: metadata, status and the node.
+// The pod template (with the TrainJob as JSON in the worker's environment) is most of a
+// worker pod's size.
+func slimPod(obj any) (any, error) {
+	if p, ok := obj.(*corev1.Pod); ok {
+		p.ManagedFields = nil
+		p.Spec = corev1.PodSpec{NodeName: p.Spec.NodeName}
+	}
+	return obj, nil
+}
+
+// slimJob keeps of a cached Job what the reconciler reads: metadata, suspend and status.
+func slimJob(obj any) (any, error) {
+	if j, ok := obj.(*batchv1.Job); ok {
+		j.ManagedFields = nil
+		j.Spec = batchv1.JobSpec{Suspend: j.Spec.Suspend, Completions: j.Spec.Completions}
+	}
+	return obj, nil
 }
