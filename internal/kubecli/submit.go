@@ -128,6 +128,10 @@ func BuildJob(flags *jobspec.Flags, kf *JobFlags, command []string) (job *v1.Tra
 		return nil, nil, inputError("no image: on Kubernetes every worker runs in a container, so the job needs its image: " +
 			"give --image IMAGE (or spec.kubernetes.image in the job file); the image needs the job's command and torch, not trainyard")
 	}
+	if _, err := workload.Render(job, 1, workload.Options{Image: "trainyard"}); err != nil {
+		// The operator would fail the job with this reason; say it before it is created.
+		return nil, nil, &InputError{Err: err}
+	}
 	clearServerFields(job)
 	if job.Name == "" {
 		job.GenerateName = namePrefix(append(append([]string{}, job.Spec.Command...), job.Spec.Args...))

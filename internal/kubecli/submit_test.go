@@ -82,6 +82,7 @@ func TestBuildJobRefuses(t *testing.T) {
 		"bad node selector": {args: []string{"--image", "img:1", "--node-selector", "pool", "--", "true"}, want: `--node-selector "pool": must be KEY=VALUE`},
 		"bad quantity":      {args: []string{"--image", "img:1", "--memory-per-worker", "lots", "--", "true"}, want: `--memory-per-worker "lots": not a quantity`},
 		"no such file":      {args: []string{"-f", "/nonexistent/job.yaml", "--image", "img:1"}, want: "read job file: open /nonexistent/job.yaml"},
+		"bad pod template":  {args: []string{"-f", badTemplate(t)}, want: "spec.kubernetes.podTemplate: "},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -112,4 +113,22 @@ func TestNamePrefix(t *testing.T) {
 			t.Errorf("namePrefix(%q) = %q: too long for the API server's 5 characters", command, got)
 		}
 	}
+}
+
+// badTemplate writes a job file whose pod template override names a field pods do not have.
+func badTemplate(t *testing.T) string {
+	path := filepath.Join(t.TempDir(), "job.yaml")
+	doc := `apiVersion: trainyard.dev/v1alpha1
+kind: TrainJob
+metadata: {name: x}
+spec:
+  command: [python3, train.py]
+  kubernetes:
+    image: img:1
+    podTemplate: {spec: {hostIPCC: true}}
+`
+	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
