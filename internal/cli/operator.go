@@ -71,5 +71,6 @@ func newOperatorCommand(g *globals) *cobra.Command {
 	fs.IntVar(&opts.Workers, "concurrent-reconciles", operator.DefaultWorkers, "TrainJobs reconciled at once")
 	fs.Float32Var(&opts.QPS, "kube-api-qps", operator.DefaultQPS, "requests per second to the API server, sustained")
 	fs.IntVar(&opts.Burst, "kube-api-burst", operator.DefaultBurst, "requests to the API server in a burst")
+	fs.DurationVar(&opts.ProgressInterval, "progress-interval", operator.DefaultProgressInterval, "how often a running job's worker 0 is asked for its progress (iteration, metrics, checkpoint)")
 	return cmd
 }

@@ -141,13 +141,18 @@ func podToJob(_ context.Context, obj client.Object) []reconcile.Request {
 	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: obj.GetNamespace(), Name: name}}}
 }
 
-// slimPod keeps of a cached pod what the reconciler reads: metadata, status and the node.
+// slimPod keeps of a cached pod what the reconciler reads: metadata, status, the node and
+// the containers' ports.
 // The pod template (with the TrainJob as JSON in the worker's environment) is most of a
 // worker pod's size.
 func slimPod(obj any) (any, error) {
 	if p, ok := obj.(*corev1.Pod); ok {
 		p.ManagedFields = nil
-		p.Spec = corev1.PodSpec{NodeName: p.Spec.NodeName}
+		slim := corev1.PodSpec{NodeName: p.Spec.NodeName}
+		for _, c := range p.Spec.Containers {
+			slim.Containers = append(slim.Containers, corev1.Container{Name: c.Name, Ports: c.Ports})
+		}
+		p.Spec = slim
 	}
 	return obj, nil
 }

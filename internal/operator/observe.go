@@ -2,6 +2,7 @@ package operator
 
 import (
 	"fmt"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,6 +22,7 @@ type observation struct {
 	failure   *failure // the first worker that failed, if any
 	blocked   *problem // why a worker does not start, if it does not
 	summary   *workload.Summary
+	progress  string // where worker 0 serves its progress, while it runs
 }
 
 // failure is a worker that ended the attempt.
@@ -83,6 +85,7 @@ func observe(job *batchv1.Job, pods []corev1.Pod, workers int) observation {
 			if s := summary(p); s != nil {
 				o.summary = s
 			}
+			o.progress = progressURL(p)
 		}
 	}
 	if o.failure == nil && job != nil {
@@ -224,4 +227,20 @@ func summary(p *corev1.Pod) *workload.Summary {
 		}
 	}
 	return nil
+}
+
+// progressURL is where a running worker 0 serves its progress, or "".
+func progressURL(p *corev1.Pod) string {
+	if p.Status.Phase != corev1.PodRunning || p.Status.PodIP == "" || p.DeletionTimestamp != nil {
+		return ""
+	}
+	port := int32(workload.ProgressPort)
+	for _, c := range p.Spec.Containers {
+		for _, cp := range c.Ports {
+			if c.Name == workload.WorkerContainer && cp.Name == "progress" {
+				port = cp.ContainerPort
+			}
+		}
+	}
+	return "http://" + net.JoinHostPort(p.Status.PodIP, strconv.Itoa(int(port))) + workload.ProgressPath
 }

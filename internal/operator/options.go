@@ -1,5 +1,7 @@
 package operator
 
+import "time"
+
 // Options configure the operator's manager.
 type Options struct {
 	// Image is the trainyard image whose binary the workers' init container copies.
@@ -22,6 +24,9 @@ type Options struct {
 	// below.
 	QPS   float32
 	Burst int
+	// ProgressInterval is how often the progress of a running attempt's worker 0 is read
+	// into the status; 0 means DefaultProgressInterval.
+	ProgressInterval time.Duration
 }
 
 // Defaults of Options.
@@ -29,4 +34,6 @@ const (
 	DefaultWorkers = 8
 	DefaultQPS     = 100
 	DefaultBurst   = 200
+
+	DefaultProgressInterval = 30 * time.Second
 )

@@ -2,8 +2,11 @@ package operator
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"slices"
 	"strconv"
 	"sync"
@@ -34,11 +37,15 @@ type Reconciler struct {
 	Options  Options
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Progress reads a running worker 0's progress; nil means over HTTP.
+	Progress func(ctx context.Context, url string) (*workload.Summary, error)
 
 	// written holds, per TrainJob UID, the attempt number of the last status this
 	// reconciler wrote: a TrainJob read from the cache with an older one is stale, and acting
 	// on it would bring back an attempt that was just torn down.
 	written sync.Map
+	// polled holds, per TrainJob UID, when its progress was last read.
+	polled sync.Map
 }
 
 // staleRetry is how soon a reconcile that read a stale TrainJob tries again.
@@ -196,6 +203,7 @@ func (s *step) track(ctx context.Context, o observation) error {
 	st.WorkersReady = int32(o.running)
 	if o.allRunning() {
 		s.running(o)
+		s.pollProgress(ctx, o.progress)
 		return nil
 	}
 	return s.starting(ctx, o)
@@ -210,6 +218,55 @@ func (s *step) running(o observation) {
 	}
 	s.condition(v1.CondRestarting, false, "Running", msg)
 	st.Phase, st.Reason = v1.PhaseRunning, msg
+}
+
+// pollProgress reads worker 0's progress into the status, once per progress interval.
+func (s *step) pollProgress(ctx context.Context, url string) {
+	if url == "" {
+		return
+	}
+	every := s.r.Options.ProgressInterval
+	if every <= 0 {
+		every = DefaultProgressInterval
+	}
+	s.requeue(every)
+	if last, ok := s.r.polled.Load(s.job.UID); ok && s.now.Sub(last.(time.Time)) < every {
+		return
+	}
+	s.r.polled.Store(s.job.UID, s.now)
+	read := s.r.Progress
+	if read == nil {
+		read = readProgress
+	}
+	sum, err := read(ctx, url)
+	if err != nil {
+		return // an old image or a worker still starting: the status keeps what it had
+	}
+	s.absorb(sum)
+}
+
+// progressClient reads progress; a worker that does not answer in time is skipped.
+var progressClient = &http.Client{Timeout: 2 * time.Second}
+
+// readProgress reads a worker's progress over HTTP.
+func readProgress(ctx context.Context, url string) (*workload.Summary, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := progressClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("progress from %s: %s", url, resp.Status)
+	}
+	var sum workload.Summary
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&sum); err != nil {
+		return nil, fmt.Errorf("progress from %s: %w", url, err)
+	}
+	return &sum, nil
 }
 
 // starting surfaces why workers do not run yet and enforces preRunningDeadlineSeconds.

@@ -23,6 +23,8 @@ type Config struct {
 	// MasterAddr and MasterPort are worker 0's address and rendezvous port.
 	MasterAddr string
 	MasterPort int
+	// ProgressAddr is where worker 0 serves its progress to the operator.
+	ProgressAddr string
 }
 
 // EnvError is a variable of the pod's environment that is missing or wrong.
@@ -67,6 +69,10 @@ func ParseEnv(lookup func(string) (string, bool)) (Config, error) {
 	}
 	if cfg.MasterPort, err = intVar(lookup, workload.EnvMasterPort, 1, 65535); err != nil {
 		bad(workload.EnvMasterPort, err)
+	}
+	cfg.ProgressAddr = ":" + strconv.Itoa(workload.ProgressPort)
+	if addr, ok := lookup(workload.EnvProgressAddr); ok && addr != "" {
+		cfg.ProgressAddr = addr
 	}
 	return cfg, errors.Join(errs...)
 }

@@ -43,6 +43,10 @@ const (
 	DefaultStoragePath = "/trainyard/results"
 	// MasterPort is the rendezvous port on worker 0.
 	MasterPort = 29500
+	// ProgressPort and ProgressPath are where worker 0 serves its Summary while the
+	// attempt runs (container port "progress").
+	ProgressPort = 29501
+	ProgressPath = "/progress"
 	// TerminationLog is where a worker writes its Summary.
 	TerminationLog = "/dev/termination-log"
 	// TerminationLogMax is the most the kubelet keeps of a termination message.
@@ -58,6 +62,8 @@ const (
 	EnvAttempt = "TRAINYARD_ATTEMPT"
 	// EnvWorker is the worker's index, from the Indexed Job.
 	EnvWorker = "JOB_COMPLETION_INDEX"
+	// EnvProgressAddr overrides the address worker 0 serves progress on (tests).
+	EnvProgressAddr = "TRAINYARD_PROGRESS_ADDR"
 	// EnvMasterAddr and EnvMasterPort say where worker 0 listens.
 	EnvMasterAddr = "MASTER_ADDR"
 	EnvMasterPort = "MASTER_PORT"
@@ -65,6 +71,9 @@ const (
 
 // Summary is what a worker leaves in its termination message when it exits, read by the
 // operator for the TrainJob's status. Worker 0's carries the run's progress.
+// OutcomeRunning is the outcome of a Summary served while the attempt runs.
+const OutcomeRunning = "running"
+
 type Summary struct {
 	Worker     int               `json:"worker"`
 	Outcome    string            `json:"outcome"` // succeeded, failed, interrupted

@@ -227,13 +227,14 @@ func workerContainer(d *v1.TrainJob, n int) (corev1.Container, bool, error) {
 		mounts = append(mounts, corev1.VolumeMount{Name: storageVolume, MountPath: d.Spec.StoragePath})
 	}
 	return corev1.Container{
-		Name:                     WorkerContainer,
-		Image:                    k.Image,
-		ImagePullPolicy:          k.ImagePullPolicy,
-		Command:                  []string{BinPath, "worker"},
-		WorkingDir:               d.Spec.WorkingDir,
-		Env:                      env,
-		Ports:                    []corev1.ContainerPort{{Name: "rendezvous", ContainerPort: MasterPort, Protocol: corev1.ProtocolTCP}},
+		Name:            WorkerContainer,
+		Image:           k.Image,
+		ImagePullPolicy: k.ImagePullPolicy,
+		Command:         []string{BinPath, "worker"},
+		WorkingDir:      d.Spec.WorkingDir,
+		Env:             env,
+		Ports: []corev1.ContainerPort{{Name: "rendezvous", ContainerPort: MasterPort, Protocol: corev1.ProtocolTCP},
+			{Name: "progress", ContainerPort: ProgressPort, Protocol: corev1.ProtocolTCP}},
 		Resources:                resources(&d.Spec.Resources),
 		VolumeMounts:             mounts,
 		TerminationMessagePath:   TerminationLog,

@@ -143,6 +143,16 @@ func (k *podRunner) makePod(ctx context.Context, j *batchv1.Job, i int) (*corev1
 	p.Labels[workload.LabelCompletionIndex] = idx
 	p.Spec.Hostname = fmt.Sprintf("%s-%d", j.Name, i)
 	p.Spec.NodeName = nodeName
+	// Every pod here shares one network: give worker 0's progress port a free number.
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	for i, cp := range p.Spec.Containers[0].Ports {
+		if cp.Name == "progress" {
+			p.Spec.Containers[0].Ports[i].ContainerPort = int32(port)
+		}
+	}
 	if err := k.c.Create(ctx, p); err != nil {
 		return nil, fmt.Errorf("create pod: %w", err)
 	}
@@ -158,7 +168,8 @@ func (k *podRunner) startPod(ctx context.Context, p *corev1.Pod, index, port int
 	msgPath := filepath.Join(k.dir, p.Name+".msg")
 	cmd := exec.Command(k.binary, c.Command[1:]...)
 	cmd.Dir = c.WorkingDir
-	cmd.Env = append(os.Environ(), "JOB_COMPLETION_INDEX="+strconv.Itoa(index), "TRAINYARD_TERMINATION_LOG="+msgPath)
+	cmd.Env = append(os.Environ(), "JOB_COMPLETION_INDEX="+strconv.Itoa(index), "TRAINYARD_TERMINATION_LOG="+msgPath,
+		workload.EnvProgressAddr+"=127.0.0.1:"+strconv.Itoa(progressPort(p)))
 	for _, e := range c.Env {
 		switch e.Name {
 		case workload.EnvMasterAddr:
@@ -181,7 +192,7 @@ func (k *podRunner) startPod(ctx context.Context, p *corev1.Pod, index, port int
 	k.procs[p.Name] = cmd
 	k.mu.Unlock()
 	k.setStatus(ctx, p, func(st *corev1.PodStatus) {
-		st.Phase = corev1.PodRunning
+		st.Phase, st.PodIP = corev1.PodRunning, "127.0.0.1"
 		st.ContainerStatuses = []corev1.ContainerStatus{{Name: c.Name, Ready: true, Image: c.Image,
 			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}}}
 	})
@@ -277,4 +288,14 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// progressPort is the port the pod's worker container declares for its progress.
+func progressPort(p *corev1.Pod) int {
+	for _, cp := range p.Spec.Containers[0].Ports {
+		if cp.Name == "progress" {
+			return int(cp.ContainerPort)
+		}
+	}
+	return workload.ProgressPort
 }

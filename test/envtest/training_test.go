@@ -46,7 +46,7 @@ spec:
   workers: 2
   maxRestarts: 1
   command: [` + python + `, ` + script + `]
-  args: [--epochs, "3", --train-subset, "3000", --test-subset, "1000"]
+  args: [--epochs, "4", --train-subset, "3000", --test-subset, "1000"]
   storagePath: ` + storage + `
   kubernetes:
     image: pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime
@@ -63,21 +63,27 @@ spec:
 	if !runner.kill("fmnist-a1-1", syscall.SIGKILL) {
 		t.Fatal("worker 1 of attempt 1 was not running")
 	}
+	live := watchLive(t, env.Client, "fmnist")
 	job = waitJob(t, env.Client, "fmnist", 4*time.Minute, func(j *v1.TrainJob) bool { return j.Status.Phase.Finished() })
 	st := job.Status
 	if st.Phase != v1.PhaseSucceeded || st.Attempt != 2 || st.Restarts != 1 {
 		t.Fatalf("status: phase %s attempt %d restarts %d: %s", st.Phase, st.Attempt, st.Restarts, st.Reason)
 	}
-	if st.Iteration != 3 || st.LatestCheckpoint != "checkpoint_000003" || st.LastMetrics["accuracy"] == "" {
+	if st.Iteration != 4 || st.LatestCheckpoint != "checkpoint_000004" || st.LastMetrics["accuracy"] == "" {
 		t.Errorf("progress in status: iteration %d, checkpoint %q, metrics %v", st.Iteration, st.LatestCheckpoint, st.LastMetrics)
 	}
 
+	if seen := live(); seen == nil {
+		t.Error("the status never showed attempt 2's progress while it ran (worker 0's progress endpoint)")
+	} else {
+		t.Logf("while attempt 2 ran: iteration %d, checkpoint %s, metrics %v", seen.Iteration, seen.LatestCheckpoint, seen.LastMetrics)
+	}
 	out, err := trainyard(t, append([]string{"get"}, append(kube, "fmnist")...)...)
 	if err != nil || !strings.Contains(out, "Succeeded") || !strings.Contains(out, "WorkerFailed") {
 		t.Errorf("get: %v\n%s", err, out)
 	}
 	out, err = trainyard(t, append([]string{"logs"}, append(kube, "fmnist")...)...)
-	if err != nil || !strings.Contains(out, "resuming from checkpoint_000001") || !strings.Contains(out, "epoch 3/3") {
+	if err != nil || !strings.Contains(out, "resuming from checkpoint_000001") || !strings.Contains(out, "epoch 4/4") {
 		t.Errorf("logs of the last attempt (from the run folder): %v\n%s", err, out)
 	}
 	reasons := eventReasons(t, env.Client, "fmnist")
@@ -85,6 +91,37 @@ spec:
 		if !strings.Contains(reasons, want) {
 			t.Errorf("no %s event; got %s", want, reasons)
 		}
+	}
+}
+
+// watchLive polls the TrainJob's status until the test ends and returns a function that
+// says what it showed of attempt 2's progress while that attempt was running, if anything.
+func watchLive(t *testing.T, c client.Client, name string) func() *v1.TrainJobStatus {
+	var (
+		mu   sync.Mutex
+		seen *v1.TrainJobStatus
+	)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() {
+		for ctx.Err() == nil {
+			var j v1.TrainJob
+			if err := c.Get(ctx, client.ObjectKey{Namespace: "default", Name: name}, &j); err == nil {
+				st := j.Status
+				if st.Attempt == 2 && st.Phase == v1.PhaseRunning && st.Iteration >= 2 && st.LatestCheckpoint != "" {
+					mu.Lock()
+					seen = &st
+					mu.Unlock()
+					return
+				}
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+	return func() *v1.TrainJobStatus {
+		mu.Lock()
+		defer mu.Unlock()
+		return seen
 	}
 }
 
@@ -115,7 +152,7 @@ func startOperator(t *testing.T, kubeconfig string) *lockedBuffer {
 	t.Helper()
 	var log lockedBuffer
 	cmd := exec.Command(binary, "operator", "--kubeconfig", kubeconfig, "--image", "ghcr.io/trainyard/trainyard:test",
-		"--metrics-bind-address", "0", "--health-probe-bind-address", "0")
+		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--progress-interval", "1s")
 	cmd.Stdout, cmd.Stderr = &log, &log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
