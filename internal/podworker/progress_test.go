@@ -1,0 +1,74 @@
+package podworker
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	v1 "github.com/trainyard/trainyard/api/v1alpha1"
+	"github.com/trainyard/trainyard/internal/workload"
+)
+
+// progressScript reports once with a checkpoint, then waits for the test's go-ahead.
+const progressScript = `
+import os, time, trainyard
+folder = trainyard.new_checkpoint_dir()
+open(os.path.join(folder, "state"), "w").write("x")
+trainyard.report({"loss": 0.5}, checkpoint=folder)
+while not os.path.exists(os.environ["GO_AHEAD"]):
+    time.sleep(0.02)
+`
+
+// While the attempt runs, worker 0 serves its progress: the last iteration, its metrics
+// and the latest checkpoint.
+func TestProgressWhileRunning(t *testing.T) {
+	goAhead := filepath.Join(t.TempDir(), "go")
+	job := pythonJob(t, progressScript, v1.EnvVar{Name: "GO_AHEAD", Value: goAhead})
+	one := int32(1)
+	job.Spec.Workers = &one
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+
+	done := make(chan outcome, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		out := &syncBuffer{}
+		cfg := Config{Job: job, Attempt: 1, Worker: 0, MasterAddr: "127.0.0.1", MasterPort: 29500, ProgressAddr: addr}
+		sum, err := Run(ctx, cfg, Options{Out: out})
+		done <- outcome{sum: sum, err: err, out: out}
+	}()
+	var got workload.Summary
+	for deadline := time.Now().Add(30 * time.Second); got.Iteration == 0; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no progress with an iteration from http://%s%s; last %+v", addr, workload.ProgressPath, got)
+		}
+		resp, err := http.Get("http://" + addr + workload.ProgressPath)
+		if err != nil {
+			continue
+		}
+		_ = json.NewDecoder(resp.Body).Decode(&got)
+		resp.Body.Close()
+	}
+	if got.Outcome != workload.OutcomeRunning || got.Metrics["loss"] != "0.5" || got.Checkpoint != "checkpoint_000001" {
+		t.Errorf("progress %+v", got)
+	}
+	if err := os.WriteFile(goAhead, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if res := <-done; res.err != nil || res.sum.Outcome != "succeeded" {
+		t.Fatalf("worker: %+v %v\n%s", res.sum, res.err, res.out)
+	}
+	if _, err := http.Get("http://" + addr + workload.ProgressPath); err == nil {
+		t.Error("the progress server still answers after the worker ended")
+	}
+}
