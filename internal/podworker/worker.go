@@ -177,7 +177,7 @@ func (w *worker) gpus(ctx context.Context) ([]device.GPU, error) {
 	}
 	sets, err := device.Assign(inv, 1, n)
 	if err != nil {
-		return nil, &InputError{fmt.Errorf("the job asks for %d GPUs per worker but this pod sees %d (%s)",
+		return nil, &InputError{fmt.Errorf("the job asks for %d GPU(s) per worker but this pod sees %d (%s)",
 			n, len(inv.GPUs), inv.Source)}
 	}
 	return sets[0], nil

@@ -285,7 +285,7 @@ func TestGPUs(t *testing.T) {
 	t.Setenv("PATH", t.TempDir()) // no nvidia-smi
 	r := runWorker(context.Background(), job, 1, 0, Options{})
 	var input *InputError
-	if !errors.As(r.err, &input) || !strings.Contains(r.err.Error(), "asks for 1 GPUs per worker but this pod sees 0") {
+	if !errors.As(r.err, &input) || !strings.Contains(r.err.Error(), "asks for 1 GPU(s) per worker but this pod sees 0") {
 		t.Errorf("no GPU: %v; want an InputError", r.err)
 	}
 

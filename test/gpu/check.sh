@@ -1,5 +1,5 @@
 #!/bin/bash
-# GPU checks for issues 2 and 3; run on the device machine from the repo root.
+# GPU checks for issues 2, 3 and 5; run on the device machine from the repo root.
 export PATH=$PWD/bin:$PATH
 R=/tmp/runs
 step() { echo; echo "=== $*"; }
@@ -18,3 +18,11 @@ step "TensorBoard's own reader on the run folders"
 for d in $R/fm-gpu $R/fm-cpu; do python3 -c "import sys; from tensorboard.backend.event_processing.event_accumulator import EventAccumulator; a = EventAccumulator(sys.argv[1], size_guidance={'scalars': 0}); a.Reload(); [print(t, [(e.step, round(e.value, 4)) for e in a.Scalars(t)]) for t in a.Tags()['scalars']]" $d; done
 step "device package test on the real GPU"; ${DEVICE_TEST:-.gpubin/device.test} -test.run RealGPU -test.v 2>&1 | tail -5
 step "results"; trainyard results --storage-path $R fm-gpu
+# Issue 5: the in-pod launcher as the operator starts it in a pod with 1 GPU (and one without).
+pod() { # GPUS CODE: run `trainyard worker` with a pod's environment
+  JOB='{"apiVersion":"trainyard.dev/v1alpha1","kind":"TrainJob","metadata":{"name":"pod"},"spec":{"workers":1,"procsPerWorker":1,"resources":{"gpu":'$1'},"command":["python3","-c","'"$2"'"],"storagePath":"'$R'","runName":"pod-gpu-'$1'"}}'
+  TRAINYARD_JOB="$JOB" TRAINYARD_ATTEMPT=1 JOB_COMPLETION_INDEX=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 \
+    TRAINYARD_TERMINATION_LOG=/tmp/pod-$1.msg TRAINYARD_PROGRESS_ADDR=127.0.0.1:0 trainyard worker; echo "exit $?"; cat /tmp/pod-$1.msg; echo
+}
+step "trainyard worker, 1 GPU"; pod 1 'import os,torch; print(\"CVD=[%s] count=%d\" % (os.environ[\"CUDA_VISIBLE_DEVICES\"], torch.cuda.device_count()))'
+step "trainyard worker, no GPU (the operator sets NVIDIA_VISIBLE_DEVICES=void)"; NVIDIA_VISIBLE_DEVICES=void pod 0 'import torch; print(\"cuda_available=%s\" % torch.cuda.is_available())'
