@@ -17,7 +17,7 @@ func newDeleteCommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "delete ID",
 		Aliases: []string{"rm"},
-		Short:   "Delete an ended job from the server",
+		Short:   "Delete an ended job from the server, or a TrainJob (--kube)",
 		Long: `Delete a job that has ended (stopped, succeeded or failed) from a trainyard server:
 it no longer appears in 'trainyard list'. Its run folder on the server's machine (logs,
 results, checkpoints) stays. A job that has not ended must be stopped first.` + remoteHelp + kubeHelp + `

@@ -23,7 +23,7 @@ func newListCommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "list",
 		Aliases: []string{"ls"},
-		Short:   "List a trainyard server's jobs",
+		Short:   "List a trainyard server's jobs, or a cluster's TrainJobs (--kube)",
 		Long: `List the jobs a trainyard server holds, oldest first: their ID, name, status,
 priority, the GPUs they hold, when they were submitted, how long they ran (or have been
 running) and why they are in their status (why a pending job waits, why one failed).` + remoteHelp + kubeHelp + `

@@ -73,7 +73,7 @@ func newSubmitCommand(g *globals) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:     "submit [flags] [--] COMMAND [ARGS...]",
-		Short:   "Submit a training job to a trainyard server and print its log until it ends",
+		Short:   "Submit a training job to a trainyard server (or a cluster, --kube)",
 		Long:    submitLong,
 		Example: submitExample,
 		RunE: func(cmd *cobra.Command, args []string) error {
