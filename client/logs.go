@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/net/websocket"
+
+	"github.com/trainyard/trainyard/internal/pause"
 )
 
 // truncatedPrefix starts a log the server cut to its last 16 MiB.
@@ -97,7 +99,7 @@ func (c *Client) followConsole(ctx context.Context, id string, w io.Writer, tail
 		case time.Since(lost) > c.retry:
 			return fmt.Errorf("follow the log of job %s: the server has not answered for %s: %w", id, c.retry, gerr)
 		}
-		if err := sleep(ctx, c.poll); err != nil {
+		if err := pause.For(ctx, c.poll); err != nil {
 			return err
 		}
 	}
@@ -209,21 +211,9 @@ func (c *Client) followRank(ctx context.Context, id string, w io.Writer, opts Lo
 		if ended {
 			return nil
 		}
-		if err := sleep(ctx, c.poll); err != nil {
+		if err := pause.For(ctx, c.poll); err != nil {
 			return err
 		}
-	}
-}
-
-// sleep waits for d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
 	}
 }
 

@@ -10,6 +10,9 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/trainyard/trainyard/bench/internal/host"
+	"github.com/trainyard/trainyard/internal/shell"
 )
 
 // machineInfo describes where and how the benchmark ran.
@@ -33,9 +36,9 @@ func describeMachine(cfg *config) machineInfo {
 	cp, _ := exec.Command("cp", "--version").Output()
 	return machineInfo{
 		nproc:   runtime.NumCPU(),
-		cpu:     procField("/proc/cpuinfo", "model name"),
-		kernel:  strings.TrimSpace(readOr("/proc/sys/kernel/osrelease", "?")),
-		memory:  procField("/proc/meminfo", "MemTotal"),
+		cpu:     host.CPU(),
+		kernel:  host.Kernel(),
+		memory:  host.Field("/proc/meminfo", "MemTotal"),
 		goVer:   runtime.Version(),
 		cp:      strings.SplitN(string(cp), "\n", 2)[0],
 		disk:    fmt.Sprintf("%s (%s)", cfg.disk, fsType(cfg.root)),
@@ -212,38 +215,11 @@ func fsType(path string) string {
 	return fmt.Sprintf("type %#x", st.Type)
 }
 
-// procField returns the value of the first "key: value" line of a /proc file.
-func procField(path, key string) string {
-	for _, line := range strings.Split(readOr(path, ""), "\n") {
-		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == key {
-			return strings.TrimSpace(v)
-		}
-	}
-	return "?"
-}
-
-// readOr returns the content of a file, or def when it cannot be read.
-func readOr(path, def string) string {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return def
-	}
-	return string(data)
-}
-
 // commandLine is the command that started this program, as `go run` would take it.
 func commandLine() string {
 	parts := []string{"go", "run", "./bench/checkpoint"}
 	for _, a := range os.Args[1:] {
-		parts = append(parts, shellQuote(a))
+		parts = append(parts, shell.Quote(a))
 	}
 	return strings.Join(parts, " ")
-}
-
-// shellQuote quotes s for a POSIX shell when it holds anything but safe characters.
-func shellQuote(s string) string {
-	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+@%") == "" {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

@@ -28,6 +28,9 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/trainyard/trainyard/bench/internal/host"
+	"github.com/trainyard/trainyard/internal/shell"
 )
 
 // config holds the command-line settings of a benchmark run.
@@ -68,7 +71,7 @@ func run() error {
 	info := describeMachine(ctx, cfg)
 	printHeader(os.Stdout, info)
 	results := runRounds(ctx, cfg)
-	info.loadEnd = loadAverage()
+	info.loadEnd = host.LoadAverage()
 	sum := summarize(results, cfg.rounds)
 	report := renderReport(info, sum, results)
 	fmt.Println()
@@ -199,15 +202,7 @@ func runRounds(ctx context.Context, cfg *config) []trialResult {
 func commandLine() string {
 	parts := []string{"go", "run", "./bench/launch"}
 	for _, a := range os.Args[1:] {
-		parts = append(parts, shellQuote(a))
+		parts = append(parts, shell.Quote(a))
 	}
 	return strings.Join(parts, " ")
-}
-
-// shellQuote quotes s for a POSIX shell when it holds anything but safe characters.
-func shellQuote(s string) string {
-	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+@%") == "" {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

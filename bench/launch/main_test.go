@@ -3,6 +3,8 @@ package main
 import (
 	"os"
 	"testing"
+
+	"github.com/trainyard/trainyard/internal/shell"
 )
 
 // TestRank0 checks which stdout lines count as rank 0's for each launcher.
@@ -64,10 +66,10 @@ func TestParseStat(t *testing.T) {
 
 // TestShellQuote checks quoting of the printed command line.
 func TestShellQuote(t *testing.T) {
-	if got := shellQuote("./bin/trainyard"); got != "./bin/trainyard" {
+	if got := shell.Quote("./bin/trainyard"); got != "./bin/trainyard" {
 		t.Errorf("shellQuote plain = %s", got)
 	}
-	if got := shellQuote("a b'c"); got != `'a b'\''c'` {
+	if got := shell.Quote("a b'c"); got != `'a b'\''c'` {
 		t.Errorf("shellQuote = %s", got)
 	}
 }

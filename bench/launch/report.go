@@ -4,12 +4,13 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
 	"runtime"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/trainyard/trainyard/bench/internal/host"
 )
 
 // machineInfo describes where and how the benchmark ran.
@@ -32,22 +33,16 @@ func describeMachine(ctx context.Context, cfg *config) machineInfo {
 	py := "import sys, torch; print('Python', sys.version.split()[0] + ', torch', torch.__version__)"
 	return machineInfo{
 		nproc:     runtime.NumCPU(),
-		cpu:       cpuModel(),
-		kernel:    strings.TrimSpace(readOr("/proc/sys/kernel/osrelease", "?")),
+		cpu:       host.CPU(),
+		kernel:    host.Kernel(),
 		python:    output(ctx, cfg.python, "-c", py),
 		trainyard: output(ctx, cfg.trainyard, "version"),
 		command:   commandLine(),
 		launches:  launchTemplates(cfg),
 		rounds:    cfg.rounds,
 		warmup:    cfg.warmup,
-		loadStart: loadAverage(),
+		loadStart: host.LoadAverage(),
 	}
-}
-
-// loadAverage is the 1, 5 and 15 minute load averages of /proc/loadavg.
-func loadAverage() string {
-	f := strings.Fields(readOr("/proc/loadavg", "? ? ?"))
-	return strings.Join(f[:min(3, len(f))], " ")
 }
 
 // launchTemplates are the launchers' command lines as given to this program, with <dir>
@@ -63,25 +58,6 @@ func launchTemplates(cfg *config) []string {
 		}
 	}
 	return out
-}
-
-// cpuModel is the first "model name" of /proc/cpuinfo.
-func cpuModel() string {
-	for _, l := range strings.Split(readOr("/proc/cpuinfo", ""), "\n") {
-		if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
-			return strings.TrimSpace(v)
-		}
-	}
-	return "unknown CPU"
-}
-
-// readOr returns a file's text, or def if it cannot be read.
-func readOr(path, def string) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return def
-	}
-	return string(b)
 }
 
 // output runs a short command and returns its trimmed output, or the error in words.

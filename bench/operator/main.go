@@ -36,6 +36,8 @@ import (
 
 	"github.com/go-logr/logr"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/trainyard/trainyard/bench/internal/host"
 )
 
 // config holds the command-line settings of a benchmark run.
@@ -92,7 +94,7 @@ func run() error {
 		return err
 	}
 	cfg.cleanup()
-	info.loadAfter = loadAverage()
+	info.loadAfter = host.LoadAverage()
 	report := renderReport(cfg, info, res)
 	fmt.Println()
 	fmt.Print(report)
@@ -183,7 +185,7 @@ func (c *config) prepare() error {
 		return nil
 	}
 	c.binary = filepath.Join(root, "trainyard")
-	if err := copyFile(c.trainyard, c.binary, 0o755); err != nil {
+	if err := host.CopyFile(c.trainyard, c.binary, 0o755); err != nil {
 		return fmt.Errorf("-trainyard: %w", err)
 	}
 	return nil
@@ -194,22 +196,4 @@ func (c *config) cleanup() {
 	if !c.keep {
 		_ = os.RemoveAll(c.root)
 	}
-}
-
-// copyFile copies src to dst with mode perm.
-func copyFile(src, dst string, perm os.FileMode) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, perm)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
 }

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/trainyard/trainyard/bench/internal/host"
 	"github.com/trainyard/trainyard/internal/kubeconfig"
 	"github.com/trainyard/trainyard/internal/operator"
 )
@@ -98,7 +99,7 @@ func (o *operatorProc) waitReady(ctx context.Context) error {
 func (o *operatorProc) pid() int { return o.cmd.Process.Pid }
 
 // memory reads the operator's VmRSS and VmHWM.
-func (o *operatorProc) memory() (memStatus, error) { return readMemory(o.pid()) }
+func (o *operatorProc) memory() (host.Memory, error) { return host.ReadMemory(o.pid()) }
 
 // commandLine is the operator's command line with the run's folder left out.
 func (o *operatorProc) commandLine(root string) string {

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
+	"github.com/trainyard/trainyard/bench/internal/host"
 	"github.com/trainyard/trainyard/internal/workload"
 )
 
@@ -174,7 +175,7 @@ func (r *operatorRun) waitStatus(ctx context.Context, what string, ok func(*v1.T
 // memPoint is the operator's memory at one point of the run.
 type memPoint struct {
 	what string
-	mem  memStatus
+	mem  host.Memory
 }
 
 // markMemory reads the operator's memory now.

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,36 +11,6 @@ import (
 
 // clockTick is the unit of /proc/<pid>/stat's CPU times (USER_HZ, 100 on Linux).
 const clockTick = 10 * time.Millisecond
-
-// memStatus is a process's resident memory from /proc/<pid>/status, in bytes.
-type memStatus struct {
-	rss, hwm int64 // VmRSS (now) and VmHWM (peak)
-}
-
-// readMemory reads a process's VmRSS and VmHWM.
-func readMemory(pid int) (memStatus, error) {
-	f, err := os.Open(filepath.Join("/proc", strconv.Itoa(pid), "status"))
-	if err != nil {
-		return memStatus{}, err
-	}
-	defer f.Close()
-	var m memStatus
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		name, value, _ := strings.Cut(sc.Text(), ":")
-		kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(value), " kB"), 10, 64)
-		switch name {
-		case "VmRSS":
-			m.rss = kb << 10
-		case "VmHWM":
-			m.hwm = kb << 10
-		}
-	}
-	if m.rss == 0 {
-		return m, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
-	}
-	return m, sc.Err()
-}
 
 // statFields returns the fields of /proc/<pid>/stat after the command name: field 3
 // (state) is [0], so field n is [n-3].
@@ -96,17 +65,4 @@ func childProcesses(pid int) map[string]int {
 		}
 	}
 	return out
-}
-
-// loadAverage returns the 1, 5 and 15 minute load averages.
-func loadAverage() string {
-	data, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(data))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
 }

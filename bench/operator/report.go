@@ -9,6 +9,8 @@ import (
 	"runtime"
 	"strings"
 	"time"
+
+	"github.com/trainyard/trainyard/bench/internal/host"
 )
 
 // machine describes where the benchmark ran.
@@ -27,19 +29,8 @@ type machine struct {
 // describeMachine reads the machine's CPUs, kernel, load average and the versions of
 // trainyard and the control plane.
 func describeMachine(ctx context.Context, cfg *config) machine {
-	m := machine{cpus: runtime.NumCPU(), cpu: "unknown CPU", kernel: "unknown kernel", loadBefore: loadAverage()}
-	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for line := range strings.Lines(string(data)) {
-			if name, value, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(name) == "model name" {
-				m.cpu = strings.TrimSpace(value)
-				break
-			}
-		}
-	}
-	m.memory = memTotal()
-	if data, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
-		m.kernel = "Linux " + strings.TrimSpace(string(data))
-	}
+	m := machine{cpus: runtime.NumCPU(), cpu: host.CPU(), kernel: "Linux " + host.Kernel(), memory: host.MemTotalGiB(),
+		loadBefore: host.LoadAverage()}
 	version := func(bin string, args ...string) string {
 		out, err := exec.CommandContext(ctx, bin, args...).Output()
 		line, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
@@ -55,21 +46,6 @@ func describeMachine(ctx context.Context, cfg *config) machine {
 	m.apiserver = version(filepath.Join(cfg.assets, "kube-apiserver"), "--version")
 	m.etcd = version(filepath.Join(cfg.assets, "etcd"), "--version")
 	return m
-}
-
-// memTotal returns the machine's memory, as /proc/meminfo's MemTotal says, in GiB.
-func memTotal() string {
-	data, err := os.ReadFile("/proc/meminfo")
-	if err != nil {
-		return "unknown memory"
-	}
-	for line := range strings.Lines(string(data)) {
-		var kb int64
-		if _, err := fmt.Sscanf(line, "MemTotal: %d kB", &kb); err == nil {
-			return fmt.Sprintf("%.1f GiB", float64(kb)/(1<<20))
-		}
-	}
-	return "unknown memory"
 }
 
 // secs writes a duration in seconds, with two decimals below 10 s and one above.
@@ -139,7 +115,7 @@ func writeTimes(b *strings.Builder, cfg *config, res results) {
 func writeMemory(b *strings.Builder, points []memPoint) {
 	b.WriteString("### Operator memory\n\n| operator process | VmRSS | VmHWM (peak so far) |\n|---|---:|---:|\n")
 	for _, p := range points {
-		fmt.Fprintf(b, "| %s | %s | %s |\n", p.what, mb(p.mem.rss), mb(p.mem.hwm))
+		fmt.Fprintf(b, "| %s | %s | %s |\n", p.what, mb(p.mem.RSS), mb(p.mem.HWM))
 	}
 	b.WriteString("\n")
 }

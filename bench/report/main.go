@@ -31,6 +31,9 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/trainyard/trainyard/bench/internal/host"
+	"github.com/trainyard/trainyard/internal/shell"
 )
 
 // config holds the command-line settings.
@@ -73,7 +76,7 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("%w (files kept in %s)", err, cfg.root)
 	}
-	info.loadAfter, info.took = loadAverage(), took
+	info.loadAfter, info.took = host.LoadAverage(), took
 	out, err := loadRanks(filepath.Join(cfg.root, "out"), cfg.workers)
 	if err != nil {
 		return fmt.Errorf("%w (files kept in %s)", err, cfg.root)
@@ -167,7 +170,7 @@ func runJob(ctx context.Context, cfg *config) (time.Duration, error) {
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	fmt.Printf("running: %s\n", shellLine(argv))
+	fmt.Printf("running: %s\n", shell.Join(argv))
 	start := time.Now()
 	if err := cmd.Run(); err != nil {
 		return 0, fmt.Errorf("trainyard run: %w; the end of its output:\n%s", err, tail(logPath, 2000))

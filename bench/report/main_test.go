@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/trainyard/trainyard/internal/shell"
 )
 
 func TestSummarize(t *testing.T) {
@@ -37,7 +38,7 @@ func TestReportCalls(t *testing.T) {
 
 func TestFormatting(t *testing.T) {
 	got := []string{us(1500 * time.Nanosecond), us(9999 * time.Microsecond), us(12345 * time.Microsecond),
-		shellQuote("/usr/bin/python3"), shellQuote("a b"), shellQuote("it's")}
+		shell.Quote("/usr/bin/python3"), shell.Quote("a b"), shell.Quote("it's")}
 	want := []string{"2 µs", "9999 µs", "12.3 ms", "/usr/bin/python3", "'a b'", `'it'\''s'`}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("formatting (-want +got):\n%s", diff)

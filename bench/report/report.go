@@ -11,7 +11,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/trainyard/trainyard/bench/internal/host"
 	"github.com/trainyard/trainyard/internal/reporting"
+	"github.com/trainyard/trainyard/internal/shell"
 )
 
 // modes are steps.py's modes, in the order of the tables.
@@ -185,10 +187,10 @@ type machineInfo struct {
 
 // describeMachine gathers the machine and the command lines, before the run.
 func describeMachine(cfg *config) machineInfo {
-	return machineInfo{nproc: runtime.NumCPU(), cpu: procField("/proc/cpuinfo", "model name"),
-		kernel: strings.TrimSpace(readOr("/proc/sys/kernel/osrelease", "?")), goVersion: runtime.Version(),
-		trainyard: version(cfg.trainyard), command: shellLine(os.Args), argv: shellLine(cfg.argv()),
-		loadBefore: loadAverage()}
+	return machineInfo{nproc: runtime.NumCPU(), cpu: host.CPU(),
+		kernel: host.Kernel(), goVersion: runtime.Version(),
+		trainyard: version(cfg.trainyard), command: shell.Join(os.Args), argv: shell.Join(cfg.argv()),
+		loadBefore: host.LoadAverage()}
 }
 
 // render returns the whole summary, in Markdown.

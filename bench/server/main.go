@@ -24,10 +24,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/trainyard/trainyard/bench/internal/host"
 )
 
 // config holds the command-line settings of a benchmark run.
@@ -73,7 +74,7 @@ func run() error {
 		return err
 	}
 	cfg.cleanup()
-	info.loadAfter = loadAverage()
+	info.loadAfter = host.LoadAverage()
 	report := renderReport(cfg, info, res)
 	fmt.Println()
 	fmt.Print(report)
@@ -154,7 +155,7 @@ func (c *config) prepare() error {
 		return fmt.Errorf("create the run's folder: %w", err)
 	}
 	c.root, c.binary = root, filepath.Join(root, "trainyard")
-	if err := copyFile(c.trainyard, c.binary, 0o755); err != nil {
+	if err := host.CopyFile(c.trainyard, c.binary, 0o755); err != nil {
 		return fmt.Errorf("-trainyard: %w", err)
 	}
 	return nil
@@ -165,22 +166,4 @@ func (c *config) cleanup() {
 	if !c.keep {
 		_ = os.RemoveAll(c.root)
 	}
-}
-
-// copyFile copies src to dst with mode perm.
-func copyFile(src, dst string, perm os.FileMode) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, perm)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
 }

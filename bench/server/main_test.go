@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/trainyard/trainyard/bench/internal/host"
 )
 
 func TestQuantile(t *testing.T) {
@@ -65,7 +67,7 @@ func TestParseFlags(t *testing.T) {
 }
 
 func TestReportMemoryVerdict(t *testing.T) {
-	r := memoryResult{finished: 10, queued: 1, points: []memPoint{{what: "x", mem: memStatus{rss: 150e6, hwm: 210e6}}}}
+	r := memoryResult{finished: 10, queued: 1, points: []memPoint{{what: "x", mem: host.Memory{RSS: 150e6, HWM: 210e6}}}}
 	var b strings.Builder
 	writeMemory(&b, r)
 	if !strings.Contains(b.String(), "NOT met (peak 210.0 MB)") {

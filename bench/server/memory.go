@@ -10,6 +10,7 @@ import (
 	"time"
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
+	"github.com/trainyard/trainyard/bench/internal/host"
 	"github.com/trainyard/trainyard/client"
 	"github.com/trainyard/trainyard/internal/rundir"
 	"github.com/trainyard/trainyard/internal/store"
@@ -28,7 +29,7 @@ type memoryResult struct {
 // memPoint is the server's memory at one point of the trial.
 type memPoint struct {
 	what string
-	mem  memStatus
+	mem  host.Memory
 }
 
 // requestTiming is one GET of the trial: its answer's size and how long it took.

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/trainyard/trainyard/bench/internal/host"
 )
 
 // memoryAim is the most memory the server should need with 10,000 finished and 1,000
@@ -29,53 +31,14 @@ type machine struct {
 
 // describeMachine reads the machine's CPUs, kernel, load average and trainyard version.
 func describeMachine(ctx context.Context, cfg *config) machine {
-	m := machine{cpus: runtime.NumCPU(), cpu: "unknown CPU", kernel: "unknown kernel", loadBefore: loadAverage()}
-	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for line := range strings.Lines(string(data)) {
-			if name, value, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(name) == "model name" {
-				m.cpu = strings.TrimSpace(value)
-				break
-			}
-		}
-	}
-	m.memory = memTotal()
-	if data, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
-		m.kernel = "Linux " + strings.TrimSpace(string(data))
-	}
+	m := machine{cpus: runtime.NumCPU(), cpu: host.CPU(), kernel: "Linux " + host.Kernel(), memory: host.MemTotalGiB(),
+		loadBefore: host.LoadAverage()}
 	out, err := exec.CommandContext(ctx, cfg.binary, "version").Output()
 	m.trainyard = strings.TrimSpace(string(out))
 	if err != nil || m.trainyard == "" {
 		m.trainyard = "unknown version"
 	}
 	return m
-}
-
-// memTotal returns the machine's memory, as /proc/meminfo's MemTotal says, in GiB.
-func memTotal() string {
-	data, err := os.ReadFile("/proc/meminfo")
-	if err != nil {
-		return "unknown memory"
-	}
-	for line := range strings.Lines(string(data)) {
-		var kb int64
-		if _, err := fmt.Sscanf(line, "MemTotal: %d kB", &kb); err == nil {
-			return fmt.Sprintf("%.1f GiB", float64(kb)/(1<<20))
-		}
-	}
-	return "unknown memory"
-}
-
-// loadAverage returns the 1, 5 and 15 minute load averages.
-func loadAverage() string {
-	data, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(data))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
 }
 
 // quantile returns the q-quantile of ds (0 <= q <= 1), interpolating linearly between the
@@ -181,8 +144,8 @@ func writeMemory(b *strings.Builder, r memoryResult) {
 	b.WriteString("| server process | VmRSS | VmHWM (peak) |\n|---|---|---|\n")
 	var peak int64
 	for _, p := range r.points {
-		fmt.Fprintf(b, "| %s | %s | %s |\n", p.what, mb(p.mem.rss), mb(p.mem.hwm))
-		peak = max(peak, p.mem.hwm)
+		fmt.Fprintf(b, "| %s | %s | %s |\n", p.what, mb(p.mem.RSS), mb(p.mem.HWM))
+		peak = max(peak, p.mem.HWM)
 	}
 	b.WriteString("\n| request | answer | time |\n|---|---|---|\n")
 	for _, q := range r.requests {

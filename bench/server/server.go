@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -12,8 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -21,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
+	"github.com/trainyard/trainyard/bench/internal/host"
 	"github.com/trainyard/trainyard/client"
 )
 
@@ -137,35 +135,8 @@ func (s *serverProc) kill() {
 	_ = s.cmd.Wait()
 }
 
-// memStatus is a process's resident memory from /proc/<pid>/status, in bytes.
-type memStatus struct {
-	rss, hwm int64 // VmRSS (now) and VmHWM (peak)
-}
-
 // memory reads the server process's VmRSS and VmHWM.
-func (s *serverProc) memory() (memStatus, error) {
-	f, err := os.Open(filepath.Join("/proc", strconv.Itoa(s.cmd.Process.Pid), "status"))
-	if err != nil {
-		return memStatus{}, err
-	}
-	defer f.Close()
-	var m memStatus
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		name, value, _ := strings.Cut(sc.Text(), ":")
-		kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(value), " kB"), 10, 64)
-		switch name {
-		case "VmRSS":
-			m.rss = kb << 10
-		case "VmHWM":
-			m.hwm = kb << 10
-		}
-	}
-	if m.rss == 0 {
-		return m, fmt.Errorf("no VmRSS in /proc/%d/status", s.cmd.Process.Pid)
-	}
-	return m, sc.Err()
-}
+func (s *serverProc) memory() (host.Memory, error) { return host.ReadMemory(s.cmd.Process.Pid) }
 
 // getRaw sends GET path with the token and returns the answer's size and the time until
 // it was read whole.

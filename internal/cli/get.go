@@ -11,6 +11,7 @@ import (
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
 	"github.com/trainyard/trainyard/client"
+	"github.com/trainyard/trainyard/internal/shell"
 )
 
 func newGetCommand(g *globals) *cobra.Command {
@@ -113,7 +114,7 @@ func jobFields(v view, d client.JobDetail) [][2]string {
 	}
 	fields = append(fields, [2]string{"Priority", strconv.Itoa(j.Priority)})
 	if d.Spec != nil {
-		fields = append(fields, [2]string{"Command", shellJoin(append(slices.Clone(d.Spec.Spec.Command), d.Spec.Spec.Args...))},
+		fields = append(fields, [2]string{"Command", shell.Join(append(slices.Clone(d.Spec.Spec.Command), d.Spec.Spec.Args...))},
 			[2]string{"Workers", gangShape(d.Spec.Spec)})
 	}
 	if gpuCount(j.GPUs) > 0 {
@@ -236,18 +237,4 @@ func formatMetric(x float64) string {
 		return "-Inf"
 	}
 	return strconv.FormatFloat(x, 'g', 6, 64)
-}
-
-// shellJoin writes a command as a shell would read it: words with special characters
-// in single quotes.
-func shellJoin(words []string) string {
-	out := make([]string, len(words))
-	for i, w := range words {
-		if w != "" && strings.Trim(w, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+@%") == "" {
-			out[i] = w
-			continue
-		}
-		out[i] = "'" + strings.ReplaceAll(w, "'", `'\''`) + "'"
-	}
-	return strings.Join(out, " ")
 }

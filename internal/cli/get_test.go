@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/trainyard/trainyard/client"
+	"github.com/trainyard/trainyard/internal/shell"
 )
 
 // restartedDetail is a job whose first attempt failed and whose second succeeded, with
@@ -79,8 +80,8 @@ func TestShellJoin(t *testing.T) {
 		"empty argument":  {words: []string{"cmd", ""}, want: "cmd ''"},
 	}
 	for name, tc := range cases {
-		if got := shellJoin(tc.words); got != tc.want {
-			t.Errorf("%s: shellJoin(%q) = %s, want %s", name, tc.words, got, tc.want)
+		if got := shell.Join(tc.words); got != tc.want {
+			t.Errorf("%s: shell.Join(%q) = %s, want %s", name, tc.words, got, tc.want)
 		}
 	}
 }

@@ -11,12 +11,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
 	"github.com/trainyard/trainyard/internal/scheduler"
+	"github.com/trainyard/trainyard/internal/shell"
 	"github.com/trainyard/trainyard/internal/store"
 )
 
@@ -93,7 +93,7 @@ func (s *Service) Submit(sub Submission) (*store.Job, error) {
 	}
 	sub.Job.Spec.RunName = sub.ID
 	if sub.Entrypoint == "" {
-		sub.Entrypoint = shellJoin(append(slices.Clone(sub.Job.Spec.Command), sub.Job.Spec.Args...))
+		sub.Entrypoint = shell.Join(append(slices.Clone(sub.Job.Spec.Command), sub.Job.Spec.Args...))
 	}
 	spec, err := json.Marshal(sub.Job)
 	if err != nil {
@@ -195,20 +195,6 @@ func (s *Service) poke() {
 
 func (s *Service) specPath(id string) string {
 	return filepath.Join(s.cfg.StateDir, "specs", id+".yaml")
-}
-
-// shellJoin writes a command as a shell would read it back: words with characters the
-// shell treats specially are single-quoted. It is for display (Ray's entrypoint field).
-func shellJoin(args []string) string {
-	out := make([]string, len(args))
-	for i, a := range args {
-		if a != "" && strings.Trim(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+@%") == "" {
-			out[i] = a
-			continue
-		}
-		out[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
-	}
-	return strings.Join(out, " ")
 }
 
 const idChars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"

@@ -15,6 +15,7 @@ import (
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
 	"github.com/trainyard/trainyard/internal/jobspec"
 	"github.com/trainyard/trainyard/internal/scheduler"
+	"github.com/trainyard/trainyard/internal/shell"
 	"github.com/trainyard/trainyard/internal/store"
 	"github.com/trainyard/trainyard/internal/testbinary"
 )
@@ -226,8 +227,8 @@ func TestShellJoin(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			if got := shellJoin(tc.args); got != tc.want {
-				t.Errorf("shellJoin(%q) = %q, want %q", tc.args, got, tc.want)
+			if got := shell.Join(tc.args); got != tc.want {
+				t.Errorf("shell.Join(%q) = %q, want %q", tc.args, got, tc.want)
 			}
 		})
 	}

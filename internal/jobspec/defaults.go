@@ -106,10 +106,12 @@ func absPath(p string, env Env) string {
 
 var nonName = regexp.MustCompile(`[^a-z0-9-]+`)
 
-// GenerateName makes a run name from the script the command runs and the time, such as
-// "train-20261122-134501-3fa9".
-func GenerateName(command []string, now time.Time) string {
-	base := "run"
+// ScriptName names a job after the script its command runs (the last argument that is not
+// a flag, up to the first *.py), lower-cased, with runs of characters other than letters,
+// digits and '-' made '-': "train" for [python3, -u, Train.py, --lr, 0.1]. It is "" when
+// nothing is left.
+func ScriptName(command []string) string {
+	base := ""
 	for _, arg := range command {
 		if arg != "" && !strings.HasPrefix(arg, "-") {
 			base = arg
@@ -118,8 +120,17 @@ func GenerateName(command []string, now time.Time) string {
 			break
 		}
 	}
+	if base == "" {
+		return ""
+	}
 	base = strings.TrimSuffix(filepath.Base(base), ".py")
-	base = strings.Trim(nonName.ReplaceAllString(strings.ToLower(base), "-"), "-")
+	return strings.Trim(nonName.ReplaceAllString(strings.ToLower(base), "-"), "-")
+}
+
+// GenerateName makes a run name from the script the command runs and the time, such as
+// "train-20261122-134501-3fa9".
+func GenerateName(command []string, now time.Time) string {
+	base := ScriptName(command)
 	if base == "" || len(base) > 40 {
 		base = "run"
 	}

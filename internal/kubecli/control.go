@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
+	"github.com/trainyard/trainyard/internal/pause"
 )
 
 // suspendPatch sets spec.suspend; resumePatch clears it.
@@ -73,7 +74,7 @@ func (c *Cluster) Delete(ctx context.Context, name string, wait bool, timeout ti
 		case err != nil:
 			return c.explain(err)
 		}
-		if err := sleep(ctx, pollInterval); err != nil && ctx.Err() == nil {
+		if err := pause.For(ctx, pollInterval); err != nil && ctx.Err() == nil {
 			return err
 		}
 	}

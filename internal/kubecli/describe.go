@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
+	"github.com/trainyard/trainyard/internal/shell"
 	"github.com/trainyard/trainyard/internal/workload"
 )
 
@@ -156,7 +157,7 @@ func detailFields(v View, j *v1.TrainJob) [][2]string {
 			f = append(f, [2]string{"Queue", k.QueueName})
 		}
 	}
-	f = append(f, [2]string{"Command", shellJoin(append(slices.Clone(s.Command), s.Args...))},
+	f = append(f, [2]string{"Command", shell.Join(append(slices.Clone(s.Command), s.Args...))},
 		[2]string{"Created", v.clock(&j.CreationTimestamp)})
 	if st.StartTime != nil {
 		f = append(f, [2]string{"Started", v.clock(st.StartTime)})
@@ -251,18 +252,4 @@ func printEvents(v View, d *Detail) error {
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", orDash(e.Type), orDash(e.Reason), age, orDash(from), cell(strings.TrimSpace(e.Message)))
 	}
 	return tw.Flush()
-}
-
-// shellJoin writes a command as a shell would read it: words with special characters
-// in single quotes.
-func shellJoin(words []string) string {
-	out := make([]string, len(words))
-	for i, w := range words {
-		if w != "" && strings.Trim(w, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+@%") == "" {
-			out[i] = w
-			continue
-		}
-		out[i] = "'" + strings.ReplaceAll(w, "'", `'\''`) + "'"
-	}
-	return strings.Join(out, " ")
 }

@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
+	"github.com/trainyard/trainyard/internal/pause"
 	"github.com/trainyard/trainyard/internal/workload"
 )
 
@@ -166,7 +167,7 @@ func (l *logReader) nextAttempt(ctx context.Context, n int32) (int32, error) {
 			l.note("TrainJob %s is suspended", job.Name)
 			return 0, nil
 		}
-		if err := sleep(ctx, pollInterval); err != nil {
+		if err := pause.For(ctx, pollInterval); err != nil {
 			return 0, err
 		}
 	}
@@ -468,7 +469,7 @@ func (l *logReader) followWorker(ctx context.Context, n int32, w int) error {
 		if ended, err := l.containerEnded(ctx, p); ended || err != nil {
 			return err
 		}
-		if err := sleep(ctx, pollInterval); err != nil {
+		if err := pause.For(ctx, pollInterval); err != nil {
 			return err
 		}
 	}
@@ -481,7 +482,7 @@ func (l *logReader) waitToStart(ctx context.Context, w int, p *corev1.Pod, told 
 		l.note("worker %d (pod %s) is waiting to start: %s", w, p.Name, state)
 		told = state
 	}
-	return told, sleep(ctx, pollInterval)
+	return told, pause.For(ctx, pollInterval)
 }
 
 // copyLines writes the wanted lines of a log stream, skipping those not after since
@@ -531,7 +532,7 @@ func (l *logReader) waitForPod(ctx context.Context, n int32, w int) (*corev1.Pod
 		if l.attemptOver(job, n) {
 			return nil, nil
 		}
-		if err := sleep(ctx, pollInterval); err != nil {
+		if err := pause.For(ctx, pollInterval); err != nil {
 			return nil, err
 		}
 	}
@@ -551,18 +552,6 @@ func (l *logReader) containerEnded(ctx context.Context, p *corev1.Pod) (bool, er
 	}
 	s := workerStatus(cur)
 	return s != nil && s.State.Terminated != nil && cur.Spec.RestartPolicy == corev1.RestartPolicyNever, nil
-}
-
-// sleep waits for d, or returns ctx's error when it ends first.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 func ptr[T any](v T) *T { return &v }

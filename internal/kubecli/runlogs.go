@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/trainyard/trainyard/internal/pause"
 	"github.com/trainyard/trainyard/internal/rundir"
 	"github.com/trainyard/trainyard/internal/workload"
 )
@@ -179,7 +180,7 @@ func (l *logReader) followFiles(ctx context.Context, n int32, logs string) error
 			}
 			return nil
 		}
-		if err := sleep(ctx, pollInterval/2); err != nil {
+		if err := pause.For(ctx, pollInterval/2); err != nil {
 			return err
 		}
 	}

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path"
-	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -167,29 +165,13 @@ func clearServerFields(job *v1.TrainJob) {
 	job.Status = v1.TrainJobStatus{}
 }
 
-var notNameChars = regexp.MustCompile(`[^a-z0-9-]+`)
-
 // namePrefix is the generateName of a job without a name: the script the command runs,
 // such as "train-" (the API server appends 5 characters). The name must start with a
 // letter and, whole, be at most 45 characters.
 func namePrefix(command []string) string {
-	base := ""
-	for _, arg := range command {
-		if arg != "" && !strings.HasPrefix(arg, "-") {
-			base = arg
-		}
-		if strings.HasSuffix(arg, ".py") {
-			break
-		}
-	}
-	base = strings.TrimSuffix(filepath.Base(base), ".py")
-	base = notNameChars.ReplaceAllString(strings.ToLower(base), "-")
-	base = strings.TrimLeft(base, "-0123456789")
-	if len(base) > 30 {
-		base = base[:30]
-	}
-	base = strings.TrimRight(base, "-")
-	if base == "" || base == "." {
+	base := strings.TrimLeft(jobspec.ScriptName(command), "-0123456789")
+	base = strings.TrimRight(base[:min(len(base), 30)], "-")
+	if base == "" {
 		base = "job"
 	}
 	return base + "-"

@@ -16,6 +16,7 @@ import (
 	"github.com/trainyard/trainyard/internal/device"
 	"github.com/trainyard/trainyard/internal/launcher"
 	"github.com/trainyard/trainyard/internal/logstream"
+	"github.com/trainyard/trainyard/internal/pause"
 	"github.com/trainyard/trainyard/internal/reporting"
 	"github.com/trainyard/trainyard/internal/rundir"
 	"github.com/trainyard/trainyard/internal/workload"
@@ -206,7 +207,7 @@ func (w *worker) openPrimary(ctx context.Context) error {
 			w.console.Notice(fmt.Sprintf("run folder %s is locked, probably by the previous attempt's worker 0 while its pod stops; waiting up to %s",
 				w.runDir(), w.opts.LockWait.Round(time.Second)))
 		}
-		if err := sleep(ctx, lockPoll); err != nil {
+		if err := pause.For(ctx, lockPoll); err != nil {
 			return err
 		}
 	}
@@ -258,7 +259,7 @@ func (w *worker) waitForPrimary(ctx context.Context) error {
 			w.console.Notice(fmt.Sprintf("attempt %d: waiting for worker 0 to begin it in %s (up to %s)",
 				w.cfg.Attempt, dir, w.opts.PrimaryWait.Round(time.Second)))
 		}
-		if err := sleep(ctx, primaryPoll); err != nil {
+		if err := pause.For(ctx, primaryPoll); err != nil {
 			return err
 		}
 	}
@@ -363,16 +364,4 @@ func formatMetrics(m map[string]float64) map[string]string {
 		out[k] = strconv.FormatFloat(v, 'g', 6, 64)
 	}
 	return out
-}
-
-// sleep waits for d, or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
