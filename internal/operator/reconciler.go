@@ -69,7 +69,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		now = r.Now
 	}
 	s := &step{r: r, job: &job, old: job.Status.DeepCopy(), now: now()}
-	res, err := s.run(ctx)
+	err := s.run(ctx)
 	if werr := s.writeStatus(ctx); werr != nil {
 		if apierrors.IsConflict(werr) {
 			return ctrl.Result{Requeue: true}, err
@@ -79,10 +79,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if s.after > 0 && (res.RequeueAfter == 0 || s.after < res.RequeueAfter) {
-		res.RequeueAfter = s.after
-	}
-	return res, nil
+	return ctrl.Result{RequeueAfter: s.after}, nil
 }
 
 // step is one reconcile of one TrainJob.
@@ -95,36 +92,36 @@ type step struct {
 	kids  children
 }
 
-func (s *step) run(ctx context.Context) (ctrl.Result, error) {
+func (s *step) run(ctx context.Context) error {
 	st := &s.job.Status
 	st.ObservedGeneration = s.job.Generation
 	st.RunDir = workload.RunDir(s.job)
 	var err error
 	if s.kids, err = s.r.listChildren(ctx, s.job); err != nil {
-		return ctrl.Result{}, err
+		return err
 	}
 	switch {
 	case st.Phase.Finished():
-		return ctrl.Result{}, s.finished(ctx)
+		return s.finished(ctx)
 	case s.job.Spec.Suspend:
-		return ctrl.Result{}, s.suspend(ctx)
+		return s.suspend(ctx)
 	case st.Phase == v1.PhaseSuspended:
 		s.resume()
 	case st.Attempt == 0:
 		st.Attempt, st.Phase, st.StartTime = 1, v1.PhasePending, s.time()
 	}
 	if msg, over := s.deadlineExceeded(); over {
-		return ctrl.Result{}, s.fail(ctx, "DeadlineExceeded", msg)
+		return s.fail("DeadlineExceeded", msg)
 	}
 	if s.kids.before(int(st.Attempt)) {
-		return ctrl.Result{}, s.waitTeardown(ctx)
+		return s.waitTeardown(ctx)
 	}
 	cur := s.kids.job(int(st.Attempt))
 	if cur == nil {
-		return ctrl.Result{}, s.create(ctx)
+		return s.create(ctx)
 	}
 	o := observe(cur, s.kids.podsOf(int(st.Attempt)), s.job.Spec.WorkerCount())
-	return ctrl.Result{}, s.track(ctx, o)
+	return s.track(ctx, o)
 }
 
 // deadlineExceeded checks activeDeadlineSeconds.
@@ -152,7 +149,7 @@ func (s *step) create(ctx context.Context) error {
 	}
 	a, err := workload.Render(s.job, n, workload.Options{Image: s.r.Options.Image})
 	if err != nil {
-		return s.fail(ctx, "InvalidPodTemplate", err.Error())
+		return s.fail("InvalidPodTemplate", err.Error())
 	}
 	for _, obj := range []client.Object{a.Service, a.Job} {
 		if err := s.r.Client.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -191,7 +188,7 @@ func (s *step) track(ctx context.Context, o observation) error {
 	case o.failure != nil:
 		return s.attemptFailed(ctx, o.failure)
 	case o.done():
-		return s.succeed(ctx)
+		return s.succeed()
 	case o.queued:
 		st.WorkersReady = 0
 		s.condition(v1.CondRunning, false, "Queued", fmt.Sprintf("attempt %d waits for Kueue to admit the gang through queue %q", st.Attempt, s.queue()))
@@ -276,15 +273,16 @@ func (s *step) starting(ctx context.Context, o observation) error {
 	if p == nil {
 		p = s.r.configProblem(ctx, s.job)
 	}
-	if p == nil {
+	starting := p == nil
+	if starting {
 		p = &problem{reason: "Starting", message: fmt.Sprintf("attempt %d: %d of %d workers running", st.Attempt, o.running, o.workers)}
-	} else if s.condition(v1.CondRunning, false, p.reason, p.message) {
+	}
+	if s.condition(v1.CondRunning, false, p.reason, p.message) && !starting {
 		s.event(corev1.EventTypeWarning, p.reason, p.message)
 	}
-	s.condition(v1.CondRunning, false, p.reason, p.message)
 	st.Reason = p.message
 	if p.fatal {
-		return s.fail(ctx, p.reason, p.message)
+		return s.fail(p.reason, p.message)
 	}
 	d := s.job.Spec.PreRunningDeadlineSeconds
 	if d == nil || st.AttemptStartTime == nil {
@@ -295,7 +293,7 @@ func (s *step) starting(ctx context.Context, o observation) error {
 		s.requeue(left)
 		return nil
 	}
-	return s.fail(ctx, "PreRunningDeadlineExceeded",
+	return s.fail("PreRunningDeadlineExceeded",
 		fmt.Sprintf("the workers were not all running %s after attempt %d began: %s", limit, st.Attempt, p.message))
 }
 
@@ -306,14 +304,14 @@ func (s *step) attemptFailed(ctx context.Context, f *failure) error {
 	used, limit := st.Restarts-st.Disruptions, s.job.Spec.MaxRestarts
 	switch {
 	case f.fatal:
-		return s.fail(ctx, "WorkerInputError", fmt.Sprintf("attempt %d: %s; not restarting: the same input would fail again", n, f.reason))
+		return s.fail("WorkerInputError", fmt.Sprintf("attempt %d: %s; not restarting: the same input would fail again", n, f.reason))
 	case f.disruption:
 		st.Disruptions++
 		s.event(corev1.EventTypeWarning, "WorkerDisrupted", fmt.Sprintf("attempt %d: %s", n, f.reason))
 	case used < limit:
 		s.event(corev1.EventTypeWarning, "WorkerFailed", fmt.Sprintf("attempt %d: %s", n, f.reason))
 	default:
-		return s.fail(ctx, "WorkerFailed", fmt.Sprintf("attempt %d: %s; no restarts left (maxRestarts %d)", n, f.reason, limit))
+		return s.fail("WorkerFailed", fmt.Sprintf("attempt %d: %s; no restarts left (maxRestarts %d)", n, f.reason, limit))
 	}
 	// The status is written first; the next reconcile tears the attempt down (waitTeardown),
 	// so a stale read can never bring it back.
@@ -352,7 +350,7 @@ func (s *step) waitTeardown(ctx context.Context) error {
 	return nil
 }
 
-func (s *step) succeed(_ context.Context) error {
+func (s *step) succeed() error {
 	st := &s.job.Status
 	msg := fmt.Sprintf("all %d workers succeeded in attempt %d", s.job.Spec.WorkerCount(), st.Attempt)
 	st.Phase, st.Reason, st.WorkersReady, st.CompletionTime = v1.PhaseSucceeded, msg, 0, s.time()
@@ -365,7 +363,7 @@ func (s *step) succeed(_ context.Context) error {
 }
 
 // fail ends the job for good. The next reconcile (finished) stops what still runs.
-func (s *step) fail(_ context.Context, reason, msg string) error {
+func (s *step) fail(reason, msg string) error {
 	st := &s.job.Status
 	st.Phase, st.Reason, st.WorkersReady, st.CompletionTime = v1.PhaseFailed, msg, 0, s.time()
 	s.condition(v1.CondFailed, true, reason, msg)
