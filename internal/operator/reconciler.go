@@ -46,7 +46,20 @@ type Reconciler struct {
 	written sync.Map
 	// polled holds, per TrainJob UID, when its progress was last read.
 	polled sync.Map
+	// checked holds, per TrainJob UID, the last configCheck of a job that is starting.
+	checked sync.Map
 }
+
+// configCheck is what configProblem found for a job, and when.
+type configCheck struct {
+	at time.Time
+	p  *problem
+}
+
+// configRecheck is how long what configProblem found stands: its reads (the PVCs, every
+// node) go to the API server, not the cache, so a starting job is not checked on every
+// reconcile.
+const configRecheck = 10 * time.Second
 
 // staleRetry is how soon a reconcile that read a stale TrainJob tries again.
 const staleRetry = 100 * time.Millisecond
@@ -266,12 +279,23 @@ func readProgress(ctx context.Context, url string) (*workload.Summary, error) {
 	return &sum, nil
 }
 
+// configProblem is the job's configuration problem, checked again at most every
+// configRecheck.
+func (s *step) configProblem(ctx context.Context) *problem {
+	if c, ok := s.r.checked.Load(s.job.UID); ok && s.now.Sub(c.(configCheck).at) < configRecheck {
+		return c.(configCheck).p
+	}
+	p := s.r.configProblem(ctx, s.job)
+	s.r.checked.Store(s.job.UID, configCheck{at: s.now, p: p})
+	return p
+}
+
 // starting surfaces why workers do not run yet and enforces preRunningDeadlineSeconds.
 func (s *step) starting(ctx context.Context, o observation) error {
 	st := &s.job.Status
 	p := o.blocked
 	if p == nil {
-		p = s.r.configProblem(ctx, s.job)
+		p = s.configProblem(ctx)
 	}
 	starting := p == nil
 	if starting {
@@ -378,6 +402,8 @@ func (s *step) fail(reason, msg string) error {
 // GPUs, while the pods that ended stay for their logs; then it applies
 // ttlSecondsAfterFinished.
 func (s *step) finished(ctx context.Context) error {
+	s.r.polled.Delete(s.job.UID)
+	s.r.checked.Delete(s.job.UID)
 	if s.job.Status.Phase == v1.PhaseFailed {
 		if err := s.r.stopAttempt(ctx, s.kids); err != nil {
 			return err
