@@ -71,10 +71,10 @@ func (s *Service) writeSpec(id string, job *v1.TrainJob) error {
 
 // launch starts `trainyard run -f <spec>` with its output in the run folder's console log.
 func (s *Service) launch(j *store.Job, gpus [][]int) (*exec.Cmd, error) {
-	if err := os.MkdirAll(j.RunDir, 0o755); err != nil {
-		return nil, fmt.Errorf("create run folder: %w", err)
+	if err := rundir.MakeFolder(j.RunDir); err != nil {
+		return nil, err
 	}
-	log, err := os.OpenFile(LogPath(j), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	log, err := os.OpenFile(LogPath(j), os.O_CREATE|os.O_WRONLY|os.O_APPEND|syscall.O_NOFOLLOW, rundir.PermFor(j.RunDir).File)
 	if err != nil {
 		return nil, fmt.Errorf("create console log: %w", err)
 	}

@@ -4,13 +4,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
-
-	"github.com/trainyard/trainyard/internal/durable"
 
 	"golang.org/x/sys/unix"
 	"sigs.k8s.io/yaml"
@@ -35,6 +35,8 @@ var ErrBusy = errors.New("run is in use")
 // Run is an open run folder. Its methods are safe for concurrent use.
 type Run struct {
 	Dir  string
+	root *os.Root // the folder, opened: nothing inside is reached through a link out of it
+	perm Perm
 	lock *os.File // nil for a secondary
 
 	mu        sync.Mutex
@@ -58,9 +60,13 @@ type Options struct {
 }
 
 // Open creates or continues the run folder <storage>/<name> for job, locks it, and writes
-// the job spec. It refuses a run that succeeded (ErrFinished) unless opts.Rerun, and one
-// that another process holds (ErrBusy). Nothing is left behind when it fails on a folder it
-// created.
+// the job spec. It refuses a run that succeeded (ErrFinished) unless opts.Rerun, one
+// that another process holds (ErrBusy), and a folder that is a symbolic link or another
+// user's (ErrUntrusted). When it fails on a folder it created, holding its lock, it
+// removes the folder; it never removes a folder whose lock it did not get.
+//
+// A missing storage path is created 0700; the run folder and what Open and the Run
+// write in it get the modes of PermFor.
 func Open(job *v1.TrainJob, opts Options) (*Run, error) {
 	now := opts.Now
 	if now == nil {
@@ -70,42 +76,37 @@ func Open(job *v1.TrainJob, opts Options) (*Run, error) {
 	if opts.Secondary {
 		return openSecondary(dir, job, now)
 	}
-	created, err := makeDir(dir)
+	f, err := makeFolder(dir)
 	if err != nil {
 		return nil, err
 	}
-	r, err := open(dir, job, now, opts.Rerun)
-	if err != nil && created {
-		_ = os.RemoveAll(dir)
-	}
-	return r, err
+	return open(dir, f, job, now, opts.Rerun)
 }
 
-func makeDir(dir string) (created bool, err error) {
-	if _, err := os.Stat(dir); err == nil {
-		return false, nil
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return false, fmt.Errorf("create run folder: %w", err)
-	}
-	return true, nil
-}
-
-func open(dir string, job *v1.TrainJob, now func() time.Time, rerun bool) (*Run, error) {
-	lock, err := os.OpenFile(filepath.Join(dir, LockFile), os.O_CREATE|os.O_RDWR, 0o644)
+// open locks the opened folder f and loads its record. Once the lock is held, a failure
+// removes a folder this process created (before releasing the lock, so that no other
+// process holds it meanwhile).
+func open(dir string, f folder, job *v1.TrainJob, now func() time.Time, rerun bool) (*Run, error) {
+	r := &Run{Dir: dir, root: f.root, perm: f.perm, now: now}
+	lock, err := openIn(f.root, LockFile, os.O_RDWR, f.perm.File)
 	if err != nil {
+		r.Close()
 		return nil, fmt.Errorf("lock run folder: %w", err)
 	}
 	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		lock.Close()
+		r.Close()
 		return nil, fmt.Errorf("%s: %w: another trainyard process is running it", dir, ErrBusy)
 	}
-	r := &Run{Dir: dir, lock: lock, now: now}
-	if err := r.load(job, rerun); err != nil {
-		r.Close()
-		return nil, err
+	r.lock = lock
+	err = r.load(job, rerun)
+	if err == nil {
+		err = r.writeSpec(job)
 	}
-	if err := r.writeSpec(job); err != nil {
+	if err != nil {
+		if f.created {
+			_ = os.RemoveAll(dir)
+		}
 		r.Close()
 		return nil, err
 	}
@@ -113,7 +114,7 @@ func open(dir string, job *v1.TrainJob, now func() time.Time, rerun bool) (*Run,
 }
 
 func (r *Run) load(job *v1.TrainJob, rerun bool) error {
-	data, err := os.ReadFile(filepath.Join(r.Dir, RecordFile))
+	data, err := readIn(r.root, RecordFile)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		t := r.now()
@@ -132,23 +133,29 @@ func (r *Run) load(job *v1.TrainJob, rerun bool) error {
 	return nil
 }
 
-// openSecondary opens dir without locking or writing anything.
+// openSecondary opens dir without locking or writing anything. Like Open, it refuses a
+// folder that is a symbolic link or another user's: the workers of a gang that share the
+// folder run the same image as the same user.
 func openSecondary(dir string, job *v1.TrainJob, now func() time.Time) (*Run, error) {
-	if st, err := os.Stat(dir); err != nil {
-		return nil, fmt.Errorf("open run folder: %w", err)
-	} else if !st.IsDir() {
-		return nil, fmt.Errorf("open run folder: %s is not a folder", dir)
+	f, err := openFolder(dir)
+	if err != nil {
+		return nil, err
 	}
-	r := &Run{Dir: dir, now: now, secondary: true}
-	rec, err := ReadRecord(dir)
+	r := &Run{Dir: dir, root: f.root, perm: f.perm, now: now, secondary: true}
+	data, err := readIn(f.root, RecordFile)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		t := now()
-		rec = Record{Name: job.Spec.RunName, Phase: v1.PhasePending, Created: t, Updated: t}
+		r.rec = Record{Name: job.Spec.RunName, Phase: v1.PhasePending, Created: t, Updated: t}
 	case err != nil:
-		return nil, err
+		r.Close()
+		return nil, fmt.Errorf("read run record: %w", err)
+	default:
+		if err := json.Unmarshal(data, &r.rec); err != nil {
+			r.Close()
+			return nil, fmt.Errorf("read run record %s: %w", filepath.Join(dir, RecordFile), err)
+		}
 	}
-	r.rec = rec
 	return r, nil
 }
 
@@ -157,15 +164,24 @@ func (r *Run) writeSpec(job *v1.TrainJob) error {
 	if err != nil {
 		return fmt.Errorf("encode job spec: %w", err)
 	}
-	return durable.WriteFile(filepath.Join(r.Dir, SpecFile), data, 0o644)
+	return writeIn(r.root, SpecFile, data, r.perm.File)
 }
+
+// Perm returns the modes for what is created in the run folder (see PermFor).
+func (r *Run) Perm() Perm { return r.perm }
 
 // Close releases the folder's lock.
 func (r *Run) Close() error {
-	if r.lock == nil {
-		return nil
+	var err error
+	if r.lock != nil {
+		err = r.lock.Close()
 	}
-	return r.lock.Close()
+	if r.root != nil {
+		if cerr := r.root.Close(); err == nil {
+			err = cerr
+		}
+	}
+	return err
 }
 
 // Record returns a copy of the run's record.
@@ -196,7 +212,7 @@ func (r *Run) saveLocked() error {
 	if err != nil {
 		return fmt.Errorf("encode run record: %w", err)
 	}
-	return durable.WriteFile(filepath.Join(r.Dir, RecordFile), append(data, '\n'), 0o644)
+	return writeIn(r.root, RecordFile, append(data, '\n'), r.perm.File)
 }
 
 // LogPath returns the log file of a rank in an attempt, relative to the run folder.
@@ -204,13 +220,14 @@ func LogPath(attempt, rank int) string {
 	return filepath.Join(LogsDir, fmt.Sprintf("attempt-%d", attempt), fmt.Sprintf("rank-%d.log", rank))
 }
 
-// CreateLog creates the log file of a rank in an attempt.
+// CreateLog creates the log file of a rank in an attempt (or opens it to append). Neither
+// the file nor its folders may be symbolic links.
 func (r *Run) CreateLog(attempt, rank int) (*os.File, error) {
-	p := filepath.Join(r.Dir, LogPath(attempt, rank))
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+	p := LogPath(attempt, rank)
+	if err := mkdirIn(r.root, filepath.Dir(p), r.perm.Dir); err != nil {
 		return nil, fmt.Errorf("create log folder: %w", err)
 	}
-	f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	f, err := openIn(r.root, p, os.O_WRONLY|os.O_APPEND, r.perm.File)
 	if err != nil {
 		return nil, fmt.Errorf("create log of rank %d: %w", rank, err)
 	}
@@ -218,10 +235,11 @@ func (r *Run) CreateLog(attempt, rank int) (*os.File, error) {
 }
 
 // ReadRecord reads the run.json of a run folder without locking it, for those who follow
-// a run from outside (the job server, tests).
+// a run from outside (the job server, tests). It refuses a run.json that is a symbolic
+// link.
 func ReadRecord(dir string) (Record, error) {
 	var rec Record
-	data, err := os.ReadFile(filepath.Join(dir, RecordFile))
+	data, err := readNoFollow(filepath.Join(dir, RecordFile))
 	if err != nil {
 		return rec, fmt.Errorf("read run record: %w", err)
 	}
@@ -229,4 +247,14 @@ func ReadRecord(dir string) (Record, error) {
 		return rec, fmt.Errorf("read run record %s: %w", filepath.Join(dir, RecordFile), err)
 	}
 	return rec, nil
+}
+
+// readNoFollow reads the file at path, refusing a symbolic link.
+func readNoFollow(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(f)
 }
