@@ -172,7 +172,7 @@ func (s *Service) settle(id string, waitErr error) {
 			return nil
 		}
 		j.Status, j.Message = outcome(j, waitErr)
-		j.EndedAt, j.SupervisorPID = &now, 0
+		j.EndedAt, j.SupervisorPID, j.ExitCode = &now, 0, entrypointExit(j.RunDir)
 		return nil
 	})
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
@@ -200,6 +200,21 @@ func outcome(j *store.Job, waitErr error) (store.Status, string) {
 		why += ": " + last
 	}
 	return store.Failed, why
+}
+
+// entrypointExit returns the exit code of rank 0 in the last attempt of the run in
+// runDir, the process that runs the entrypoint, if it exited.
+func entrypointExit(runDir string) *int {
+	rec, err := rundir.ReadRecord(runDir)
+	if err != nil || len(rec.Attempts) == 0 {
+		return nil
+	}
+	for _, rk := range rec.Attempts[len(rec.Attempts)-1].Ranks {
+		if rk.Rank == 0 {
+			return rk.ExitCode
+		}
+	}
+	return nil
 }
 
 // lastLine returns the last non-empty line of a file (read from its last 4 KiB), if any.

@@ -34,6 +34,7 @@ func (s *Server) raySubmit(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, ray, err)
 		return
 	}
+	s.audit(r, actionSubmit, j)
 	writeJSON(w, http.StatusOK, raySubmitResponse{JobID: j.ID, SubmissionID: j.ID})
 }
 
@@ -80,7 +81,7 @@ func (s *Server) rayList(w http.ResponseWriter, r *http.Request) {
 	}
 	out := make([]rayJobDetails, 0, len(list))
 	for _, j := range list {
-		out = append(out, toRayDetails(j, finishedRecord(j)))
+		out = append(out, toRayDetails(j))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -92,7 +93,7 @@ func (s *Server) rayGet(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, ray, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, toRayDetails(j, finishedRecord(j)))
+	writeJSON(w, http.StatusOK, toRayDetails(withExitCode(j)))
 }
 
 // rayStop answers POST /api/jobs/{id}/stop: {"stopped": true} when the job was pending
@@ -110,6 +111,7 @@ func (s *Server) rayStop(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		s.writeError(w, r, ray, err)
 	default:
+		s.audit(r, actionStop, j)
 		writeJSON(w, http.StatusOK, rayStopResponse{Stopped: true})
 	}
 }
@@ -129,6 +131,7 @@ func (s *Server) rayDelete(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, ray, err)
 		return
 	}
+	s.audit(r, actionDelete, j)
 	writeJSON(w, http.StatusOK, rayDeleteResponse{Deleted: true})
 }
 
@@ -165,6 +168,17 @@ func (s *Server) deleteJob(j *store.Job) error {
 	}
 	s.removeWorkdir(j)
 	return nil
+}
+
+// withExitCode fills in the exit code of an ended job whose record lacks it (it ended
+// before the store recorded exit codes) from its run record.
+func withExitCode(j *store.Job) *store.Job {
+	if j.ExitCode == nil {
+		if rec := finishedRecord(j); rec != nil {
+			j.ExitCode = driverExitCode(rec)
+		}
+	}
+	return j
 }
 
 // finishedRecord returns the run record of an ended job, or nil.

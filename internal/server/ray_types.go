@@ -86,9 +86,10 @@ var rayMessages = map[store.Status]string{
 	store.Failed:    "Job failed.",
 }
 
-// toRayDetails converts a stored job, and its run record when it has one, to Ray's
-// JobDetails. Like Ray, start_time is when the job was submitted, in ms.
-func toRayDetails(j *store.Job, rec *rundir.Record) rayJobDetails {
+// toRayDetails converts a stored job to Ray's JobDetails; it reads nothing else, so that
+// a list of every job costs no file reads. Like Ray, start_time is when the job was
+// submitted, in ms.
+func toRayDetails(j *store.Job) rayJobDetails {
 	d := rayJobDetails{Type: "SUBMISSION", SubmissionID: j.ID, Status: j.Status, Entrypoint: j.Entrypoint,
 		Message: j.Message, StartTime: millis(&j.SubmittedAt), EndTime: millis(j.EndedAt),
 		Metadata: j.Metadata, RuntimeEnv: j.RuntimeEnv}
@@ -101,8 +102,8 @@ func toRayDetails(j *store.Job, rec *rundir.Record) rayJobDetails {
 	if len(d.RuntimeEnv) == 0 {
 		d.RuntimeEnv = json.RawMessage("{}")
 	}
-	if j.Status.Terminal() && rec != nil {
-		d.DriverExitCode = driverExitCode(rec)
+	if j.Status.Terminal() {
+		d.DriverExitCode = j.ExitCode
 	}
 	if j.Status == store.Failed && d.DriverExitCode != nil && *d.DriverExitCode != 0 {
 		t := rayErrorEntrypoint

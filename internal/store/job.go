@@ -80,6 +80,10 @@ type Job struct {
 	StartedAt *time.Time `json:"startedAt,omitempty"`
 	// EndedAt is when the job reached a terminal status, nil before.
 	EndedAt *time.Time `json:"endedAt,omitempty"`
+	// ExitCode is the exit code of the job's entrypoint (rank 0 of its last attempt) once
+	// the job has ended, nil while it runs, when rank 0 did not exit by itself (a signal)
+	// or never started, and for jobs that ended before trainyard recorded it.
+	ExitCode *int `json:"exitCode,omitempty"`
 	// Version is 1 after Create and incremented by every Update, so a client can tell
 	// whether the job changed since it read it (optimistic concurrency).
 	Version uint64 `json:"version"`
