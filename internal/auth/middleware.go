@@ -37,6 +37,10 @@ type Options struct {
 	// matched exactly (no prefixes, "/healthz/" is not "/healthz"). Their handlers must
 	// reveal nothing about jobs. Other methods on these paths still need the token.
 	ExemptPaths []string
+	// OnRefuse, when set, is called for every request Middleware refuses, with the status
+	// (401 or 403) and the reason it answers; the server logs it for its audit trail. The
+	// reason never holds the token.
+	OnRefuse func(r *http.Request, status int, reason string)
 }
 
 // errorBody is the JSON body of a refusal.
@@ -64,9 +68,15 @@ func Middleware(token string, opts Options, next http.Handler) http.Handler {
 		exempt[p] = true
 	}
 	want := sha256.Sum256([]byte(token))
+	refuse := func(w http.ResponseWriter, r *http.Request, status int, msg string) {
+		if opts.OnRefuse != nil {
+			opts.OnRefuse(r, status, msg)
+		}
+		writeError(w, status, msg)
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !hosts.allows(r.Host) {
-			writeError(w, http.StatusForbidden, hosts.refusal(r.Host))
+			refuse(w, r, http.StatusForbidden, hosts.refusal(r.Host))
 			return
 		}
 		if exempt[r.URL.Path] && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
@@ -77,7 +87,7 @@ func Middleware(token string, opts Options, next http.Handler) http.Handler {
 			if status == http.StatusUnauthorized {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="trainyard"`)
 			}
-			writeError(w, status, msg)
+			refuse(w, r, status, msg)
 			return
 		}
 		next.ServeHTTP(w, r)

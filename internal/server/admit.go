@@ -112,6 +112,9 @@ func (s *Server) admit(job *v1.TrainJob, wd workdir, sub jobs.Submission) (*stor
 	if err := jobspec.Validate(job); err != nil {
 		return nil, invalidBecause(err)
 	}
+	if err := s.checkStorage(job.Spec.StoragePath, sub.ID); err != nil {
+		return nil, err
+	}
 	sub.Job = job
 	j, err := s.cfg.Jobs.Submit(sub)
 	if err != nil {
@@ -145,4 +148,56 @@ func (s *Server) removeWorkdir(j *store.Job) {
 func madeFor(name, id string) bool {
 	rest, ok := strings.CutPrefix(name, id+"-")
 	return ok && rest != "" && strings.Trim(rest, "0123456789") == ""
+}
+
+// checkStorage refuses a job whose runs would mix with the server's own files: a storage
+// path (absolute, as jobspec.Default leaves it) that is the state folder or inside it, and
+// a run folder (storage/<id>) that would hold the state folder. Paths are compared with
+// the symlinks of their existing parts resolved.
+func (s *Server) checkStorage(storage, id string) error {
+	state := s.cfg.StateDir
+	resolved := resolvePath(storage)
+	if within(resolved, s.stateDir) {
+		return invalid("spec.storagePath %s%s is the server's state folder %s or inside it, where the server keeps "+
+			"its jobs database, specs and packages; choose a storage path outside %s", storage, alias(storage, resolved), state, state)
+	}
+	runDir := filepath.Join(storage, id)
+	if resolvedRun := resolvePath(runDir); within(s.stateDir, resolvedRun) {
+		return invalid("the run folder %s%s (spec.storagePath and the job's ID) would hold the server's state folder %s; "+
+			"choose another storage path or ID", runDir, alias(runDir, resolvedRun), state)
+	}
+	return nil
+}
+
+// alias says what a path resolves to when that is another path.
+func alias(path, resolved string) string {
+	if filepath.Clean(path) == resolved {
+		return ""
+	}
+	return " (" + resolved + " once symlinks are resolved)"
+}
+
+// resolvePath returns p absolute and clean, with the symlinks of its longest existing
+// part resolved; the rest, which does not exist yet, is joined as it is.
+func resolvePath(p string) string {
+	p, err := filepath.Abs(p)
+	if err != nil {
+		return filepath.Clean(p)
+	}
+	rest := ""
+	for dir := p; ; dir = filepath.Dir(dir) {
+		if real, err := filepath.EvalSymlinks(dir); err == nil {
+			return filepath.Join(real, rest)
+		}
+		if dir == filepath.Dir(dir) {
+			return p
+		}
+		rest = filepath.Join(filepath.Base(dir), rest)
+	}
+}
+
+// within reports whether path is dir or inside it; both must be clean and absolute.
+func within(path, dir string) bool {
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }

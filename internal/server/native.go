@@ -22,6 +22,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, native, err)
 		return
 	}
+	s.audit(r, actionSubmit, j)
 	writeJSON(w, http.StatusCreated, toJob(j))
 }
 
@@ -163,6 +164,7 @@ func (s *Server) stop(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, native, err)
 		return
 	}
+	s.audit(r, actionStop, j)
 	writeJSON(w, http.StatusOK, toJob(j))
 }
 
@@ -176,6 +178,7 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, native, err)
 		return
 	}
+	s.audit(r, actionDelete, j)
 	w.WriteHeader(http.StatusNoContent)
 }
 

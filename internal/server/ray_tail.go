@@ -17,10 +17,13 @@ import (
 	"github.com/trainyard/trainyard/internal/jobs"
 )
 
-// Tailing a log: how often the file is read again, and the most one message holds.
+// Tailing a log: how often the file is read again, the most one message holds, and how
+// long a write to the client may take before the server gives up on a client that
+// stopped reading.
 const (
-	tailPoll     = 200 * time.Millisecond
-	tailMaxChunk = 64 << 10
+	tailPoll         = 200 * time.Millisecond
+	tailMaxChunk     = 64 << 10
+	tailWriteTimeout = 10 * time.Second
 )
 
 // rayTail answers GET /api/jobs/{id}/logs/tail: a WebSocket that sends the job's console
@@ -36,13 +39,29 @@ func (s *Server) rayTail(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, ray, invalid("this endpoint is a WebSocket: connect with a WebSocket client, or read GET /api/jobs/%s/logs", j.ID))
 		return
 	}
-	ws := websocket.Server{Handshake: checkOrigin, Handler: func(conn *websocket.Conn) {
-		defer conn.Close()
+	handshake := func(cfg *websocket.Config, r *http.Request) error {
+		err := checkOrigin(cfg, r)
+		if err != nil {
+			s.refused(r, http.StatusForbidden, err.Error())
+		}
+		return err
+	}
+	ws := websocket.Server{Handshake: handshake, Handler: func(conn *websocket.Conn) {
+		s.tails.Add(1)
+		defer s.tails.Add(-1)
+		defer s.closeTail(conn)
 		if err := s.followLog(conn, j.ID, jobs.LogPath(j)); err != nil {
 			s.log.Debug("log tail ended", "job", j.ID, "err", err)
 		}
 	}}
 	ws.ServeHTTP(w, r)
+}
+
+// closeTail closes a log tail; its close frame, too, gives up on a client that does not
+// read.
+func (s *Server) closeTail(conn *websocket.Conn) {
+	_ = conn.SetWriteDeadline(time.Now().Add(s.tailWriteTimeout))
+	_ = conn.Close()
 }
 
 // checkOrigin accepts a WebSocket without Origin (Ray's clients send none) or from a
@@ -74,7 +93,7 @@ func (s *Server) followLog(conn *websocket.Conn, id, path string) error {
 		}
 		cancel()
 	}()
-	t := &logTail{path: path}
+	t := &logTail{path: path, timeout: s.tailWriteTimeout}
 	tick := time.NewTicker(tailPoll)
 	defer tick.Stop()
 	for {
@@ -105,6 +124,7 @@ func (s *Server) jobEnded(id string) bool {
 // logTail reads a growing file from where it stopped.
 type logTail struct {
 	path    string
+	timeout time.Duration // for each write to the client
 	off     int64
 	buf     []byte // tailMaxChunk bytes to read into
 	pending []byte // read but not yet sent: the start of a line
@@ -123,6 +143,9 @@ func (t *logTail) send(conn *websocket.Conn, final bool) (int, error) {
 	t.pending = append(t.pending, t.buf[:n]...)
 	msg := cutMessage(&t.pending, final)
 	if msg != "" {
+		if err := conn.SetWriteDeadline(time.Now().Add(t.timeout)); err != nil {
+			return 0, fmt.Errorf("send log: %w", err)
+		}
 		if err := websocket.Message.Send(conn, msg); err != nil {
 			return 0, fmt.Errorf("send log: %w", err)
 		}

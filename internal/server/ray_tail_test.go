@@ -127,3 +127,40 @@ func TestCutMessage(t *testing.T) {
 		})
 	}
 }
+
+// A client that connects and then never reads does not hold the server: once a write has
+// waited for the write timeout, the tail ends.
+func TestRayTailGivesUpOnClientThatDoesNotRead(t *testing.T) {
+	e := newEnv(t)
+	e.srv.tailWriteTimeout = 200 * time.Millisecond
+	id := e.raySubmitJob(map[string]any{"entrypoint": "yes 0123456789abcdefghijklmnopqrstuvwxyz | head -c 64000000; sleep 60"})
+	raw, err := net.Dial("tcp", strings.TrimPrefix(e.web.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	_ = raw.(*net.TCPConn).SetReadBuffer(4096)
+	cfg, err := websocket.NewConfig("ws"+strings.TrimPrefix(e.web.URL, "http")+"/api/jobs/"+id+"/logs/tail", e.web.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Header = http.Header{"Authorization": {"Bearer " + testToken}}
+	conn, err := websocket.NewClient(cfg, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for deadline := time.Now().Add(5 * time.Second); e.srv.tails.Load() == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the tail did not start")
+		}
+	}
+	for deadline := time.Now().Add(60 * time.Second); e.srv.tails.Load() != 0; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the tail still runs 60 s after its client stopped reading (job %s)", e.storeStatus(id))
+		}
+	}
+	if e.storeStatus(id) != "RUNNING" {
+		t.Errorf("job %s; want it still running, so that the tail ended because its client did not read", e.storeStatus(id))
+	}
+}

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/trainyard/trainyard/internal/auth"
 	"github.com/trainyard/trainyard/internal/jobs"
@@ -42,7 +44,9 @@ type Config struct {
 	Node NodeConfig
 	// Version is trainyard's version, reported by /api/version.
 	Version string
-	// Logger receives the server's errors; nil discards them.
+	// Logger receives the server's errors and its audit trail: one Info line for every
+	// submit, stop and delete, one Warn line for every request refused with 401 or 403;
+	// nil discards them.
 	Logger *slog.Logger
 }
 
@@ -61,7 +65,11 @@ type Server struct {
 	cfg      Config
 	log      *slog.Logger
 	workdirs string // StateDir/workdirs: working folders unpacked from packages
+	stateDir string // StateDir with its symlinks resolved, which no job's runs may touch
 	handler  http.Handler
+
+	tailWriteTimeout time.Duration // how long one write to a log tail may take
+	tails            atomic.Int64  // log tails being served
 
 	mu       sync.Mutex
 	restarts map[string]restartCount // by job ID, for /metrics
@@ -89,12 +97,14 @@ func New(cfg Config) (*Server, error) {
 		cfg.Version = "dev"
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, workdirs: filepath.Join(cfg.StateDir, "workdirs"),
-		restarts: map[string]restartCount{}}
+		restarts: map[string]restartCount{}, tailWriteTimeout: tailWriteTimeout}
 	if err := os.MkdirAll(s.workdirs, 0o700); err != nil {
 		return nil, fmt.Errorf("server: create the working folders' folder: %w", err)
 	}
+	s.stateDir = resolvePath(cfg.StateDir)
 	opts := cfg.Auth
 	opts.ExemptPaths = append(slices.Clip(opts.ExemptPaths), auth.HealthPath)
+	opts.OnRefuse = s.refused
 	s.handler = auth.Middleware(cfg.Token, opts, s.routes())
 	return s, nil
 }
