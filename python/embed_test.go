@@ -1,11 +1,9 @@
 package python
 
 import (
-	"bytes"
 	"io/fs"
 	"os"
 	"os/exec"
-	"path"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -17,82 +15,109 @@ const systemPython = "/usr/bin/python3"
 
 func TestInstall(t *testing.T) {
 	dir := t.TempDir()
-	first, err := Install(dir)
+	first, cleanup, err := Install(Options{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
-	second, err := Install(dir)
+	cleanup() // the cache stays
+	second, _, err := Install(Options{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if first != second {
 		t.Errorf("Install twice: %s, then %s", first, second)
 	}
-	if !regexp.MustCompile(`^trainyard-python-[0-9a-f]{12}$`).MatchString(filepath.Base(first)) {
-		t.Errorf("Install = %s, want <dir>/trainyard-python-<12 hex digits>", first)
+	if !regexp.MustCompile(`^python-[0-9a-f]{12}$`).MatchString(filepath.Base(first)) {
+		t.Errorf("Install = %s, want <dir>/trainyard/python-<12 hex digits>", first)
 	}
-	if filepath.Dir(first) != dir {
-		t.Errorf("Install = %s, not in %s", first, dir)
+	if filepath.Dir(first) != filepath.Join(dir, "trainyard") {
+		t.Errorf("Install = %s, not in %s/trainyard", first, dir)
 	}
-
-	embedded, err := fs.ReadDir(Files, packageDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	installed, err := os.ReadDir(filepath.Join(first, packageDir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(installed) != len(embedded) {
-		t.Errorf("installed %d files, embedded %d", len(installed), len(embedded))
-	}
-	for _, e := range embedded {
-		want, _ := Files.ReadFile(path.Join(packageDir, e.Name()))
-		got, err := os.ReadFile(filepath.Join(first, packageDir, e.Name()))
-		if err != nil {
-			t.Error(err)
-		} else if !bytes.Equal(got, want) {
-			t.Errorf("installed %s differs from the embedded one", e.Name())
-		}
+	if err := verify(first, embeddedNames(t)); err != nil {
+		t.Errorf("the installed copy: %v", err)
 	}
 	if _, err := Files.ReadFile("trainyard/__init__.py"); err != nil {
 		t.Errorf("__init__.py is not embedded: %v", err)
 	}
-
+	wantModes := map[string]fs.FileMode{"trainyard": 0o700, filepath.Base(first): 0o700, "__init__.py": 0o600} // trainyard: the top folder and the package
+	for _, p := range []string{filepath.Dir(first), first, filepath.Join(first, packageDir), filepath.Join(first, packageDir, "__init__.py")} {
+		info, err := os.Lstat(p)
+		if err != nil || info.Mode().Perm() != wantModes[filepath.Base(p)] {
+			t.Errorf("%s: mode %v (%v), want %v", p, info.Mode(), err, wantModes[filepath.Base(p)])
+		}
+	}
 	// Only the installed folder is left: no temporary ones.
+	assertOnly(t, filepath.Join(dir, "trainyard"), filepath.Base(first))
+}
+
+// embeddedNames returns the names of the embedded package's files.
+func embeddedNames(t *testing.T) []string {
+	t.Helper()
+	names, _, err := contents()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return names
+}
+
+// assertOnly fails the test unless dir holds exactly names.
+func assertOnly(t *testing.T, dir string, names ...string) {
+	t.Helper()
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(entries) != 1 {
-		t.Errorf("%s holds %d entries, want 1", dir, len(entries))
+	var got []string
+	for _, e := range entries {
+		got = append(got, e.Name())
+	}
+	if strings.Join(got, " ") != strings.Join(names, " ") {
+		t.Errorf("%s holds %q, want %q", dir, got, names)
 	}
 }
 
 func TestInstallConcurrently(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "not", "yet")
-	var wg sync.WaitGroup
-	paths := make([]string, 8)
-	errs := make([]error, 8)
-	for i := range paths {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			paths[i], errs[i] = Install(dir)
-		}()
-	}
-	wg.Wait()
-	for i := range paths {
-		if errs[i] != nil {
-			t.Fatal(errs[i])
+	dir := t.TempDir()
+	for _, round := range []string{"new", "replacing a modified copy"} {
+		if round != "new" {
+			path, _, _ := Install(Options{Dir: dir})
+			appendTo(t, filepath.Join(path, packageDir, "__init__.py"), "\nimport os\n")
 		}
-		if paths[i] != paths[0] {
-			t.Errorf("concurrent Installs gave %s and %s", paths[0], paths[i])
+		var wg sync.WaitGroup
+		paths := make([]string, 8)
+		errs := make([]error, 8)
+		for i := range paths {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				paths[i], _, errs[i] = Install(Options{Dir: dir})
+			}()
 		}
+		wg.Wait()
+		for i := range paths {
+			if errs[i] != nil {
+				t.Fatal(errs[i])
+			}
+			if paths[i] != paths[0] {
+				t.Errorf("%s: concurrent Installs gave %s and %s", round, paths[0], paths[i])
+			}
+		}
+		if err := verify(paths[0], embeddedNames(t)); err != nil {
+			t.Errorf("%s: %v", round, err)
+		}
+		assertOnly(t, filepath.Join(dir, "trainyard"), filepath.Base(paths[0]))
 	}
-	entries, _ := os.ReadDir(dir)
-	if len(entries) != 1 {
-		t.Errorf("%s holds %d entries, want 1", dir, len(entries))
+}
+
+func appendTo(t *testing.T, path, text string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(text); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -117,11 +142,13 @@ func TestInstalledPackageImports(t *testing.T) {
 	if _, err := os.Stat(systemPython); err != nil {
 		t.Skipf("no %s", systemPython)
 	}
-	root, err := Install(t.TempDir())
+	root, cleanup, err := Install(Options{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer cleanup()
 	cmd := exec.Command(systemPython, "-c", "import trainyard; print(trainyard.get_context())")
+	cmd.Dir = t.TempDir() // not python/, which holds the sources
 	cmd.Env = pythonEnv(root)
 	out, err := cmd.CombinedOutput()
 	if err != nil {

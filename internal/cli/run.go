@@ -77,10 +77,11 @@ func runJob(ctx context.Context, g *globals, flags *jobspec.Flags, opts runOptio
 	if err != nil {
 		return usageError(err)
 	}
-	helper, err := python.Install(os.TempDir())
+	helper, removeHelper, err := python.Install(python.Options{Logger: g.logger()})
 	if err != nil {
 		return fmt.Errorf("install the Python helper: %w", err)
 	}
+	defer removeHelper()
 	folder, err := rundir.Open(job, rundir.Options{Rerun: opts.rerun})
 	if err != nil {
 		return usageError(err)

@@ -137,10 +137,11 @@ func (w *worker) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	helper, err := python.Install(w.opts.TempDir)
+	helper, removeHelper, err := python.Install(python.Options{Dir: w.opts.TempDir, Logger: w.opts.Logger})
 	if err != nil {
 		return fmt.Errorf("install the Python helper: %w", err)
 	}
+	defer removeHelper()
 	extra := map[string]string{"PYTHONPATH": helper}
 	if w.primary() {
 		err = w.openPrimary(ctx)
