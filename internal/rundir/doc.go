@@ -6,6 +6,11 @@
 // run that already succeeded is refused, so a finished run is never overwritten; the folder
 // of a run that failed or was interrupted is continued with new attempts.
 //
+// Run folders are private to their owner (folders 0700, files 0600) unless the storage
+// path has the setgid bit, which shares them with its group read-only (see Perm). A run
+// folder that is a symbolic link or another user's is refused (ErrUntrusted), and the
+// files inside are reached through an os.Root without following links.
+//
 // When a gang's workers run on several machines that share the folder (pods on
 // Kubernetes), worker 0 holds it as above and the others open it as secondaries
 // (Options.Secondary): they write only their own ranks' logs.
