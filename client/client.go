@@ -27,10 +27,13 @@ type Client struct {
 	base    *url.URL // scheme and host, no trailing slash
 	addrErr error    // why the address given to New is unusable, reported by every call
 	token   string
-	http    *http.Client
-	tls     *tls.Config   // for https servers, also used by the log WebSocket
-	poll    time.Duration // how often Follow reads a rank's log again
-	retry   time.Duration // how long Follow tries to reach a server that went away
+	// withheld, when the token file's token was not sent to this server, is the message
+	// that replaces the server's answer to a 401.
+	withheld string
+	http     *http.Client
+	tls      *tls.Config   // for https servers, also used by the log WebSocket
+	poll     time.Duration // how often Follow reads a rank's log again
+	retry    time.Duration // how long Follow tries to reach a server that went away
 }
 
 // Option adjusts a Client.
@@ -144,7 +147,7 @@ func (c *Client) do(ctx context.Context, r request, out any) error {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != r.want {
-		return decodeError(resp)
+		return c.refusal(resp)
 	}
 	switch out := out.(type) {
 	case nil:
@@ -230,6 +233,15 @@ func mustUnescape(escaped string) string {
 		return escaped
 	}
 	return p
+}
+
+// refusal reads a refusal; a 401 when the client withheld the token file's token says so.
+func (c *Client) refusal(resp *http.Response) error {
+	err := decodeError(resp)
+	if resp.StatusCode == http.StatusUnauthorized && c.withheld != "" {
+		return &APIError{Status: resp.StatusCode, Message: c.withheld}
+	}
+	return err
 }
 
 // decodeError reads a refusal: the message of the server's {"error": ...} body, or the

@@ -2,6 +2,8 @@ package client
 
 import (
 	"fmt"
+	"net"
+	"net/url"
 	"os"
 	"strings"
 
@@ -29,6 +31,55 @@ func ResolveAddress(address string) string {
 		return a
 	}
 	return DefaultAddress
+}
+
+// Connect returns a client of the server at address (as ResolveAddress picks it) with
+// the token to send it. A token the user gave, in tokenFile (--token-file) or
+// $TRAINYARD_TOKEN, is sent wherever the address points. The token found by itself in the
+// server's token file ($TRAINYARD_TOKEN_FILE, else ~/.config/trainyard/token) is sent
+// only to a server that file belongs to, as its servers file says (auth.Owners); to any
+// other address the client sends no token, and when that server answers 401 the error
+// says whose token it is and how to send it there.
+func Connect(address, tokenFile string, opts ...Option) (*Client, error) {
+	c := New(ResolveAddress(address), "", opts...)
+	if tokenFile != "" || strings.TrimSpace(os.Getenv(EnvToken)) != "" {
+		tok, err := ResolveToken(tokenFile)
+		c.token = tok
+		return c, err
+	}
+	path, err := auth.DefaultTokenPath()
+	if err != nil {
+		return nil, err
+	}
+	tok, err := ResolveToken("")
+	if err != nil {
+		return nil, err
+	}
+	owners, err := auth.LoadOwners(path)
+	if err != nil {
+		return nil, err
+	}
+	if c.base == nil { // an unusable address: the first call reports it
+		return c, nil
+	}
+	target := hostPort(c.base)
+	if owners.Allows(target) {
+		c.token = tok
+		return c, nil
+	}
+	c.withheld = fmt.Sprintf("the token in %s belongs to %s, not %s; pass --token-file (or %s) to send it there",
+		path, owners, target, EnvToken)
+	return c, nil
+}
+
+// hostPort returns the host and port a URL reaches, with the scheme's port when it has
+// none.
+func hostPort(u *url.URL) string {
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	return net.JoinHostPort(u.Hostname(), port)
 }
 
 // ResolveToken returns the server's token: the one in tokenFile when it is not empty,

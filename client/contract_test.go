@@ -36,7 +36,7 @@ func newRealServer(t *testing.T) *httptest.Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := server.New(server.Config{Jobs: svc, Token: testToken, Packages: pkgs, StateDir: dir,
+	srv, err := server.New(server.Config{Jobs: svc, Token: testToken, Packages: pkgs, StateDir: filepath.Join(dir, "state"),
 		StoragePath: filepath.Join(dir, "runs"), Node: server.NodeConfig{Resources: node}, Version: "test"})
 	if err != nil {
 		t.Fatal(err)

@@ -5,7 +5,9 @@
 // A Client sends the server's token as "Authorization: Bearer <token>" with every
 // request. On the server's own machine the token is in the server's token file, which
 // ResolveToken finds by itself; elsewhere, set TRAINYARD_TOKEN. ResolveAddress picks
-// the server: a given address, else $TRAINYARD_ADDRESS, else DefaultAddress.
+// the server: a given address, else $TRAINYARD_ADDRESS, else DefaultAddress. Connect
+// does both, as the CLI does, and sends the token it found by itself only to the
+// servers its token file belongs to (the addresses they recorded beside it).
 //
 //	c := client.New(client.ResolveAddress(""), token)
 //	job, err := c.Submit(ctx, client.SubmitRequest{Job: trainJob})

@@ -21,6 +21,18 @@
 // into the file by hand must be at least 32 characters of the Bearer token alphabet
 // (letters, digits and - . _ ~ + /, then optional =).
 //
+// # Which servers a token file belongs to
+//
+// A server that starts adds the address it listens on (its host as given, with the port
+// it got) to the servers file beside the token file, <token file>.servers (mode 0600,
+// checked as the token file is; the last 16 addresses). The CLI sends the token it finds
+// by itself only to those addresses (Owners.Allows): the same host and port, or a
+// loopback address on the port of a server listening on all interfaces. A token file
+// without a servers file, from before they existed, belongs to DefaultListen
+// (127.0.0.1:8265) alone, until a server starts with it. A token the user gives
+// (--token-file, $TRAINYARD_TOKEN) goes wherever the user points it. The token file
+// itself stays one line, so that Ray's clients can read it (RAY_AUTH_TOKEN_PATH).
+//
 // # Requests
 //
 // Middleware checks, in this order, for every request:

@@ -37,7 +37,7 @@ func startAPI(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api, err := server.New(server.Config{Jobs: svc, Token: testToken, Packages: pkgs, StateDir: dir,
+	api, err := server.New(server.Config{Jobs: svc, Token: testToken, Packages: pkgs, StateDir: filepath.Join(dir, "state"),
 		StoragePath: filepath.Join(dir, "runs"), Node: server.NodeConfig{Resources: node}})
 	if err != nil {
 		t.Fatal(err)

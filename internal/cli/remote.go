@@ -36,7 +36,9 @@ const remoteHelp = `
 The server is --address, else $TRAINYARD_ADDRESS, else http://127.0.0.1:8265. Its token
 is read from --token-file, else taken from $TRAINYARD_TOKEN, else read from the file
 the server writes it to ($TRAINYARD_TOKEN_FILE, else ~/.config/trainyard/token), so on
-the server's machine the token is found without being given.`
+the server's machine the token is found without being given. A token found that way is
+sent only to the addresses of the servers that use that file (its .servers file beside
+it); give --token-file or $TRAINYARD_TOKEN to send a token elsewhere.`
 
 // bind registers the flags on fs.
 func (o *remoteOptions) bind(fs *pflag.FlagSet) {
@@ -49,10 +51,6 @@ func (o *remoteOptions) bind(fs *pflag.FlagSet) {
 // client returns a client of the server the flags and environment name. Its errors are
 // usage errors: nothing was asked of the server.
 func (o *remoteOptions) client() (*client.Client, error) {
-	token, err := client.ResolveToken(o.tokenFile)
-	if err != nil {
-		return nil, usageError(err)
-	}
 	var opts []client.Option
 	if o.caCert != "" {
 		cfg, err := caConfig(o.caCert)
@@ -61,7 +59,11 @@ func (o *remoteOptions) client() (*client.Client, error) {
 		}
 		opts = append(opts, client.WithTLSConfig(cfg))
 	}
-	return client.New(client.ResolveAddress(o.address), token, opts...), nil
+	c, err := client.Connect(o.address, o.tokenFile, opts...)
+	if err != nil {
+		return nil, usageError(err)
+	}
+	return c, nil
 }
 
 // caConfig returns a TLS configuration that trusts the CA certificates in a PEM file.

@@ -39,15 +39,18 @@ server and running jobs go on; a restarted server finds them again.
 
 Every request must carry the server's token ("Authorization: Bearer <token>"). It is
 made at the first start and kept in --token-file (default $TRAINYARD_TOKEN_FILE, else
-~/.config/trainyard/token, mode 0600), where the CLI on this machine finds it. The
-server listens on loopback unless told otherwise; listening elsewhere without
+~/.config/trainyard/token, mode 0600), where the CLI on this machine finds it; the
+server adds the address it listens on to <token file>.servers, and the CLI sends the
+token it finds by itself only to those addresses. The server listens on loopback unless told otherwise; listening elsewhere without
 --tls-cert/--tls-key prints a warning, as the token would cross the network in clear
 text. Requests must name the server in Host (localhost, its address, or an
 --allow-host), which keeps web pages out (DNS rebinding).
 
 Jobs get the GPUs in CUDA_VISIBLE_DEVICES (all the GPUs nvidia-smi finds when it is not
 set), all CPU cores and all memory. The server keeps its jobs in <state dir>/jobs.db;
-one server at a time can use a state folder. It logs what it does on stderr (at
+one server at a time can use a state folder, and no job may keep its runs in it. It
+logs every submit, stop and delete, and every request it refuses for want of the
+right token or Host, with the client's address. It logs what it does on stderr (at
 --log-level info unless told otherwise). SIGINT or SIGTERM stops the server
 gracefully; running jobs keep running.`
 
@@ -117,6 +120,10 @@ func (o *serverOptions) check() (warning string, err error) {
 	if o.storage, err = expandHome(o.storage); err != nil {
 		return "", err
 	}
+	if rel, err := filepath.Rel(o.stateDir, o.storage); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+		return "", fmt.Errorf("--storage-path %s is inside --state-dir %s, where the server keeps its own files, and the server "+
+			"refuses jobs that keep their runs there; give folders apart", o.storage, o.stateDir)
+	}
 	return auth.CheckListen(o.address, o.tlsCert != "")
 }
 
@@ -175,11 +182,41 @@ func runServer(ctx context.Context, g *globals, opts serverOptions) error {
 	if err != nil {
 		return usageError(err)
 	}
-	if warning != "" {
-		log.Warn(warning)
+	for _, w := range startWarnings(warning, opts, os.Geteuid()) {
+		log.Warn(w)
+	}
+	if err := auth.RecordServer(tokenPath, recordedAddr(opts.address, ln)); err != nil {
+		log.Warn("the CLI on this machine will not send the token to this server by itself", "err", err)
 	}
 	printBanner(g, ln, opts, tokenPath, inv, node)
 	return failed(serve(ctx, log, svc, hs, ln))
+}
+
+// startWarnings are the warnings the server logs when it starts: listenWarning (from
+// auth.CheckListen), running as root (euid 0), and --allow-host '*'.
+func startWarnings(listenWarning string, opts serverOptions, euid int) []string {
+	var out []string
+	if listenWarning != "" {
+		out = append(out, listenWarning)
+	}
+	if euid == 0 {
+		out = append(out, "the server runs as root, so every job it runs does too, with full access to this machine; "+
+			"run it as an unprivileged user")
+	}
+	if slices.Contains(opts.allowHosts, "*") {
+		out = append(out, "--allow-host '*' turns off the Host header check that defends against DNS rebinding: "+
+			"a web page whose name points at this machine can send requests to the server, which then only the token "+
+			"stops; name the hosts to allow instead")
+	}
+	return out
+}
+
+// recordedAddr is the address the server records beside its token: the host it was
+// given, "" for all interfaces, with the port it got.
+func recordedAddr(address string, ln net.Listener) string {
+	host, _, _ := net.SplitHostPort(address)
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	return net.JoinHostPort(host, port)
 }
 
 // serverToken loads the token, making the token file at the first start.

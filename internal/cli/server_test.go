@@ -22,10 +22,15 @@ func TestServerFlags(t *testing.T) {
 		"a URL as host":     {opts: serverOptions{address: "127.0.0.1:8265", allowHosts: []string{"http://gpu-box"}}, wantErr: `--allow-host "http://gpu-box"`},
 		"an empty host":     {opts: serverOptions{address: "127.0.0.1:8265", allowHosts: []string{""}}, wantErr: `--allow-host ""`},
 		"a wildcard domain": {opts: serverOptions{address: "127.0.0.1:8265", allowHosts: []string{"*.example.com"}}, wantErr: `--allow-host "*.example.com"`},
+		"storage in state":  {opts: serverOptions{address: "127.0.0.1:8265", storage: "~/state/runs"}, wantErr: "/state/runs is inside --state-dir"},
+		"storage is state":  {opts: serverOptions{address: "127.0.0.1:8265", storage: "~/state/"}, wantErr: "/state is inside --state-dir"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			tc.opts.stateDir, tc.opts.storage = "~/state", "runs"
+			tc.opts.stateDir = "~/state"
+			if tc.opts.storage == "" {
+				tc.opts.storage = "runs"
+			}
 			warning, err := tc.opts.check()
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
