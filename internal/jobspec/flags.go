@@ -62,14 +62,17 @@ func (f *Flags) Bind(fs *pflag.FlagSet) {
 	f.fs = fs
 	fs.StringVarP(&f.File, "file", "f", "", "read the job from this YAML file (flags given too override it)")
 	fs.Int32Var(&f.Workers, "workers", 1, "number of workers in the gang")
-	fs.Int32Var(&f.Procs, "procs-per-worker", 1, "processes per worker (default: the worker's GPU count, or 1)")
+	// Defaults that depend on other flags are said in the text, and the flag's own
+	// default is the zero value, which pflag does not print again.
+	fs.Int32Var(&f.Procs, "procs-per-worker", 0, "processes per worker (default: the worker's GPU count, or 1)")
 	fs.Int32Var(&f.GPUs, "gpus-per-worker", 0, "GPUs for each worker")
 	fs.StringVar(&f.CPUs, "cpus-per-worker", "", "CPU cores for each worker, e.g. 4 or 500m")
 	fs.StringVar(&f.Memory, "memory-per-worker", "", "memory for each worker, e.g. 8Gi")
 	fs.StringArrayVarP(&f.Env, "env", "e", nil, "set KEY=VALUE in every worker (repeatable; wins over Trainyard's variables)")
-	fs.StringVar(&f.WorkingDir, "workdir", "", "folder the workers start in (default: the current folder)")
+	fs.StringVar(&f.WorkingDir, "workdir", "", "folder the workers start in, on the machine that runs them (default: the current folder)")
 	fs.StringVar(&f.StoragePath, "storage-path", "", "folder that holds runs (default "+DefaultStoragePath+")")
-	fs.StringVar(&f.Name, "name", "", "run name: the run's folder under the storage path (default: generated)")
+	fs.StringVar(&f.Name, "name", "", "the job's name, which names its run folder under the storage path; "+
+		"1 to 45 of a-z, 0-9 and '-', starting with a letter (default: generated)")
 	fs.Int32Var(&f.MaxRestarts, "max-restarts", 0, "restart the whole gang up to this many times after a failure")
 	fs.DurationVar(&f.GracePeriod, "grace-period", 5*time.Second, "time a worker has to exit after SIGTERM before SIGKILL")
 	fs.DurationVar(&f.HangTimeout, "hang-timeout", 0, "restart the gang when no rank prints or reports for this long, e.g. 10m (default off)")
@@ -138,7 +141,10 @@ func (f *Flags) apply(job *v1.TrainJob) error {
 	if f.StoragePath != "" {
 		s.StoragePath = f.StoragePath
 	}
-	if f.Name != "" {
+	if f.changed("name") {
+		if f.Name == "" {
+			return errors.New(`--name "": ` + NameRule + "; leave --name out for a generated name")
+		}
 		job.Name, s.RunName = f.Name, ""
 	}
 	if err := f.applyQuantities(s); err != nil {

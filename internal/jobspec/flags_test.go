@@ -272,7 +272,7 @@ func TestFlagsResolve(t *testing.T) {
 			args: []string{"--workers", "0", "--procs-per-worker", "-1", "--gpus-per-worker", "-1", "--cpus-per-worker", "-2",
 				"--max-restarts", "-1", "--grace-period", "-3s", "--name", "Bad", "--", "python3", "train.py"},
 			wantErr: "invalid job:\n" +
-				`  --name (metadata.name): Invalid value: "Bad": ` + dnsMessage + "\n" +
+				`  --name (metadata.name): Invalid value: "Bad": ` + nameMessage + "\n" +
 				"  --workers (spec.workers): Invalid value: 0: must be between 1 and 10000\n" +
 				"  --procs-per-worker (spec.procsPerWorker): Invalid value: -1: must be between 1 and 1024\n" +
 				`  --cpus-per-worker (spec.resources.cpu): Invalid value: "-2": must be greater than zero` + "\n" +

@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
@@ -50,10 +49,8 @@ func (e *Invalid) Error() string {
 // Validate checks a defaulted job. It returns nil or an *Invalid listing every problem.
 func Validate(job *v1.TrainJob) error {
 	var errs field.ErrorList
-	if job.Name != "" {
-		for _, msg := range validation.IsDNS1123Subdomain(job.Name) {
-			errs = append(errs, field.Invalid(field.NewPath("metadata", "name"), job.Name, msg))
-		}
+	if job.Name != "" && !ValidName(job.Name) {
+		errs = append(errs, field.Invalid(field.NewPath("metadata", "name"), job.Name, NameRule))
 	}
 	errs = append(errs, validateSpec(&job.Spec, field.NewPath("spec"))...)
 	if len(errs) == 0 {

@@ -31,7 +31,8 @@ func goodJob() *v1.TrainJob {
 	})
 }
 
-const dnsMessage = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+// nameMessage is how an error states the rule of names.
+const nameMessage = NameRule
 
 const runNameMessage = "must start with a letter or digit and hold only letters, digits, '.', '_' and '-' (at most 128)"
 
@@ -48,7 +49,8 @@ func TestValidateAccepts(t *testing.T) {
 		"empty env value":                   func(j *v1.TrainJob) { j.Spec.Env = []v1.EnvVar{{Name: "A"}} },
 		"run name with dots and capitals":   func(j *v1.TrainJob) { j.Spec.RunName = "BERT_v1.2-try" },
 		"run name of 128":                   func(j *v1.TrainJob) { j.Spec.RunName = strings.Repeat("r", 128) },
-		"dotted metadata.name":              func(j *v1.TrainJob) { j.Name = "team.bert-large" },
+		"metadata.name of 45":               func(j *v1.TrainJob) { j.Name = "a" + strings.Repeat("-b", 22) },
+		"metadata.name of one letter":       func(j *v1.TrainJob) { j.Name = "a" },
 		"command with arguments only after": func(j *v1.TrainJob) { j.Spec.Command = []string{"python3"}; j.Spec.Args = []string{""} },
 	}
 	for name, mutate := range cases {
@@ -195,11 +197,27 @@ func TestValidateRejects(t *testing.T) {
 		},
 		"metadata.name with capitals": {
 			mutate: func(j *v1.TrainJob) { j.Name = "BertLarge" },
-			want:   `invalid job: metadata.name: Invalid value: "BertLarge": ` + dnsMessage,
+			want:   `invalid job: metadata.name: Invalid value: "BertLarge": ` + nameMessage,
 		},
 		"metadata.name with an underscore": {
 			mutate: func(j *v1.TrainJob) { j.Name = "bert_large" },
-			want:   `invalid job: metadata.name: Invalid value: "bert_large": ` + dnsMessage,
+			want:   `invalid job: metadata.name: Invalid value: "bert_large": ` + nameMessage,
+		},
+		"dotted metadata.name": {
+			mutate: func(j *v1.TrainJob) { j.Name = "team.bert-large" },
+			want:   `invalid job: metadata.name: Invalid value: "team.bert-large": ` + nameMessage,
+		},
+		"metadata.name of 46": {
+			mutate: func(j *v1.TrainJob) { j.Name = strings.Repeat("a", 46) },
+			want:   `invalid job: metadata.name: Invalid value: "` + strings.Repeat("a", 46) + `": ` + nameMessage,
+		},
+		"metadata.name starting with a digit": {
+			mutate: func(j *v1.TrainJob) { j.Name = "7b" },
+			want:   `invalid job: metadata.name: Invalid value: "7b": ` + nameMessage,
+		},
+		"metadata.name ending with '-'": {
+			mutate: func(j *v1.TrainJob) { j.Name = "bert-" },
+			want:   `invalid job: metadata.name: Invalid value: "bert-": ` + nameMessage,
 		},
 		"several problems, one per line in field order": {
 			mutate: func(j *v1.TrainJob) {
@@ -213,7 +231,7 @@ func TestValidateRejects(t *testing.T) {
 				j.Spec.RunName = "a b"
 			},
 			want: "invalid job:\n" +
-				`  metadata.name: Invalid value: "Bad Name": ` + dnsMessage + "\n" +
+				`  metadata.name: Invalid value: "Bad Name": ` + nameMessage + "\n" +
 				"  spec.workers: Invalid value: 0: must be between 1 and 10000\n" +
 				"  spec.procsPerWorker: Invalid value: 0: must be between 1 and 1024\n" +
 				"  spec.resources.gpu: Invalid value: -1: must be between 0 and 1024\n" +
