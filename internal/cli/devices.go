@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"text/tabwriter"
 
@@ -19,22 +18,20 @@ func newDevicesCommand(g *globals) *cobra.Command {
 (through nvidia-smi). If CUDA_VISIBLE_DEVICES is set, only those GPUs are listed and used.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if output != "" && output != "json" {
-				return usageError(fmt.Errorf("--output %q: must be json or left out", output))
+			if err := checkFormat(output, "json"); err != nil {
+				return err
 			}
 			inv, err := discoverGPUs(cmd.Context())
 			if err != nil {
 				return err
 			}
 			if output == "json" {
-				enc := json.NewEncoder(g.io.Out)
-				enc.SetIndent("", "  ")
-				return enc.Encode(inv)
+				return printData(g.io.Out, output, devicesJSON(inv))
 			}
 			return printDevices(g, inv)
 		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: json")
+	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: json (default: a table)")
 	return cmd
 }
 
@@ -57,4 +54,37 @@ func printDevices(g *globals, inv device.Inventory) error {
 	}
 	_, err := fmt.Fprintf(g.io.Out, "%d GPU(s), driver %s, from %s\n", len(inv.GPUs), inv.DriverVersion, inv.Source)
 	return err
+}
+
+// devicesOutput is what devices -o json prints.
+type devicesOutput struct {
+	GPUs []gpuOutput `json:"gpus"`
+	// DriverVersion is the NVIDIA driver's version; empty when unknown.
+	DriverVersion string `json:"driverVersion"`
+	// Source says where the GPUs came from, or why there are none.
+	Source string `json:"source"`
+}
+
+// gpuOutput is one GPU in devices -o json.
+type gpuOutput struct {
+	Index         int    `json:"index"`
+	UUID          string `json:"uuid"`
+	Name          string `json:"name"`
+	MemoryMiB     int64  `json:"memoryMiB"`
+	MemoryUsedMiB int64  `json:"memoryUsedMiB"`
+	// UtilizationPercent is null when unknown.
+	UtilizationPercent *int `json:"utilizationPercent"`
+}
+
+// devicesJSON converts an inventory to what devices -o json prints.
+func devicesJSON(inv device.Inventory) devicesOutput {
+	out := devicesOutput{GPUs: []gpuOutput{}, DriverVersion: inv.DriverVersion, Source: inv.Source}
+	for _, d := range inv.GPUs {
+		gpu := gpuOutput{Index: d.Index, UUID: d.UUID, Name: d.Name, MemoryMiB: d.MemoryMiB, MemoryUsedMiB: d.MemoryUsedMiB}
+		if d.UtilizationPercent >= 0 {
+			gpu.UtilizationPercent = &d.UtilizationPercent
+		}
+		out.GPUs = append(out.GPUs, gpu)
+	}
+	return out
 }

@@ -1,34 +1,59 @@
 package cli
 
 import (
+	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
+	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	v1 "github.com/trainyard/trainyard/api/v1alpha1"
+	"github.com/trainyard/trainyard/client"
 	"github.com/trainyard/trainyard/internal/jobspec"
 	"github.com/trainyard/trainyard/internal/reporting"
 	"github.com/trainyard/trainyard/internal/rundir"
 )
 
+// lastMetricsWidth is the most of a run's last metrics the list of runs shows.
+const lastMetricsWidth = 60
+
 func newResultsCommand(g *globals) *cobra.Command {
 	var storage, output string
 	cmd := &cobra.Command{
-		Use:   "results RUN",
-		Short: "Print the results of a run: each iteration's metrics, checkpoint and time",
-		Long: `Print the result table of a run again: one row per trainyard.report() of rank 0,
-with its metrics, the checkpoint it committed, the time of the iteration and the total.
-RUN is a run name under --storage-path, or the path of a run's folder.`,
-		Example: `  trainyard results fashion-mnist
+		Use:   "results [RUN]",
+		Short: "List the runs in the storage path, or print the results of one",
+		Long: `Without RUN, list the runs under --storage-path, oldest first: each run's name, status
+(from its run.json), the metrics of its last trainyard.report() and its age.
+
+With RUN, print the result table of that run again: one row per trainyard.report() of
+rank 0, with its metrics, the checkpoint it committed, the time of the iteration and the
+total. RUN is a run name under --storage-path, or the path of a run's folder.`,
+		Example: `  trainyard results
+  trainyard results fashion-mnist
   trainyard results ~/trainyard_results/fashion-mnist -o json`,
-		Args: cobra.ExactArgs(1),
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if output != "" && output != "json" {
-				return usageError(fmt.Errorf("--output %q: must be json or left out", output))
+			if err := checkFormat(output, "json"); err != nil {
+				return err
+			}
+			if len(args) == 0 {
+				dir, err := expandHome(storage)
+				if err != nil {
+					return usageError(fmt.Errorf("--storage-path: %w", err))
+				}
+				return listRuns(g, dir, output)
 			}
 			dir, err := runFolder(args[0], storage)
 			if err != nil {
@@ -39,13 +64,13 @@ RUN is a run name under --storage-path, or the path of a run's folder.`,
 				return err
 			}
 			if output == "json" {
-				return json.NewEncoder(g.io.Out).Encode(rows)
+				return json.NewEncoder(g.io.Out).Encode(nonNil(rows))
 			}
 			return reporting.WriteTable(g.io.Out, reporting.MarkGone(rows, dir), 0)
 		},
 	}
 	cmd.Flags().StringVar(&storage, "storage-path", jobspec.DefaultStoragePath, "folder that holds runs")
-	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: json")
+	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: json (default: a table)")
 	return cmd
 }
 
@@ -53,9 +78,8 @@ RUN is a run name under --storage-path, or the path of a run's folder.`,
 func runFolder(run, storage string) (string, error) {
 	candidates := []string{run}
 	if !strings.Contains(run, string(filepath.Separator)) {
-		home, _ := os.UserHomeDir()
-		if rest, ok := strings.CutPrefix(storage, "~"); ok {
-			storage = home + rest
+		if abs, err := expandHome(storage); err == nil {
+			storage = abs
 		}
 		candidates = []string{filepath.Join(storage, run), run}
 	}
@@ -65,4 +89,154 @@ func runFolder(run, storage string) (string, error) {
 		}
 	}
 	return "", errors.New("no run " + run + " in " + storage + " (" + rundir.RecordFile + " not found); give a run name or the path of a run's folder")
+}
+
+// runSummary is one run in the list of runs, as results -o json prints it.
+type runSummary struct {
+	Name     string      `json:"name"`
+	Status   v1.JobPhase `json:"status"`
+	Reason   string      `json:"reason,omitempty"`
+	Created  time.Time   `json:"created"`
+	Updated  time.Time   `json:"updated"`
+	Finished *time.Time  `json:"finished,omitempty"`
+	// LastResult is the run's last report (as trainyard get -o json shows it); nil when
+	// it has none.
+	LastResult *client.Result `json:"lastResult,omitempty"`
+	Dir        string         `json:"dir"`
+	// Error says why the run's record or results could not be read.
+	Error string `json:"error,omitempty"`
+}
+
+// listRuns prints the runs in storage: a table, or JSON.
+func listRuns(g *globals, storage, output string) error {
+	runs, err := readRuns(storage)
+	if err != nil {
+		return err
+	}
+	if output == "json" {
+		return printData(g.io.Out, output, runs)
+	}
+	return printRuns(newView(g, output), storage, runs)
+}
+
+// readRuns reads the summary of every run folder in storage (a folder with a run.json;
+// links are not followed), oldest first. A storage path that does not exist holds no
+// runs.
+func readRuns(storage string) ([]runSummary, error) {
+	entries, err := os.ReadDir(storage)
+	if errors.Is(err, fs.ErrNotExist) {
+		return []runSummary{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list the runs in %s: %w", storage, err)
+	}
+	runs := []runSummary{}
+	for _, e := range entries {
+		dir := filepath.Join(storage, e.Name())
+		if !e.IsDir() {
+			continue
+		}
+		if _, err := os.Lstat(filepath.Join(dir, rundir.RecordFile)); errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		runs = append(runs, summarize(dir))
+	}
+	slices.SortStableFunc(runs, func(a, b runSummary) int {
+		return cmp.Or(a.Created.Compare(b.Created), strings.Compare(a.Name, b.Name))
+	})
+	return runs, nil
+}
+
+// summarize reads what the list of runs shows of one run folder.
+func summarize(dir string) runSummary {
+	s := runSummary{Name: filepath.Base(dir), Dir: dir}
+	rec, err := rundir.ReadRecord(dir)
+	if err != nil {
+		s.Error = err.Error()
+		return s
+	}
+	s.Status, s.Reason, s.Created, s.Updated, s.Finished = rec.Phase, rec.Reason, rec.Created, rec.Updated, rec.Finished
+	last, ok, err := lastResult(dir)
+	switch {
+	case err != nil:
+		s.Error = err.Error()
+	case ok:
+		s.LastResult = &client.Result{Iteration: last.Iteration, Timestamp: last.Timestamp, TimeThisIterS: last.TimeThisIterS,
+			TimeTotalS: last.TimeTotalS, Attempt: last.Attempt, Checkpoint: last.Checkpoint, Metrics: client.Metrics(last.Metrics)}
+	}
+	return s
+}
+
+// lastReportBytes is how much of the end of result.json lastResult reads: a report's
+// line is far shorter.
+const lastReportBytes = 256 << 10
+
+// lastResult reads the last whole report of a run's result.json without reading the
+// whole file, which grows with every report; ok is false when there is none.
+func lastResult(dir string) (reporting.Result, bool, error) {
+	var r reporting.Result
+	f, err := os.OpenFile(filepath.Join(dir, reporting.ResultFile), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return r, false, nil
+	}
+	if err != nil {
+		return r, false, fmt.Errorf("read the last result: %w", err)
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return r, false, fmt.Errorf("read the last result: %w", err)
+	}
+	start := max(0, info.Size()-lastReportBytes)
+	tail, err := io.ReadAll(io.NewSectionReader(f, start, info.Size()-start))
+	if err != nil {
+		return r, false, fmt.Errorf("read the last result: %w", err)
+	}
+	lines := bytes.Split(tail, []byte("\n"))
+	if start > 0 {
+		lines = lines[1:] // the first line is cut
+	}
+	for i := len(lines) - 1; i >= 0; i-- {
+		// A line cut short by a crash does not parse, and is passed over.
+		if len(bytes.TrimSpace(lines[i])) > 0 && json.Unmarshal(lines[i], &r) == nil {
+			return r, true, nil
+		}
+	}
+	return r, false, nil
+}
+
+// printRuns writes the runs as a table.
+func printRuns(v view, storage string, runs []runSummary) error {
+	if len(runs) == 0 {
+		_, err := fmt.Fprintf(v.out, "No runs in %s.\n", storage)
+		return err
+	}
+	tw := v.table()
+	fmt.Fprintln(tw, "NAME\tSTATUS\tLAST METRICS\tAGE")
+	for _, r := range runs {
+		status, metrics, age := string(r.Status), "-", "-"
+		switch {
+		case r.Error != "" && r.Status == "":
+			status, metrics = "unknown", r.Error
+		case r.LastResult != nil:
+			metrics = lastMetrics(r.LastResult)
+		}
+		if !r.Created.IsZero() {
+			age = humanDuration(v.now.Sub(r.Created))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", cell(r.Name), orDash(status), shorten(cell(metrics), lastMetricsWidth), age)
+	}
+	return tw.Flush()
+}
+
+// lastMetrics writes a report's iteration and metrics, by name: "iter 12: acc=0.91 loss=0.23".
+func lastMetrics(r *client.Result) string {
+	parts := []string{fmt.Sprintf("iter %d:", r.Iteration)}
+	for _, name := range slices.Sorted(maps.Keys(r.Metrics)) {
+		parts = append(parts, name+"="+strconv.FormatFloat(r.Metrics[name], 'g', 4, 64))
+	}
+	if len(r.Metrics) == 0 {
+		parts[0] = fmt.Sprintf("iter %d", r.Iteration)
+	}
+	return strings.Join(parts, " ")
 }

@@ -6,21 +6,31 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
+	"runtime/debug"
+	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/trainyard/trainyard/client"
+	"github.com/trainyard/trainyard/internal/kubecli"
 )
 
 // Version is the build's version, set at link time with -X.
 var Version = "dev"
 
-// Exit codes of the trainyard command.
+// Exit codes of the trainyard command, the same for every subcommand.
 const (
 	ExitOK          = 0
-	ExitFailed      = 1   // the job failed
-	ExitUsage       = 2   // bad input: nothing was started
+	ExitFailed      = 1   // the job failed, or something did: a server or cluster unreachable, a job not found
+	ExitUsage       = 2   // bad input, found here or refused as such by the server or cluster: nothing was done
 	ExitInterrupted = 130 // stopped by Ctrl-C or SIGTERM
 )
+
+// exitCodesHelp says the exit codes in the help of the trainyard command.
+const exitCodesHelp = `Exit codes: 0 done, 1 failed (the job, or reaching what runs it; a job that is not
+found), 2 bad input (nothing was done), 130 interrupted.`
 
 // exitError carries an exit code out of a command.
 type exitError struct {
@@ -33,6 +43,56 @@ func (e *exitError) Unwrap() error { return e.err }
 
 // usageError marks bad input: the message is printed and trainyard exits 2.
 func usageError(err error) error { return &exitError{code: ExitUsage, err: err} }
+
+// exitCode is the code trainyard exits with after err. A request the server or the
+// cluster refused as bad input is bad input whatever the command made of it; otherwise
+// an error carries its code (markFailures gives every command's errors one); an error
+// that carries none is cobra's own, from before any command ran (an unknown command or
+// wrong arguments), so bad input.
+func exitCode(err error) int {
+	var (
+		ae *client.APIError
+		ie *kubecli.InputError
+		ee *exitError
+	)
+	switch {
+	case errors.As(err, &ae) && refusedInput(ae.Status), errors.As(err, &ie):
+		return ExitUsage
+	case errors.As(err, &ee):
+		return ee.code
+	}
+	return ExitUsage
+}
+
+// refusedInput reports whether an HTTP status is the server's refusal of bad input: a
+// malformed or impossible request (400, 422: an invalid job, one that can never fit, an
+// unknown status), or one too large or of the wrong type (413, 415). A job that is not
+// found (404) or not in a state for the request (409) is a failure, as Ray's CLI has it.
+func refusedInput(status int) bool {
+	switch status {
+	case http.StatusBadRequest, http.StatusUnprocessableEntity, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType:
+		return true
+	}
+	return false
+}
+
+// markFailures makes an error that a command of c's tree returns without an exit code a
+// failure (exit 1): bad input is marked as such where it is found.
+func markFailures(c *cobra.Command) {
+	if run := c.RunE; run != nil {
+		c.RunE = func(cmd *cobra.Command, args []string) error {
+			err := run(cmd, args)
+			var ee *exitError
+			if err == nil || errors.As(err, &ee) {
+				return err
+			}
+			return &exitError{code: ExitFailed, err: err}
+		}
+	}
+	for _, sub := range c.Commands() {
+		markFailures(sub)
+	}
+}
 
 // IO is where commands read and write; tests give their own.
 type IO struct {
@@ -75,23 +135,35 @@ wired for torch.distributed, torn down together when one fails, and restarted as
   trainyard install [--context NAME] [--image IMG]            put the operator and the TrainJob CRD on Kubernetes
   trainyard uninstall [--keep-crd]                            take them off again
   trainyard operator                                          the operator itself (what install deploys)
-  trainyard submit --kube --image IMG -- python3 train.py     the same commands on a cluster (list, get, logs -f, stop, top ... --kube)`,
+  trainyard submit --kube --image IMG -- python3 train.py     the same commands on a cluster (list, get, logs -f, stop, top ... --kube)
+
+` + exitCodesHelp,
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		Version:       Version,
+		Version:       buildVersion(debug.ReadBuildInfo()).String(),
 	}
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetOut(stdio.Out)
 	root.SetErr(stdio.Err)
 	root.SetIn(stdio.In)
 	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "warn", "diagnostics on stderr: debug, info, warn or error")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return usageError(fmt.Errorf("%w (see '%s --help')", err, c.CommandPath()))
+		return usageError(fmt.Errorf("%w%s (see '%s --help')", err, flagHint(c, err), c.CommandPath()))
 	})
 	root.AddCommand(newRunCommand(g), newResultsCommand(g), newDevicesCommand(g), newVersionCommand(g))
 	root.AddCommand(newServerCommand(g), newSubmitCommand(g), newListCommand(g), newGetCommand(g), newLogsCommand(g), newStopCommand(g), newDeleteCommand(g), newTopCommand(g))
 	root.AddCommand(newInstallCommand(g), newUninstallCommand(g), newOperatorCommand(g))
 	root.AddCommand(newWorkerCommand(g), newCopySelfCommand(g))
+	markFailures(root)
 	return root
+}
+
+// flagHint is what a flag error adds for a user who reached for another command's flag.
+func flagHint(c *cobra.Command, err error) string {
+	if c.Name() == "run" && strings.Contains(err.Error(), "unknown flag: --working-dir") {
+		return "; run starts the workers in --workdir, a folder of this machine; --working-dir is submit's, which uploads a folder to a server"
+	}
+	return ""
 }
 
 // Main runs trainyard with args and returns its exit code.
@@ -102,11 +174,7 @@ func Main(ctx context.Context, args []string, stdio IO) int {
 	if err == nil {
 		return ExitOK
 	}
-	var ee *exitError
-	code := ExitUsage // cobra's own errors: unknown command, bad args
-	if errors.As(err, &ee) {
-		code = ee.code
-	}
+	code := exitCode(err)
 	if msg := err.Error(); msg != "" {
 		fmt.Fprintf(stdio.Err, "trainyard: %s\n", msg)
 	}

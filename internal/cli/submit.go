@@ -27,23 +27,30 @@ and checked here before it is sent. The server runs it when its GPUs, CPU and me
 are free, higher --priority first, under its own 'trainyard run', so it behaves as one
 run by hand and outlives the server.
 
-Paths are paths on the server's machine. The workers start in --workdir, by default
-the folder submit runs in, which must exist there too: the common case is a server on
-this machine. For a server elsewhere, --working-dir DIR zips the local folder DIR
-(its files and folders; symbolic links are left out, with a warning), uploads it to
-the server as Ray's clients upload a working_dir (at most 100 MiB zipped), and the
-workers start in its copy there; it cannot be used with --workdir. The run's folder is <storage path>/<job ID>, where the storage path is
-the server's --storage-path unless the job names one; --name names the job (the NAME
-that 'trainyard list' shows), and --id chooses its ID.` + remoteHelp + kubeHelp + `
+Paths are paths on the server's machine. Two flags of near-identical names, from two
+ecosystems, say where the workers start; give one of them, not both:
 
-On a cluster, submit creates a TrainJob and prints its name without waiting: --name
-is its name (else one is generated from the command, such as train-x7k2p), --image the
+  --workdir DIR       a folder on the server's machine (as docker run's --workdir), by
+                      default the folder submit runs in, which must exist there too: the
+                      common case is a server on this machine.
+  --working-dir DIR   a folder on this machine (as ray job submit's --working-dir): its
+                      files and folders are zipped (symbolic links are left out, with a
+                      warning) and uploaded to the server (at most 100 MiB zipped), and the
+                      workers start in its copy there: for a server elsewhere.
+
+The run's folder is <storage path>/<job ID>, where the storage path is the server's
+--storage-path unless the job names one. --name names the job (the NAME that
+'trainyard list' shows) and --id chooses its ID; both follow the rule of names: 1 to 45
+of a-z, 0-9 and '-', starting with a letter and ending with a letter or digit.` + remoteHelp + kubeHelp + `
+
+On a cluster, submit creates a TrainJob and prints its name without waiting: --name is
+its name (else one is generated from the command, such as train-x7k2p), --image the
 workers' container image (required: it needs the job's command and torch, not
 trainyard), and paths (--workdir, --storage-path) are paths inside the worker
 containers. The storage path (default /trainyard/results) should be on a volume
 (spec.kubernetes.volumes and volumeMounts in the job file), or checkpoints and logs go
-with the pods. The job is
-checked here, then by the cluster, whose refusals name the field (exit 2).`
+with the pods. The job is checked here, then by the cluster, whose refusals name the
+field (exit 2).`
 
 const submitExample = `  trainyard submit -- python3 train.py --epochs 3
   trainyard submit --workers 2 --gpus-per-worker 4 --max-restarts 3 -- python3 train.py
@@ -84,15 +91,23 @@ func newSubmitCommand(g *globals) *cobra.Command {
 			if on {
 				return kubeSubmit(cmd.Context(), g, &flags, &kjob, &kube, args)
 			}
+			if cmd.Flags().Changed("id") {
+				if err := jobspec.CheckName("--id", opts.id); err != nil {
+					return usageError(err)
+				}
+			}
 			return submitJob(cmd.Context(), g, &flags, &remote, opts, args)
 		},
 	}
 	cmd.Flags().SetInterspersed(false)
 	flags.Bind(cmd.Flags())
 	remote.bind(cmd.Flags())
-	cmd.Flags().StringVar(&opts.id, "id", "", "the job's ID (default: generated, raysubmit_...)")
+	cmd.Flags().StringVar(&opts.id, "id", "", "the job's ID, a name: 1 to 45 of a-z, 0-9 and '-', starting with a letter (default: generated, raysubmit_...)")
 	cmd.Flags().IntVar(&opts.priority, "priority", 0, "pending jobs start highest priority first")
-	cmd.Flags().StringVar(&opts.workingDir, "working-dir", "", "local folder to upload for the workers to start in (instead of --workdir)")
+	cmd.Flags().Lookup("workdir").Usage = "folder the workers start in, a path on the server's machine (in the containers with --kube) " +
+		"as docker run's --workdir (default: this folder); not with --working-dir"
+	cmd.Flags().StringVar(&opts.workingDir, "working-dir", "", "local folder to zip and upload for the workers to start in its copy, "+
+		"as ray job submit's --working-dir; not with --workdir")
 	cmd.Flags().BoolVar(&opts.noWait, "no-wait", false, "print the job's ID and return without waiting for the job")
 	kube.bind(cmd.Flags())
 	kjob.Bind(cmd.Flags())
@@ -137,7 +152,7 @@ func uploadWorkingDir(ctx context.Context, g *globals, c *client.Client, dir str
 		fmt.Fprintf(g.io.Err, "trainyard: warning: --working-dir: leaving out %s, which is not a regular file or folder (a symbolic link?)\n", path)
 	})
 	if err != nil {
-		return "", fmt.Errorf("--working-dir: %w", err)
+		return "", usageError(fmt.Errorf("--working-dir: %w", err))
 	}
 	has, err := c.HasPackage(ctx, pkg.Name)
 	if err == nil && !has {
@@ -158,7 +173,12 @@ func remoteJob(flags *jobspec.Flags, command []string, upload bool) (*v1.TrainJo
 		return nil, err
 	}
 	if upload && given.Spec.WorkingDir != "" {
-		return nil, errors.New("--working-dir uploads the folder the workers start in: drop --workdir (or the job file's spec.workingDir)")
+		other := "--workdir " + flags.WorkingDir
+		if flags.WorkingDir == "" {
+			other = "the job file's spec.workingDir " + given.Spec.WorkingDir
+		}
+		return nil, fmt.Errorf("--working-dir and %s both say where the workers start: --working-dir uploads a folder of this machine "+
+			"(as ray job submit's), --workdir names one on the server's machine (as docker run's); give one of them", other)
 	}
 	job, err := flags.Resolve(command, jobspec.Env{})
 	if err != nil {

@@ -40,9 +40,9 @@ func TestSubmitWorkingDir(t *testing.T) {
 		code int
 		want string
 	}{
-		"with --workdir": {[]string{"--working-dir", dir, "--workdir", dir}, 2, "trainyard: --working-dir uploads the folder the workers start in: drop --workdir"},
-		"not a folder":   {[]string{"--working-dir", filepath.Join(dir, "run.sh")}, 1, "trainyard: --working-dir: working folder " + filepath.Join(dir, "run.sh") + " is not a folder"},
-		"missing":        {[]string{"--working-dir", filepath.Join(dir, "nope")}, 1, "trainyard: --working-dir: working folder: lstat"},
+		"with --workdir": {[]string{"--working-dir", dir, "--workdir", dir}, 2, "trainyard: --working-dir and --workdir " + dir + " both say where the workers start"},
+		"not a folder":   {[]string{"--working-dir", filepath.Join(dir, "run.sh")}, 2, "trainyard: --working-dir: working folder " + filepath.Join(dir, "run.sh") + " is not a folder"},
+		"missing":        {[]string{"--working-dir", filepath.Join(dir, "nope")}, 2, "trainyard: --working-dir: working folder: lstat"},
 	}
 	for name, c := range cases {
 		args := append(append([]string{"submit", "--no-wait"}, c.args...), "--", "true")
