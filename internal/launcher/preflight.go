@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -14,8 +16,8 @@ import (
 )
 
 // Preflight checks what a valid job needs from this machine before anything starts: the
-// working folder exists, the command can be found and run, and the storage path can be
-// written. It changes nothing on disk.
+// working folder exists, the command can be found and run, the script a Python command
+// runs exists, and the storage path can be written. It changes nothing on disk.
 func Preflight(job *v1.TrainJob) error {
 	s := &job.Spec
 	if err := checkDir(s.WorkingDir); err != nil {
@@ -24,10 +26,95 @@ func Preflight(job *v1.TrainJob) error {
 	if _, err := LookPath(job); err != nil {
 		return err
 	}
+	if err := checkScript(job); err != nil {
+		return err
+	}
 	if err := checkWritable(s.StoragePath); err != nil {
 		return fmt.Errorf("storage path (--storage-path) %s: %w", s.StoragePath, err)
 	}
 	return nil
+}
+
+// pythonName is the base name of a Python interpreter: python, python3, python3.11.
+var pythonName = regexp.MustCompile(`^python[0-9.]*$`)
+
+// checkScript refuses a job whose command is a Python interpreter told to run a .py file
+// that does not exist, as Python would fail in every worker after the run has begun.
+// Other programs' arguments are theirs to judge.
+func checkScript(job *v1.TrainJob) error {
+	argv := append(slices.Clip(job.Spec.Command), job.Spec.Args...)
+	if !pythonName.MatchString(filepath.Base(argv[0])) {
+		return nil
+	}
+	script, ok := pythonScript(argv[1:])
+	if !ok || !strings.HasSuffix(script, ".py") {
+		return nil
+	}
+	p := script
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(job.Spec.WorkingDir, p)
+	}
+	if _, err := os.Stat(p); err != nil {
+		why := "does not exist"
+		if !errors.Is(err, fs.ErrNotExist) {
+			why = "cannot be read: " + err.Error()
+		}
+		msg := fmt.Sprintf("script %s (run by %s) %s", script, filepath.Base(argv[0]), why)
+		if !filepath.IsAbs(script) {
+			msg += fmt.Sprintf(" in the working folder %s: the workers start there (--workdir), so give the script's path from there",
+				job.Spec.WorkingDir)
+		}
+		return errors.New(msg)
+	}
+	return nil
+}
+
+// pythonScript returns the file a Python interpreter given args runs: the first argument
+// that is not an option or an option's value. It is false when Python runs no file: -c,
+// -m, '-' (the standard input), or an option it does not know of, whose value could be
+// taken for a file.
+func pythonScript(args []string) (string, bool) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			if i+1 < len(args) {
+				return args[i+1], true
+			}
+			return "", false
+		case a == "-" || strings.HasPrefix(a, "--"):
+			return "", false
+		case !strings.HasPrefix(a, "-"):
+			return a, true
+		}
+		noFile, takes := shortOptions(a[1:])
+		if noFile {
+			return "", false
+		}
+		i += takes
+	}
+	return "", false
+}
+
+// pythonFlags are Python's short options that take no value and let it run a file.
+const pythonFlags = "bBdEiIOPqsSuvxR"
+
+// shortOptions reads a group of Python's short options without its '-' ("u", "OO",
+// "Wignore", "uc"): whether Python then runs no file (-c, -m, or an option not known
+// here), and how many of the following arguments the group takes as a value.
+func shortOptions(group string) (noFile bool, takes int) {
+	for j, c := range group {
+		switch {
+		case c == 'W' || c == 'X':
+			if j == len(group)-1 {
+				return false, 1
+			}
+			return false, 0 // the rest of the group is the value
+		case !strings.ContainsRune(pythonFlags, c):
+			return true, 0
+		}
+	}
+	return false, 0
 }
 
 func checkDir(dir string) error {

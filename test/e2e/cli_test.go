@@ -21,12 +21,17 @@ func TestBadInput(t *testing.T) {
 		env  []string
 		want string
 	}{
-		"unknown flag":         {args: []string{"--wrokers", "2", "--", "true"}, want: "unknown flag: --wrokers"},
-		"zero workers":         {args: []string{"--workers", "0", "--", "true"}, want: "--workers (spec.workers): Invalid value: 0: must be between 1 and 10000"},
-		"negative workers":     {args: []string{"--workers", "-1", "--", "true"}, want: "--workers (spec.workers): Invalid value: -1"},
-		"missing command":      {args: []string{"--workers", "2"}, want: "the command after -- (spec.command): Required value"},
-		"command not found":    {args: []string{"--", "no-such-program"}, want: `command "no-such-program": not found in PATH`},
-		"script not found":     {args: []string{"--", "./missing.sh"}, want: "missing.sh does not exist"},
+		"unknown flag":      {args: []string{"--wrokers", "2", "--", "true"}, want: "unknown flag: --wrokers"},
+		"zero workers":      {args: []string{"--workers", "0", "--", "true"}, want: "--workers (spec.workers): Invalid value: 0: must be between 1 and 10000"},
+		"negative workers":  {args: []string{"--workers", "-1", "--", "true"}, want: "--workers (spec.workers): Invalid value: -1"},
+		"missing command":   {args: []string{"--workers", "2"}, want: "the command after -- (spec.command): Required value"},
+		"command not found": {args: []string{"--", "no-such-program"}, want: `command "no-such-program": not found in PATH`},
+		"script not found":  {args: []string{"--", "./missing.sh"}, want: "missing.sh does not exist"},
+		"python script not found": {args: []string{"--", "python3", "-u", "missing.py"},
+			want: "script missing.py (run by python3) does not exist in the working folder " + dir},
+		"a name that is none": {args: []string{"--name", "My_Run", "--", "true"},
+			want: `--name (metadata.name): Invalid value: "My_Run": a name is 1 to 45 characters`},
+		"an empty name":        {args: []string{"--name", "", "--", "true"}, want: `--name "": a name is 1 to 45 characters`},
 		"job file missing":     {args: []string{"-f", "nope.yaml"}, want: "read job file: open nope.yaml: no such file or directory"},
 		"job file bad field":   {args: []string{"-f", badJob}, want: `unknown field "spec.comand"`},
 		"more GPUs than exist": {args: []string{"--workers", "2", "--gpus-per-worker", "1", "--", "true"}, env: noPath, want: "the job needs 2 GPUs (2 workers x 1 GPU) but this machine has none"},
@@ -67,6 +72,26 @@ func TestFinishedRunNotOverwritten(t *testing.T) {
 	}
 	if rec := readRecord(t, filepath.Join(storage, "once")); len(rec.Attempts) != 1 {
 		t.Errorf("the finished run's record changed: %d attempts", len(rec.Attempts))
+	}
+}
+
+// results lists the runs of a storage path, and -o json of none is [].
+func TestResultsListing(t *testing.T) {
+	dir := t.TempDir()
+	storage := filepath.Join(dir, "results")
+	if code, out := run(t, dir, nil, "results", "--storage-path", storage, "-o", "json"); code != 0 || strings.TrimSpace(out) != "[]" {
+		t.Errorf("results of no runs: exit %d, output:\n%s", code, out)
+	}
+	for _, name := range []string{"first", "second"} {
+		if code, out := run(t, dir, nil, "run", "--storage-path", storage, "--name", name, "--", "true"); code != 0 {
+			t.Fatalf("run %s: exit %d\n%s", name, code, out)
+		}
+	}
+	code, out := run(t, dir, nil, "results", "--storage-path", storage)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != 0 || len(lines) != 3 || !strings.HasPrefix(lines[0], "NAME") ||
+		!strings.HasPrefix(lines[1], "first ") || !strings.Contains(lines[2], "Succeeded") {
+		t.Errorf("results: exit %d, output:\n%s", code, out)
 	}
 }
 
