@@ -6,7 +6,11 @@ GO           ?= go
 PYTHON       ?= /usr/bin/python3
 BIN          := $(CURDIR)/bin
 VERSION      ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS      := -s -w -X github.com/trainyard/trainyard/internal/cli.Version=$(VERSION)
+COMMIT       ?= $(shell git rev-parse HEAD 2>/dev/null)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
+BUILD_DATE   ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
+LDFLAGS      := -s -w -X github.com/trainyard/trainyard/internal/cli.Version=$(VERSION) \
+                -X github.com/trainyard/trainyard/internal/cli.Commit=$(COMMIT) \
+                -X github.com/trainyard/trainyard/internal/cli.BuildDate=$(BUILD_DATE)
 # libopenblas0-pthread: Debian's torch falls back to the reference BLAS without it (50x slower).
 APT_PACKAGES := python3-torch python3-numpy libopenblas0-pthread dataset-fashion-mnist
 SUDO         := $(shell [ "$$(id -u)" = 0 ] || echo sudo)

@@ -143,6 +143,7 @@ wired for torch.distributed, torn down together when one fails, and restarted as
 		Version:       buildVersion(debug.ReadBuildInfo()).String(),
 	}
 	root.SetVersionTemplate("{{.Version}}\n")
+	root.Flags().BoolP("version", "v", false, "print trainyard's version, commit and build date, as trainyard version does")
 	root.SetOut(stdio.Out)
 	root.SetErr(stdio.Err)
 	root.SetIn(stdio.In)
