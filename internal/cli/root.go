@@ -12,8 +12,10 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/trainyard/trainyard/client"
+	"github.com/trainyard/trainyard/internal/jobspec"
 	"github.com/trainyard/trainyard/internal/kubecli"
 )
 
@@ -120,22 +122,30 @@ func NewRoot(stdio IO) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "trainyard",
 		Short: "Run distributed PyTorch training on this machine's GPUs, or on Kubernetes",
-		Long: `Trainyard runs distributed PyTorch training: a gang of workers started together,
-wired for torch.distributed, torn down together when one fails, and restarted as a whole.
+		Long: `Trainyard runs distributed PyTorch training: a gang of workers started together, wired
+for torch.distributed, torn down together when one fails, and restarted as a whole.
 
-  trainyard run --workers 2 -- /usr/bin/python3 train.py     run a job here, in the foreground
-  trainyard run -f job.yaml                                   the same job from a file
-  trainyard results RUN                                       a run's metrics and checkpoints
-  trainyard devices                                           the GPUs Trainyard can use
+On this machine:
+  trainyard run --workers 2 -- python3 train.py    run a job here, in the foreground
+  trainyard run -f job.yaml                        the same job from a file
+  trainyard results [RUN]                          the runs, or one run's metrics
+  trainyard devices                                the GPUs Trainyard can use
 
-  trainyard server                                            queue jobs on this machine's GPUs
-  trainyard submit -- python3 train.py                        run a job on the server
-  trainyard list | get ID | logs -f ID | stop ID | top node   follow and manage its jobs
+On a job server, which queues jobs on its machine's GPUs:
+  trainyard server                                 start one on this machine
+  trainyard submit -- python3 train.py             run a job on the server
+  trainyard list | get | logs -f | stop | delete   follow and manage its jobs
+  trainyard top node | top job                     its machine's resources, jobs' use
 
-  trainyard install [--context NAME] [--image IMG]            put the operator and the TrainJob CRD on Kubernetes
-  trainyard uninstall [--keep-crd]                            take them off again
-  trainyard operator                                          the operator itself (what install deploys)
-  trainyard submit --kube --image IMG -- python3 train.py     the same commands on a cluster (list, get, logs -f, stop, top ... --kube)
+On Kubernetes:
+  trainyard install [--context NAME]               put the operator and its CRD there
+  trainyard uninstall [--keep-crd]                 take them off again
+  trainyard operator                               the operator (what install deploys)
+  trainyard submit --kube --image IMG -- python3 train.py
+                                                   the same on a cluster; so are list,
+                                                   get, logs -f, stop, top with --kube
+
+` + jobspec.NameRuleHelp + `
 
 ` + exitCodesHelp,
 		SilenceUsage:  true,
@@ -144,6 +154,7 @@ wired for torch.distributed, torn down together when one fails, and restarted as
 	}
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.Flags().BoolP("version", "v", false, "print trainyard's version, commit and build date, as trainyard version does")
+	root.SetUsageTemplate(wrapFlags(root.UsageTemplate()))
 	root.SetOut(stdio.Out)
 	root.SetErr(stdio.Err)
 	root.SetIn(stdio.In)
@@ -157,6 +168,20 @@ wired for torch.distributed, torn down together when one fails, and restarted as
 	root.AddCommand(newWorkerCommand(g), newCopySelfCommand(g))
 	markFailures(root)
 	return root
+}
+
+// helpWidth is the width help texts are written for; flag descriptions are wrapped to it.
+const helpWidth = 100
+
+func init() {
+	cobra.AddTemplateFunc("wrappedFlagUsages", func(fs *pflag.FlagSet) string { return fs.FlagUsagesWrapped(helpWidth) })
+}
+
+// wrapFlags returns cobra's usage template with the flags' descriptions wrapped to
+// helpWidth, as kubectl wraps them, instead of one line of any length per flag.
+func wrapFlags(template string) string {
+	return strings.NewReplacer("{{.LocalFlags.FlagUsages", "{{wrappedFlagUsages .LocalFlags",
+		"{{.InheritedFlags.FlagUsages", "{{wrappedFlagUsages .InheritedFlags").Replace(template)
 }
 
 // flagHint is what a flag error adds for a user who reached for another command's flag.

@@ -41,10 +41,11 @@ Every request must carry the server's token ("Authorization: Bearer <token>"). I
 made at the first start and kept in --token-file (default $TRAINYARD_TOKEN_FILE, else
 ~/.config/trainyard/token, mode 0600), where the CLI on this machine finds it; the
 server adds the address it listens on to <token file>.servers, and the CLI sends the
-token it finds by itself only to those addresses. The server listens on loopback unless told otherwise; listening elsewhere without
---tls-cert/--tls-key prints a warning, as the token would cross the network in clear
-text. Requests must name the server in Host (localhost, its address, or an
---allow-host), which keeps web pages out (DNS rebinding).
+token it finds by itself only to those addresses. The server listens on loopback
+unless told otherwise; listening elsewhere without --tls-cert/--tls-key prints a
+warning, as the token would cross the network in clear text. Requests must name the
+server in Host (localhost, its address, or an --allow-host), which keeps web pages out
+(DNS rebinding).
 
 Jobs get the GPUs in CUDA_VISIBLE_DEVICES (all the GPUs nvidia-smi finds when it is not
 set), all CPU cores and all memory. The server keeps its jobs in <state dir>/jobs.db;

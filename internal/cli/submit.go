@@ -104,7 +104,7 @@ func newSubmitCommand(g *globals) *cobra.Command {
 	remote.bind(cmd.Flags())
 	cmd.Flags().StringVar(&opts.id, "id", "", "the job's ID, a name: 1 to 45 of a-z, 0-9 and '-', starting with a letter (default: generated, raysubmit_...)")
 	cmd.Flags().IntVar(&opts.priority, "priority", 0, "pending jobs start highest priority first")
-	cmd.Flags().Lookup("workdir").Usage = "folder the workers start in, a path on the server's machine (in the containers with --kube) " +
+	cmd.Flags().Lookup("workdir").Usage = "folder the workers start in: a path on the server's machine (in the containers with --kube), " +
 		"as docker run's --workdir (default: this folder); not with --working-dir"
 	cmd.Flags().StringVar(&opts.workingDir, "working-dir", "", "local folder to zip and upload for the workers to start in its copy, "+
 		"as ray job submit's --working-dir; not with --workdir")

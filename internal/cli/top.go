@@ -14,7 +14,7 @@ import (
 func newTopCommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "top",
-		Short: "Show what the server's machine (or a cluster, --kube) offers and what jobs hold (node, job)",
+		Short: "Show what the server's machine (or a cluster) offers and what jobs hold: node, job",
 		Long: `Show the resources of a trainyard server's machine (top node) or the GPUs each job
 asks for and holds (top job), as Arena's top commands do; with --kube, those of a
 Kubernetes cluster's nodes and TrainJobs.`,

@@ -32,7 +32,7 @@ func newUninstallCommand(g *globals) *cobra.Command {
 	var u install.UninstallOptions
 	cmd := &cobra.Command{
 		Use:     "uninstall",
-		Short:   "Remove the Trainyard operator (and, unless --keep-crd, the TrainJob CRD) from a cluster",
+		Short:   "Remove the operator (and, unless --keep-crd, the TrainJob CRD) from a cluster",
 		Long:    uninstallLong,
 		Example: uninstallExample,
 		Args:    cobra.NoArgs,

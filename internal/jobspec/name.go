@@ -15,6 +15,11 @@ const MaxNameLength = 45
 // TrainJob's name on Kubernetes, so a job named for one backend runs on every one.
 const NameRule = "a name is 1 to 45 characters: lower-case letters, digits and '-', starting with a letter and ending with a letter or digit"
 
+// NameRuleHelp says NameRule in help texts, wrapped.
+const NameRuleHelp = `Names (--name, a job file's metadata.name, submit's --id) are 1 to 45 characters:
+lower-case letters, digits and '-', starting with a letter and ending with a letter or
+digit, as a TrainJob's name on Kubernetes.`
+
 var namePattern = regexp.MustCompile(`^[a-z]([-a-z0-9]*[a-z0-9])?$`)
 
 // ErrName is what CheckName's errors wrap.
