@@ -57,7 +57,8 @@ gracefully; running jobs keep running.`
 
 const serverExample = `  trainyard server
   CUDA_VISIBLE_DEVICES=0,1 trainyard server --storage-path /data/runs
-  trainyard server --address 0.0.0.0:8265 --tls-cert cert.pem --tls-key key.pem --allow-host gpu-box.example.com`
+  trainyard server --address 0.0.0.0:8265 --tls-cert cert.pem --tls-key key.pem \
+      --allow-host gpu-box.example.com`
 
 // Defaults of the server's folders; "~" is the home folder.
 const (
