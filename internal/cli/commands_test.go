@@ -90,7 +90,7 @@ func TestCommandsAgainstServer(t *testing.T) {
 		"bad output":            {args: []string{"list", "-o", "xml"}, code: 2, want: `trainyard: --output "xml": must be wide, json, yaml, or left out for a table`},
 		"bad job":               {args: []string{"submit", "--workers", "0", "--", "true"}, code: 2, want: "trainyard: invalid job: --workers (spec.workers): Invalid value: 0"},
 		"wrong token":           {args: []string{"list", "--token-file", "/nonexistent/token"}, code: 2, want: "trainyard: no token file at /nonexistent/token"},
-		"job too big":           {args: []string{"submit", "--gpus-per-worker", "1", "--", "true"}, code: 2, want: "trainyard: submit job raysubmit_"},
+		"job too big":           {args: []string{"submit", "--gpus-per-worker", "1", "--", "true"}, code: 2, want: "trainyard: submit the job: the job can never run on this machine"},
 		"no server":             {args: []string{"list", "--address", "127.0.0.1:1"}, code: 1, want: "trainyard: no trainyard server at http://127.0.0.1:1"},
 		"negative tail":         {args: []string{"logs", id, "-t", "-1"}, code: 2, want: "trainyard: --tail and --rank must be 0 or more"},
 		"get without an ID":     {args: []string{"get"}, code: 2, want: "trainyard: accepts 1 arg(s), received 0"},

@@ -27,7 +27,7 @@ func TestExitCodes(t *testing.T) {
 		want string // what stderr starts with
 	}{
 		"submit: a job that can never fit": {args: []string{"submit", "--gpus-per-worker", "1", "--", "true"}, code: 2,
-			want: "trainyard: submit job "},
+			want: "trainyard: submit the job: the job can never run on this machine: the job needs 1 GPU (1 worker x 1) but this machine has 0"},
 		"submit: an ID that is no name": {args: []string{"submit", "--id", "a/b", "--", "true"}, code: 2,
 			want: `trainyard: --id "a/b": ` + jobspec.NameRule},
 		"submit: an empty ID": {args: []string{"submit", "--id", "", "--", "true"}, code: 2,

@@ -118,7 +118,8 @@ func (s *Server) admit(job *v1.TrainJob, wd workdir, sub jobs.Submission) (*stor
 	sub.Job = job
 	j, err := s.cfg.Jobs.Submit(sub)
 	if err != nil {
-		return nil, fmt.Errorf("submit job %s: %w", sub.ID, err)
+		// Not "job <ID>": a refused job was never created, and its ID may be one made for it.
+		return nil, fmt.Errorf("submit the job: %w", err)
 	}
 	return j, nil
 }
