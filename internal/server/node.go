@@ -69,9 +69,10 @@ func (s *Server) allocated(running []*store.Job) held {
 	return h
 }
 
-// gpuIndices returns the node's GPU indices sorted, each once.
+// gpuIndices returns the node's GPU indices sorted, each once; none is an empty list
+// (JSON [], not null).
 func gpuIndices(gpus []int) []int {
-	out := slices.Clone(gpus)
+	out := append([]int{}, gpus...)
 	slices.Sort(out)
 	return slices.Compact(out)
 }
