@@ -5,6 +5,14 @@
 // server re-attaches to the ones still running and settles the ones that ended while it
 // was down from their run folders.
 //
+// A start records the intent before acting on it: the job's placement (RUNNING, with its
+// GPUs) is in the store before its supervisor starts, and the supervisor's pid after. A
+// server that dies in between leaves a record that the next one reconciles: it adopts a
+// supervisor that runs but was not recorded (found in /proc by its command line), and
+// starts one that never started. A supervisor that died without finishing its job
+// (SIGKILL, a crash of the machine) leaves a job that is queued again to continue its run
+// folder from the latest checkpoint, while its maxRestarts allow (restart.go).
+//
 // The HTTP layer (internal/server) turns requests into calls of Service; nothing here
 // knows about HTTP.
 package jobs

@@ -52,7 +52,9 @@ type Service struct {
 	exits chan exited
 
 	mu       sync.Mutex
-	children map[string]bool // jobs whose supervisor is this process's child
+	children map[string]bool // jobs whose supervisor is this process's child, or being started
+
+	crash func(point string) // the test fault hook (see FaultEnv); nil in production
 }
 
 // New returns a Service; Run starts its work.
@@ -66,8 +68,12 @@ func New(cfg Config) (*Service, error) {
 	if err := os.MkdirAll(filepath.Join(cfg.StateDir, "specs"), 0o700); err != nil {
 		return nil, fmt.Errorf("create state folder: %w", err)
 	}
+	crash, err := faultFromEnv(cfg.Logger)
+	if err != nil {
+		return nil, err
+	}
 	return &Service{cfg: cfg, log: cfg.Logger, wake: make(chan struct{}, 1), exits: make(chan exited, 64),
-		children: map[string]bool{}}, nil
+		children: map[string]bool{}, crash: crash}, nil
 }
 
 // Submission is a job to submit.

@@ -32,6 +32,8 @@ type env struct {
 	svc     *Service
 	cancel  context.CancelFunc
 	stopped chan struct{}
+	// setup, when set, changes each Service that open makes before it runs.
+	setup func(*Service)
 }
 
 func newEnv(t *testing.T) *env {
@@ -53,6 +55,9 @@ func (e *env) open() {
 		Node: scheduler.Node{MilliCPU: 2000, MemoryBytes: 8 << 30}, Poll: 50 * time.Millisecond})
 	if err != nil {
 		e.t.Fatal(err)
+	}
+	if e.setup != nil {
+		e.setup(svc)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	e.store, e.svc, e.cancel, e.stopped = st, svc, cancel, make(chan struct{})

@@ -1,12 +1,10 @@
 package jobs
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -28,37 +26,88 @@ type exited struct {
 	err error
 }
 
-// start writes the job's spec and starts its supervisor, detached in a session of its own
-// so that it outlives the server, with the GPUs the scheduler gave it.
+// start records the job's placement (RUNNING, with its GPUs and no supervisor yet), then
+// starts its supervisor and records the supervisor's pid. The intent comes first, as
+// Nomad writes a plan before a client starts a task: a server that dies in between leaves
+// a record that the next one reconciles (see recoverJob), never a gang on GPUs that the
+// scheduler counts as free.
 func (s *Service) start(j *store.Job, gpus [][]int) {
-	spec, err := decodeSpec(j)
-	if err == nil {
-		err = s.writeSpec(j.ID, spec)
-	}
-	var cmd *exec.Cmd
-	if err == nil {
-		cmd, err = s.launch(j, gpus)
-	}
-	if err != nil {
-		s.fail(j.ID, "could not start: "+err.Error())
-		return
-	}
 	now := time.Now()
-	_, err = s.cfg.Store.Update(j.ID, func(j *store.Job) error {
-		if j.Status != store.Pending { // stopped (or deleted) while its supervisor started
+	placed, err := s.cfg.Store.Update(j.ID, func(j *store.Job) error {
+		if j.Status != store.Pending { // stopped since the scheduler read it
 			return errNotPending
 		}
-		j.Status, j.Message, j.StartedAt, j.SupervisorPID, j.GPUs = store.Running, "", &now, cmd.Process.Pid, gpus
+		j.Status, j.Message, j.StartedAt, j.SupervisorPID, j.GPUs = store.Running, "", &now, 0, gpus
 		return nil
 	})
 	if err != nil {
-		s.log.Warn("job left pending while its supervisor started; stopping the supervisor", "job", j.ID, "err", err)
+		if !errors.Is(err, errNotPending) {
+			s.log.Error("record a job's placement", "job", j.ID, "err", err)
+		}
+		return
+	}
+	s.fault(FaultAfterRecord)
+	s.supervise(placed)
+}
+
+// supervise starts the supervisor of a placed job on the GPUs its record holds, records
+// the supervisor's pid, and has Run settle the job when the supervisor ends.
+func (s *Service) supervise(j *store.Job) {
+	s.setChild(j.ID, true)
+	cmd, err := s.startSupervisor(j)
+	if err != nil {
+		s.setChild(j.ID, false)
+		s.fail(j.ID, "could not start: "+err.Error())
+		return
+	}
+	s.fault(FaultAfterLaunch)
+	rec, err := s.cfg.Store.Update(j.ID, func(j *store.Job) error {
+		if j.Status != store.Running {
+			return fmt.Errorf("the job is %s", j.Status)
+		}
+		j.SupervisorPID = cmd.Process.Pid
+		return nil
+	})
+	switch {
+	case err != nil:
+		s.log.Warn("could not record a job's supervisor; stopping it", "job", j.ID, "err", err)
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+	case rec.StopRequested: // stopped while its supervisor started
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 	}
-	s.mu.Lock()
-	s.children[j.ID] = true
-	s.mu.Unlock()
 	go func() { s.exits <- exited{id: j.ID, err: cmd.Wait()} }()
+}
+
+// startSupervisor writes the job's spec and starts its supervisor. The spec allows the
+// restarts the job has left: those of earlier supervisors are used up (see Job.Restarts).
+func (s *Service) startSupervisor(j *store.Job) (*exec.Cmd, error) {
+	spec, err := decodeSpec(j)
+	if err != nil {
+		return nil, err
+	}
+	spec.Spec.MaxRestarts = max(0, spec.Spec.MaxRestarts-int32(j.Restarts))
+	if err := s.writeSpec(j.ID, spec); err != nil {
+		return nil, err
+	}
+	return s.launch(j, j.GPUs)
+}
+
+// setChild records whether the job's supervisor is this process's child (or being
+// started by it), which checkRunning leaves to Run.
+func (s *Service) setChild(id string, child bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if child {
+		s.children[id] = true
+	} else {
+		delete(s.children, id)
+	}
+}
+
+func (s *Service) isChild(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.children[id]
 }
 
 func (s *Service) writeSpec(id string, job *v1.TrainJob) error {
@@ -109,85 +158,34 @@ func (s *Service) signal(j *store.Job) {
 	}
 }
 
-// checkRunning settles running jobs whose supervisor is gone without this process seeing
-// it end (supervisors started before a server restart).
-func (s *Service) checkRunning() {
-	running, err := s.cfg.Store.List(store.Filter{Statuses: []store.Status{store.Running}})
-	if err != nil {
-		s.log.Error("list running jobs", "err", err)
-		return
-	}
-	for _, j := range running {
-		s.mu.Lock()
-		child := s.children[j.ID]
-		s.mu.Unlock()
-		if !child && !s.supervising(j) {
-			s.settle(j.ID, nil)
-		}
-	}
-}
-
-// reattach runs at start: running jobs whose supervisor is alive are followed again, the
-// others are settled from their run folders.
-func (s *Service) reattach() error {
-	running, err := s.cfg.Store.List(store.Filter{Statuses: []store.Status{store.Running}})
-	if err != nil {
-		return fmt.Errorf("re-attach to running jobs: %w", err)
-	}
-	for _, j := range running {
-		if s.supervising(j) {
-			s.log.Info("re-attached to running job", "job", j.ID, "supervisor", j.SupervisorPID)
-			if j.StopRequested {
-				s.signal(j)
-			}
-			continue
-		}
-		s.settle(j.ID, nil)
-	}
-	return nil
-}
-
-// supervising reports whether the job's supervisor process is alive: its pid exists and
-// runs this job's spec (a recycled pid does not).
-func (s *Service) supervising(j *store.Job) bool {
-	if j.SupervisorPID <= 0 {
-		return false
-	}
-	cmdline, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(j.SupervisorPID), "cmdline"))
-	if err != nil || !bytes.Contains(cmdline, []byte(s.specPath(j.ID))) {
-		return false
-	}
-	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(j.SupervisorPID), "stat"))
-	return err == nil && !bytes.Contains(stat, []byte(") Z "))
-}
-
-// settle records how a job whose supervisor ended went, from its run folder.
+// settle records how a running job whose supervisor ended went, from its run folder:
+// finished, stopped, failed, or queued again to restart (see ended). waitErr is what
+// waiting for the supervisor gave, nil for one this process did not start.
 func (s *Service) settle(id string, waitErr error) {
-	s.mu.Lock()
-	delete(s.children, id)
-	s.mu.Unlock()
+	s.setChild(id, false)
 	now := time.Now()
-	_, err := s.cfg.Store.Update(id, func(j *store.Job) error {
-		if j.Status.Terminal() {
-			return nil
+	j, err := s.cfg.Store.Update(id, func(j *store.Job) error {
+		if j.Status == store.Running {
+			ended(j, waitErr, now)
 		}
-		j.Status, j.Message = outcome(j, waitErr)
-		j.EndedAt, j.SupervisorPID, j.ExitCode = &now, 0, entrypointExit(j.RunDir)
 		return nil
 	})
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
+	switch {
+	case err != nil && !errors.Is(err, store.ErrNotFound):
 		s.log.Error("record finished job", "job", id, "err", err)
+	case err == nil && j.Status == store.Pending:
+		s.log.Warn("job queued again", "job", id, "why", j.Message)
 	}
 	s.poke()
 }
 
-// outcome reads the run's record: the phase and reason its supervisor wrote last.
-func outcome(j *store.Job, waitErr error) (store.Status, string) {
-	rec, err := rundir.ReadRecord(j.RunDir)
+// outcome is how a job whose supervisor ended, with the run record rec (zero when there
+// is none), ends: the phase and reason its supervisor wrote last.
+func outcome(j *store.Job, rec rundir.Record, waitErr error) (store.Status, string) {
 	switch {
-	case err == nil && rec.Phase == v1.PhaseSucceeded:
+	case rec.Phase == v1.PhaseSucceeded:
 		return store.Succeeded, rec.Reason
-	case err == nil && rec.Phase == v1.PhaseFailed:
+	case rec.Phase == v1.PhaseFailed:
 		return store.Failed, rec.Reason
 	case j.StopRequested:
 		return store.Stopped, "stopped by a user"
@@ -202,11 +200,10 @@ func outcome(j *store.Job, waitErr error) (store.Status, string) {
 	return store.Failed, why
 }
 
-// entrypointExit returns the exit code of rank 0 in the last attempt of the run in
-// runDir, the process that runs the entrypoint, if it exited.
-func entrypointExit(runDir string) *int {
-	rec, err := rundir.ReadRecord(runDir)
-	if err != nil || len(rec.Attempts) == 0 {
+// entrypointExit returns the exit code of rank 0 in the last attempt of the run record,
+// the process that runs the entrypoint, if it exited.
+func entrypointExit(rec rundir.Record) *int {
+	if len(rec.Attempts) == 0 {
 		return nil
 	}
 	for _, rk := range rec.Attempts[len(rec.Attempts)-1].Ranks {

@@ -14,7 +14,8 @@ type Status string
 const (
 	// Pending: submitted, waiting for resources or for its supervisor to start.
 	Pending Status = "PENDING"
-	// Running: its supervisor runs the gang.
+	// Running: the job is placed (its GPUs are recorded) and its supervisor runs the gang,
+	// or is being started (SupervisorPID 0).
 	Running Status = "RUNNING"
 	// Stopped: stopped by a user.
 	Stopped Status = "STOPPED"
@@ -70,8 +71,14 @@ type Job struct {
 	GPUs [][]int `json:"gpus,omitempty"`
 	// RunDir is the job's run folder.
 	RunDir string `json:"runDir,omitempty"`
-	// SupervisorPID is the process id of the job's supervisor while it runs.
+	// SupervisorPID is the process id of the job's supervisor while it runs; 0 while the
+	// job is placed (Running, with its GPUs) but its supervisor's start is not recorded yet.
 	SupervisorPID int `json:"supervisorPID,omitempty"`
+	// Restarts is how many of the job's restarts (its spec's maxRestarts) were used before
+	// its current supervisor started: the server counts one each time it queues the job
+	// again after its supervisor died, and takes the restarts of earlier supervisors from
+	// the run's record (see internal/jobs). 0 for a job never restarted by the server.
+	Restarts int `json:"restarts,omitempty"`
 	// StopRequested is set when a user asked to stop the job and it has not stopped yet.
 	StopRequested bool `json:"stopRequested,omitempty"`
 	// SubmittedAt is when the job was submitted.

@@ -13,6 +13,11 @@ func TestRecordRoundTrip(t *testing.T) {
 		"spec only":    testJob("a").stored(3, 2).obj(),
 		"with env":     func() *Job { j := testJob("a").obj(); j.RuntimeEnv = json.RawMessage(`{"pip":["x"]}`); return j }(),
 		"empty object": {ID: "a", Status: Pending, Spec: json.RawMessage("{}")},
+		"placed after a restart": func() *Job {
+			j := testJob("a").obj()
+			j.Status, j.GPUs, j.Restarts = Running, [][]int{{0, 1}}, 2
+			return j
+		}(),
 	}
 	for name, j := range cases {
 		t.Run(name, func(t *testing.T) {

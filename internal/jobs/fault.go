@@ -1,0 +1,49 @@
+package jobs
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+)
+
+// FaultEnv names an environment variable for tests only. Set to one of the fault points
+// below when the server starts, it makes the server exit with status 137 (as if killed
+// with SIGKILL) when it reaches that point of starting a job, so that a test can kill the
+// server inside a crash window that no signal from outside could hit reliably. It is read
+// once, by New. Never set it outside tests.
+const FaultEnv = "TRAINYARD_TEST_FAULT"
+
+// The fault points of starting a job (values of FaultEnv).
+const (
+	// FaultAfterRecord: the job's placement is recorded, its supervisor not started yet.
+	FaultAfterRecord = "exit-after-record"
+	// FaultAfterLaunch: the job's supervisor runs, its pid is not recorded yet.
+	FaultAfterLaunch = "exit-after-supervisor-start"
+)
+
+// faultFromEnv returns the crash hook that FaultEnv asks for, or nil when it is not set.
+func faultFromEnv(log *slog.Logger) (func(point string), error) {
+	want := os.Getenv(FaultEnv)
+	switch want {
+	case "":
+		return nil, nil
+	case FaultAfterRecord, FaultAfterLaunch:
+	default:
+		return nil, fmt.Errorf("%s=%q: want %s or %s (it is for tests only; unset it otherwise)",
+			FaultEnv, want, FaultAfterRecord, FaultAfterLaunch)
+	}
+	log.Warn("a test fault is set: the server exits when it reaches it", "fault", want)
+	return func(point string) {
+		if point == want {
+			log.Error("exiting at the test fault", "fault", point)
+			os.Exit(137)
+		}
+	}, nil
+}
+
+// fault calls the crash hook, if any, at a fault point.
+func (s *Service) fault(point string) {
+	if s.crash != nil {
+		s.crash(point)
+	}
+}
