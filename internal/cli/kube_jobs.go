@@ -67,7 +67,7 @@ func kubeList(ctx context.Context, g *globals, k *kubeOptions, allNamespaces boo
 		return kubeError(err)
 	}
 	if output == "json" || output == "yaml" {
-		return printData(g.io.Out, output, kubecli.JobList(jobs))
+		return printData(g.io.Out, output, kubecli.JobList(nonNil(jobs)))
 	}
 	return kubecli.PrintJobs(kubeView(g, output), jobs, allNamespaces, where(c, allNamespaces))
 }

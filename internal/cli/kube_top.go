@@ -20,7 +20,7 @@ func kubeTopNode(ctx context.Context, g *globals, k *kubeOptions, output string)
 		return kubeError(err)
 	}
 	if output == "json" || output == "yaml" {
-		return printData(g.io.Out, output, nodes)
+		return printData(g.io.Out, output, nonNil(nodes))
 	}
 	return kubecli.PrintNodeUsage(kubeView(g, output), nodes)
 }
@@ -50,7 +50,7 @@ func kubeTopJob(ctx context.Context, g *globals, k *kubeOptions, args []string, 
 		return kubeError(err)
 	}
 	if output == "json" || output == "yaml" {
-		return printData(g.io.Out, output, jobs)
+		return printData(g.io.Out, output, nonNil(jobs))
 	}
 	return kubecli.PrintJobUsage(kubeView(g, output), jobs, allNamespaces, where(c, allNamespaces))
 }

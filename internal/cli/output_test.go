@@ -31,3 +31,14 @@ func TestJSONOfNothing(t *testing.T) {
 		})
 	}
 }
+
+// The --kube lists go through nonNil, which no cluster is needed to check.
+func TestNonNil(t *testing.T) {
+	var none []string
+	if got := nonNil(none); got == nil || len(got) != 0 {
+		t.Errorf("nonNil(nil) = %#v, want an empty slice", got)
+	}
+	if got := nonNil([]string{"a"}); len(got) != 1 || got[0] != "a" {
+		t.Errorf("nonNil([a]) = %#v", got)
+	}
+}
