@@ -64,7 +64,7 @@ total. RUN is a run name under --storage-path, or the path of a run's folder.`,
 				return err
 			}
 			if output == "json" {
-				return json.NewEncoder(g.io.Out).Encode(nonNil(rows))
+				return json.NewEncoder(g.io.Out).Encode(resultsJSON(rows))
 			}
 			return reporting.WriteTable(g.io.Out, reporting.MarkGone(rows, dir), 0)
 		},
@@ -161,10 +161,26 @@ func summarize(dir string) runSummary {
 	case err != nil:
 		s.Error = err.Error()
 	case ok:
-		s.LastResult = &client.Result{Iteration: last.Iteration, Timestamp: last.Timestamp, TimeThisIterS: last.TimeThisIterS,
-			TimeTotalS: last.TimeTotalS, Attempt: last.Attempt, Checkpoint: last.Checkpoint, Metrics: client.Metrics(last.Metrics)}
+		r := resultJSON(last)
+		s.LastResult = &r
 	}
 	return s
+}
+
+// resultJSON converts a row of result.json (Ray Train's names) to what -o json prints
+// (camelCase, as trainyard get -o json shows a job's last result).
+func resultJSON(r reporting.Result) client.Result {
+	return client.Result{Iteration: r.Iteration, Timestamp: r.Timestamp, TimeThisIterS: r.TimeThisIterS,
+		TimeTotalS: r.TimeTotalS, Attempt: r.Attempt, Checkpoint: r.Checkpoint, Metrics: client.Metrics(r.Metrics)}
+}
+
+// resultsJSON converts the rows of result.json for -o json; none is [].
+func resultsJSON(rows []reporting.Result) []client.Result {
+	out := make([]client.Result, len(rows))
+	for i, r := range rows {
+		out[i] = resultJSON(r)
+	}
+	return out
 }
 
 // lastReportBytes is how much of the end of result.json lastResult reads: a report's

@@ -110,6 +110,20 @@ func TestResultsListJSON(t *testing.T) {
 	}
 }
 
+// results RUN -o json prints each report as get -o json does: camelCase names.
+func TestResultsOfARunJSON(t *testing.T) {
+	code, out, errOut := trainyard("results", filepath.Join(testStorage(t), "fashion-mnist"), "-o", "json")
+	var rows []map[string]any
+	if err := json.Unmarshal([]byte(out), &rows); code != 0 || err != nil {
+		t.Fatalf("exit %d, %v: %s%s", code, err, out, errOut)
+	}
+	metrics, _ := rows[1]["metrics"].(map[string]any)
+	if len(rows) != 2 || rows[1]["iteration"] != 2.0 || rows[1]["timeThisIterS"] != 1.5 || metrics["loss"] != 0.41234567 ||
+		strings.Contains(out, "training_iteration") {
+		t.Errorf("results -o json:\n%s", out)
+	}
+}
+
 // Nothing is [] in JSON, and a sentence in a table.
 func TestResultsOfNothing(t *testing.T) {
 	empty, missing := t.TempDir(), filepath.Join(t.TempDir(), "nope")
