@@ -42,7 +42,7 @@ func TestExitCodes(t *testing.T) {
 			want: "trainyard: --working-dir: "},
 		"list: an unknown status":   {args: []string{"list", "--status", "bogus"}, code: 2, want: `trainyard: status "BOGUS": use PENDING`},
 		"list: an argument":         {args: []string{"list", "x"}, code: 2, want: `trainyard: unknown command "x" for "trainyard list"`},
-		"get: an unknown job":       {args: []string{"get", "nope"}, code: 1, want: `trainyard: get job "nope": job not found`},
+		"get: an unknown job":       {args: []string{"get", "nope"}, code: 1},
 		"stop: an unknown job":      {args: []string{"stop", "nope"}, code: 1},
 		"delete: an unknown job":    {args: []string{"delete", "nope"}, code: 1},
 		"logs: an unknown job":      {args: []string{"logs", "nope"}, code: 1},
