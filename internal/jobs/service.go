@@ -88,12 +88,15 @@ type Submission struct {
 	RuntimeEnv json.RawMessage
 }
 
-// Submit stores a job as pending and wakes the scheduler. A job that can never fit on
-// this machine is refused (ErrNeverFits), a duplicate ID too (store.ErrExists).
+// Submit stores a job as pending and wakes the scheduler. A job without a CPU request
+// gets its default share (DefaultCPU) in its stored spec. A job that can never fit on
+// this machine is refused (ErrNeverFits), a duplicate ID too (store.ErrExists), and a
+// name that another job has (*store.NameTakenError): names are unique until deleted.
 func (s *Service) Submit(sub Submission) (*store.Job, error) {
 	if sub.ID == "" {
 		sub.ID = NewID()
 	}
+	defaultCPU(s.cfg.Node, sub.Job)
 	if err := scheduler.CheckFits(s.cfg.Node, schedJob(sub.ID, sub.Priority, 0, sub.Job)); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrNeverFits, err)
 	}
@@ -108,7 +111,7 @@ func (s *Service) Submit(sub Submission) (*store.Job, error) {
 	j := &store.Job{ID: sub.ID, Name: sub.Job.Name, Status: store.Pending, Priority: sub.Priority,
 		Entrypoint: sub.Entrypoint, Spec: spec, Metadata: sub.Metadata, RuntimeEnv: sub.RuntimeEnv,
 		RunDir: filepath.Join(sub.Job.Spec.StoragePath, sub.ID), SubmittedAt: time.Now()}
-	if err := s.cfg.Store.Create(j); err != nil {
+	if err := s.cfg.Store.CreateUnique(j); err != nil {
 		return nil, err
 	}
 	s.poke()

@@ -56,9 +56,16 @@
 //	GET    /api/v1/jobs/{id}/logs?rank=R&tail=N   a rank's log of the last attempt, or the console log
 //	GET    /api/v1/node                 GPUs, CPU and memory: total, allocated, free
 //
+// In the native API, {id} is a job's ID or its name: the job with that ID if there is
+// one, else the job with that name (404 "no job with id or name ..." for neither; 409,
+// listing their IDs, for a name that several jobs have, as jobs submitted before names
+// were unique may). A job's name (metadata.name) is unique among the server's jobs until
+// it is deleted: submitting another job of that name is a 409. Ray's endpoints take IDs
+// only, as Ray's do, and Ray's submissions have no name.
+//
 // The native API refuses unknown fields. Its errors use the same table as Ray's
-// endpoints (errors.go), with a column of its own: 409 for a duplicate ID, for stopping
-// an ended job and for deleting a running one.
+// endpoints (errors.go), with a column of its own: 409 for a duplicate ID or name, for
+// stopping an ended job and for deleting a running one.
 //
 // # Operations
 //

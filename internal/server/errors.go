@@ -45,6 +45,9 @@ var statusTable = []struct {
 	{errNoEndpoint, http.StatusNotFound, http.StatusNotFound},
 	// Ray's job manager raises ValueError for a submission_id in use, answered 400.
 	{store.ErrExists, http.StatusConflict, http.StatusBadRequest},
+	// Only the native API finds jobs by name, and only its jobs have one.
+	{store.ErrNameTaken, http.StatusConflict, http.StatusBadRequest},
+	{jobs.ErrAmbiguous, http.StatusConflict, http.StatusBadRequest},
 	// Ray answers 500: its job manager raises RuntimeError for a job not yet ended.
 	{jobs.ErrNotFinished, http.StatusConflict, http.StatusInternalServerError},
 	// Ray's stop answers {"stopped": false} instead; the Ray handler never lets it here.

@@ -38,6 +38,8 @@ type env struct {
 	srv *Server
 	web *httptest.Server
 	svc *jobs.Service
+	// store is the jobs.Service's store, for jobs the API could not make.
+	store *store.Store
 }
 
 // option changes the server's Config before it starts.
@@ -58,6 +60,7 @@ func newEnv(t *testing.T, opts ...option) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.store = st
 	e.svc, err = jobs.New(jobs.Config{Store: st, StateDir: state, Binary: binary, Node: cfg.Node.Resources,
 		Poll: 50 * time.Millisecond})
 	if err != nil {

@@ -47,9 +47,30 @@ func (s *Server) submitNative(w http.ResponseWriter, r *http.Request) (*store.Jo
 	j, err := s.admit(req.job, wd, jobs.Submission{ID: id, Priority: req.priority})
 	if err != nil {
 		wd.remove()
-		return nil, err
+		return nil, nameTaken(err)
 	}
 	return j, nil
+}
+
+// nameTaken returns the refusal of a job whose name another job has, or err as it is.
+func nameTaken(err error) error {
+	var taken *store.NameTakenError
+	if !errors.As(err, &taken) {
+		return err
+	}
+	return refuse(store.ErrNameTaken, "a job named '%s' exists already (%s): names are unique among the server's jobs until "+
+		"a job is deleted; choose another name, or delete that job first", taken.Name, strings.Join(taken.IDs, ", "))
+}
+
+// nativeJob returns the job that the path's {id} names: the job with that ID, or else the
+// one with that name.
+func (s *Server) nativeJob(r *http.Request) (*store.Job, error) {
+	ref := r.PathValue("id")
+	j, err := s.cfg.Jobs.Find(ref)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, refuse(store.ErrNotFound, "no job with id or name '%s' (trainyard list shows the jobs)", truncate(ref, 200))
+	}
+	return j, err
 }
 
 // nativeWorkdir returns the folder a TrainJob starts in: the uploaded package pkg
@@ -144,8 +165,9 @@ func listFilter(r *http.Request) (store.Filter, error) {
 }
 
 // get answers GET /api/v1/jobs/{id} with the job, its spec and what its run folder holds.
+// Here and in the other /api/v1/jobs/{id} endpoints, {id} is a job's ID or name.
 func (s *Server) get(w http.ResponseWriter, r *http.Request) {
-	j, err := s.cfg.Jobs.Get(r.PathValue("id"))
+	j, err := s.nativeJob(r)
 	var d JobDetail
 	if err == nil {
 		d, err = toDetail(j)
@@ -159,7 +181,10 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 
 // stop answers POST /api/v1/jobs/{id}/stop with the job; an ended job is a 409.
 func (s *Server) stop(w http.ResponseWriter, r *http.Request) {
-	j, err := s.cfg.Jobs.Stop(r.PathValue("id"))
+	j, err := s.nativeJob(r)
+	if err == nil {
+		j, err = s.cfg.Jobs.Stop(j.ID)
+	}
 	if err != nil {
 		s.writeError(w, r, native, err)
 		return
@@ -170,7 +195,7 @@ func (s *Server) stop(w http.ResponseWriter, r *http.Request) {
 
 // delete answers DELETE /api/v1/jobs/{id} with 204; a job not yet ended is a 409.
 func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
-	j, err := s.cfg.Jobs.Get(r.PathValue("id"))
+	j, err := s.nativeJob(r)
 	if err == nil {
 		err = s.deleteJob(j)
 	}
@@ -196,7 +221,7 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request) {
 
 // readLogs reads the log that GET /api/v1/jobs/{id}/logs asks for.
 func (s *Server) readLogs(r *http.Request) (string, error) {
-	j, err := s.cfg.Jobs.Get(r.PathValue("id"))
+	j, err := s.nativeJob(r)
 	if err != nil {
 		return "", err
 	}

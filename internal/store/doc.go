@@ -25,9 +25,11 @@
 // bytes of JSON and copies the spec instead of parsing it. Bucket "status" holds one bucket per
 // Status that maps the job's Seq (8 bytes, big-endian, so keys sort in submit order) to its
 // ID: List reads only the statuses it is asked for, already in Seq order, so listing the
-// pending jobs costs the same with 10 or 100,000 finished jobs beside them. Bucket "meta"
-// holds the layout's version. Seq comes from the jobs bucket's sequence, which is kept in
-// the file and never goes back, so a deleted job's Seq is not reused.
+// pending jobs costs the same with 10 or 100,000 finished jobs beside them. Bucket "names"
+// indexes the jobs that have a Name (the name, a zero byte, the ID), for ByName and
+// CreateUnique; Open rebuilds it from the records. Bucket "meta" holds the layout's
+// version. Seq comes from the jobs bucket's sequence, which is kept in the file and never
+// goes back, so a deleted job's Seq is not reused.
 //
 // The store does not interpret Job.Spec or decide which status changes are allowed; that is
 // the server's job. Update runs the caller's change inside the write transaction, so

@@ -41,6 +41,9 @@ func create(tx *bolt.Tx, rec *Job) error {
 	if err := put(tx, rec); err != nil {
 		return err
 	}
+	if err := indexName(tx, rec); err != nil {
+		return err
+	}
 	return statusBucket(tx, rec.Status).Put(seqKey(rec.Seq), []byte(rec.ID))
 }
 
@@ -83,7 +86,7 @@ func update(tx *bolt.Tx, id string, change func(*Job) error) (*Job, error) {
 	if err != nil {
 		return nil, err
 	}
-	seq, status, version := j.Seq, j.Status, j.Version
+	seq, status, version, name := j.Seq, j.Status, j.Version, j.Name
 	if err := change(j); err != nil {
 		return nil, err
 	}
@@ -95,6 +98,9 @@ func update(tx *bolt.Tx, id string, change func(*Job) error) (*Job, error) {
 	}
 	j.Version = version + 1
 	if err := put(tx, j); err != nil {
+		return nil, err
+	}
+	if err := renameIndex(tx, name, j); err != nil {
 		return nil, err
 	}
 	if j.Status == status {
@@ -114,6 +120,9 @@ func (s *Store) Delete(id string) error {
 			return err
 		}
 		if err := statusBucket(tx, j.Status).Delete(seqKey(j.Seq)); err != nil {
+			return err
+		}
+		if err := unindexName(tx, j); err != nil {
 			return err
 		}
 		return tx.Bucket(bucketJobs).Delete([]byte(id))

@@ -95,7 +95,7 @@ func (s *Store) initBuckets(tx *bolt.Tx) error {
 			return err
 		}
 	}
-	return nil
+	return buildNameIndex(tx)
 }
 
 // Path returns the state file's path.
