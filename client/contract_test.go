@@ -98,7 +98,7 @@ func TestAgainstServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = c.Get(ctx, "job-1")
-	wantRefusal(t, "get a deleted job", err, http.StatusNotFound, "not found")
+	wantRefusal(t, "get a deleted job", err, http.StatusNotFound, "no job with id or name 'job-1'")
 	_, err = c.Submit(ctx, SubmitRequest{Job: trainJob("big", 3)})
 	wantRefusal(t, "a job that can never fit", err, http.StatusBadRequest, "GPU")
 	_, err = c.List(ctx, "LOST")

@@ -6,7 +6,9 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
+	"github.com/trainyard/trainyard/internal/pause"
 	"github.com/trainyard/trainyard/internal/server"
 )
 
@@ -57,10 +59,13 @@ func (c *Client) List(ctx context.Context, status ...JobStatus) ([]Job, error) {
 	return list.Jobs, err
 }
 
-// Get returns a job with its spec and what its run folder holds.
-func (c *Client) Get(ctx context.Context, id string) (JobDetail, error) {
+// Get returns a job with its spec and what its run folder holds. Here and in Stop,
+// Delete, Logs and Follow, ref is a job's ID or its name: the server looks up the job
+// with that ID, or else the one with that name (a 404 APIError for neither, a 409 for a
+// name that several jobs have, which lists their IDs).
+func (c *Client) Get(ctx context.Context, ref string) (JobDetail, error) {
 	var d JobDetail
-	path, err := jobPath(id, "")
+	path, err := jobPath(ref, "")
 	if err == nil {
 		err = c.do(ctx, request{method: http.MethodGet, path: path, want: http.StatusOK}, &d)
 	}
@@ -70,9 +75,9 @@ func (c *Client) Get(ctx context.Context, id string) (JobDetail, error) {
 // Stop stops a job: a pending one at once, a running one once its gang has stopped
 // (within its grace period). It returns the job as the server has it after the request:
 // STOPPED, or RUNNING with StopRequested set. Stopping an ended job is refused (409).
-func (c *Client) Stop(ctx context.Context, id string) (Job, error) {
+func (c *Client) Stop(ctx context.Context, ref string) (Job, error) {
 	var j Job
-	path, err := jobPath(id, "/stop")
+	path, err := jobPath(ref, "/stop")
 	if err == nil {
 		err = c.do(ctx, request{method: http.MethodPost, path: path, want: http.StatusOK}, &j)
 	}
@@ -81,8 +86,8 @@ func (c *Client) Stop(ctx context.Context, id string) (Job, error) {
 
 // Delete removes an ended job from the server; its run folder (logs, results,
 // checkpoints) stays. Deleting a job that has not ended is refused (409).
-func (c *Client) Delete(ctx context.Context, id string) error {
-	path, err := jobPath(id, "")
+func (c *Client) Delete(ctx context.Context, ref string) error {
+	path, err := jobPath(ref, "")
 	if err != nil {
 		return err
 	}
@@ -96,10 +101,40 @@ func (c *Client) Node(ctx context.Context) (Node, error) {
 	return n, err
 }
 
-// jobPath returns the escaped path of a job's endpoint: /api/v1/jobs/{id}, then suffix.
-func jobPath(id, suffix string) (string, error) {
-	if strings.TrimSpace(id) == "" {
-		return "", errors.New("no job ID given")
+// WaitStarted waits while the job that ref names is pending, and returns it once it is
+// not: running, or ended without starting (stopped, say). Each time the reason it waits
+// changes (the scheduler's, such as "needs 2 GPUs, 1 free"), it calls waiting with the
+// job, if waiting is not nil; a job that is not pending returns at once without a call.
+// The job is read again every 100 ms at first, then less often, up to the client's poll
+// interval (a second by default). It returns ctx's error when ctx ends.
+func (c *Client) WaitStarted(ctx context.Context, ref string, waiting func(Job)) (Job, error) {
+	told := ""
+	for delay := 100 * time.Millisecond; ; delay = min(2*delay, max(c.poll, 100*time.Millisecond)) {
+		d, err := c.Get(ctx, ref)
+		if err != nil {
+			return Job{}, err
+		}
+		j := d.Job
+		if j.Status != StatusPending {
+			return j, nil
+		}
+		if j.Message != "" && j.Message != told && waiting != nil {
+			waiting(j)
+		}
+		if j.Message != "" {
+			told = j.Message
+		}
+		ref = j.ID // the name may be another job's once this one is deleted
+		if err := pause.For(ctx, delay); err != nil {
+			return j, err
+		}
 	}
-	return "/api/v1/jobs/" + url.PathEscape(id) + suffix, nil
+}
+
+// jobPath returns the escaped path of a job's endpoint: /api/v1/jobs/{ref}, then suffix.
+func jobPath(ref, suffix string) (string, error) {
+	if strings.TrimSpace(ref) == "" {
+		return "", errors.New("no job ID or name given")
+	}
+	return "/api/v1/jobs/" + url.PathEscape(ref) + suffix, nil
 }

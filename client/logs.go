@@ -62,11 +62,15 @@ func (c *Client) Logs(ctx context.Context, id string, opts LogOptions) (string, 
 // When the stream breaks while the job runs (the server restarted, say), Follow
 // connects again and goes on after the last line it wrote, for up to the reconnect time
 // (30 seconds by default) without an answer.
-func (c *Client) Follow(ctx context.Context, id string, w io.Writer, opts LogOptions) error {
-	if opts.Rank != nil {
-		return c.followRank(ctx, id, w, opts)
+func (c *Client) Follow(ctx context.Context, ref string, w io.Writer, opts LogOptions) error {
+	d, err := c.Get(ctx, ref) // the job's ID, for a name; an unknown job is an APIError, not a failed handshake
+	if err != nil {
+		return err
 	}
-	return c.followConsole(ctx, id, w, opts.Tail)
+	if opts.Rank != nil {
+		return c.followRank(ctx, d.Job.ID, w, opts)
+	}
+	return c.followConsole(ctx, d.Job.ID, w, opts.Tail)
 }
 
 // followConsole follows the console log through the WebSocket, connecting again when the
@@ -106,12 +110,10 @@ func (c *Client) followConsole(ctx context.Context, id string, w io.Writer, tail
 }
 
 // skipBacklog makes out skip what the log holds now, but its last tail lines, which it
-// writes; with tail 0 it checks that the job exists, so that an unknown job is an
-// APIError rather than a failed WebSocket handshake.
+// writes.
 func (c *Client) skipBacklog(ctx context.Context, id string, out *resumeWriter, tail int) error {
 	if tail <= 0 {
-		_, err := c.Get(ctx, id)
-		return err
+		return nil
 	}
 	text, err := c.Logs(ctx, id, LogOptions{})
 	if err != nil {

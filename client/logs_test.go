@@ -27,12 +27,13 @@ type logServer struct {
 	reads   int
 	dials   int
 	auth    []string // the Authorization header of each WebSocket
+	tailIDs []string // the job ID in each WebSocket's path
 }
 
 func (s *logServer) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /api/v1/jobs/{id}", func(w http.ResponseWriter, r *http.Request) {
-		if r.PathValue("id") != "job-1" {
+		if id := r.PathValue("id"); id != "job-1" && id != "mnist" { // mnist is the job's name
 			w.WriteHeader(http.StatusNotFound)
 			_, _ = w.Write([]byte(`{"error": "get job \"` + r.PathValue("id") + `\": job not found"}`))
 			return
@@ -61,6 +62,7 @@ func (s *logServer) routes() http.Handler {
 		msgs := s.streams[min(s.dials, len(s.streams)-1)]
 		s.dials++
 		s.auth = append(s.auth, conn.Request().Header.Get("Authorization"))
+		s.tailIDs = append(s.tailIDs, conn.Request().PathValue("id"))
 		s.mu.Unlock()
 		for _, m := range msgs {
 			if err := websocket.Message.Send(conn, m); err != nil {
@@ -256,5 +258,18 @@ func TestFollowOverTLS(t *testing.T) {
 	}
 	if _, err := New(web.URL, testToken).Get(context.Background(), "job-1"); err == nil {
 		t.Error("a client without the CA trusted the server")
+	}
+}
+
+// Follow finds a job by its name as by its ID, and streams the log of that job's ID (Ray's
+// log tail, which the stream reads, takes IDs only).
+func TestFollowByName(t *testing.T) {
+	s := &logServer{streams: [][]string{{"a\n", "b\n"}}}
+	got, err := s.follow("mnist", LogOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != "a\nb\n" || !cmp.Equal(s.tailIDs, []string{"job-1"}) {
+		t.Errorf("Follow(mnist) wrote %q from the log tails of %q, want \"a\\nb\\n\" from job-1's", got, s.tailIDs)
 	}
 }

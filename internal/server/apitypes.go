@@ -53,6 +53,11 @@ type Job struct {
 	Metadata   map[string]string `json:"metadata,omitempty"`
 	// RuntimeEnv is the runtime_env a Ray client submitted, if any.
 	RuntimeEnv json.RawMessage `json:"runtimeEnv,omitempty"`
+	// Workers is the number of workers in the job's gang.
+	Workers int `json:"workers,omitempty"`
+	// Resources is what each worker asks for and holds while the job runs: GPUs, CPU (a
+	// default share when the job named none) and memory, as in the job's spec.
+	Resources *v1.WorkerResources `json:"resources,omitempty"`
 	// GPUs are the GPU indices allocated to the job, one list per worker.
 	GPUs [][]int `json:"gpus,omitempty"`
 	// RunDir is the job's run folder on the server's machine.

@@ -30,10 +30,31 @@ func decodeSpec(j *store.Job) (*v1.TrainJob, error) {
 
 // toJob converts a stored job.
 func toJob(j *store.Job) Job {
+	workers, resources := gang(j)
 	return Job{ID: j.ID, Name: j.Name, Status: JobStatus(j.Status), Message: j.Message, Priority: j.Priority,
-		Entrypoint: j.Entrypoint, Metadata: j.Metadata, RuntimeEnv: j.RuntimeEnv, GPUs: j.GPUs, RunDir: j.RunDir,
-		StopRequested: j.StopRequested, SubmittedAt: j.SubmittedAt, StartedAt: j.StartedAt, EndedAt: j.EndedAt,
-		Version: j.Version}
+		Entrypoint: j.Entrypoint, Metadata: j.Metadata, RuntimeEnv: j.RuntimeEnv, Workers: workers, Resources: resources,
+		GPUs: j.GPUs, RunDir: j.RunDir, StopRequested: j.StopRequested, SubmittedAt: j.SubmittedAt,
+		StartedAt: j.StartedAt, EndedAt: j.EndedAt, Version: j.Version}
+}
+
+// gang reads the number of workers and what each asks for from a stored job's spec, and
+// only those (a list of many jobs decodes this much of each); 0 and nil for a spec that
+// does not decode.
+func gang(j *store.Job) (int, *v1.WorkerResources) {
+	var doc struct {
+		Spec struct {
+			Workers   *int32             `json:"workers"`
+			Resources v1.WorkerResources `json:"resources"`
+		} `json:"spec"`
+	}
+	if err := json.Unmarshal(j.Spec, &doc); err != nil {
+		return 0, nil
+	}
+	workers := 1
+	if doc.Spec.Workers != nil {
+		workers = int(*doc.Spec.Workers)
+	}
+	return workers, &doc.Spec.Resources
 }
 
 // toRun converts a run record.
