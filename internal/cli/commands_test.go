@@ -22,6 +22,14 @@ const testToken = "dGVzdC10b2tlbi1mb3ItdGhlLXRyYWlueWFyZC1jbGk"
 // submitted jobs stay PENDING and nothing is started; it returns the server's URL.
 func startAPI(t *testing.T) string {
 	t.Helper()
+	url, _ := startAPIStore(t)
+	return url
+}
+
+// startAPIStore is startAPI, and also returns the service's store, where a test plays
+// the scheduler's part.
+func startAPIStore(t *testing.T) (string, *store.Store) {
+	t.Helper()
 	dir := t.TempDir()
 	st, err := store.Open(filepath.Join(dir, "jobs.db"), store.Options{})
 	if err != nil {
@@ -44,7 +52,7 @@ func startAPI(t *testing.T) string {
 	}
 	web := httptest.NewServer(api.Handler())
 	t.Cleanup(web.Close)
-	return web.URL
+	return web.URL, st
 }
 
 // trainyard runs the command line with args and returns its exit code, stdout and
@@ -84,7 +92,7 @@ func TestCommandsAgainstServer(t *testing.T) {
 		code int
 		want string // the one line on stderr
 	}{
-		"unknown job":           {args: []string{"get", "nope"}, code: 1, want: `trainyard: get job "nope": job not found`},
+		"unknown job":           {args: []string{"get", "nope"}, code: 1, want: "trainyard: no job with id or name 'nope' (trainyard list shows the jobs)"},
 		"delete a pending job":  {args: []string{"delete", id}, code: 1, want: "trainyard: job " + id + " is PENDING; stop it first: the job has not finished"},
 		"unknown status":        {args: []string{"list", "--status", "lost"}, code: 2, want: `trainyard: status "LOST": use PENDING, RUNNING, STOPPED, SUCCEEDED or FAILED`},
 		"bad output":            {args: []string{"list", "-o", "xml"}, code: 2, want: `trainyard: --output "xml": must be wide, json, yaml, or left out for a table`},

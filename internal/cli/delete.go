@@ -15,18 +15,20 @@ func newDeleteCommand(g *globals) *cobra.Command {
 		timeout time.Duration
 	)
 	cmd := &cobra.Command{
-		Use:     "delete ID",
+		Use:     "delete ID|NAME",
 		Aliases: []string{"rm"},
 		Short:   "Delete an ended job from the server, or a TrainJob (--kube)",
-		Long: `Delete a job that has ended (stopped, succeeded or failed) from a trainyard server:
-it no longer appears in 'trainyard list'. Its run folder on the server's machine (logs,
-results, checkpoints) stays. A job that has not ended must be stopped first.` + remoteHelp + kubeHelp + `
+		Long: `Delete a job that has ended (stopped, succeeded or failed) from a trainyard server,
+named by its ID or its name: it no longer appears in 'trainyard list', and its name is
+free for another job. Its run folder on the server's machine (logs, results, checkpoints)
+stays. A job that has not ended must be stopped first.` + remoteHelp + kubeHelp + `
 
 On a cluster, delete deletes the TrainJob, running or not, as kubectl delete does: its
 attempts' Jobs, Services and pods are its dependents and go with it, in the background
 (the garbage collector deletes them), or first with --wait, which returns once they and
 the TrainJob are gone (at most --timeout). The run folder on the storage volume stays.`,
 		Example: `  trainyard delete raysubmit_XtqM3Lq8hZxwWz2a
+  trainyard delete mnist
   trainyard delete --kube mnist
   trainyard delete --kube --wait mnist`,
 		Args: cobra.ExactArgs(1),

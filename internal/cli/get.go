@@ -21,13 +21,14 @@ func newGetCommand(g *globals) *cobra.Command {
 		kube   kubeOptions
 	)
 	cmd := &cobra.Command{
-		Use:     "get ID",
+		Use:     "get ID|NAME",
 		Aliases: []string{"describe"},
 		Short:   "Show a job: its status, attempts and ranks, last metrics and checkpoints",
-		Long: `Show one job of a trainyard server: its status and why, what it runs and on which
-GPUs, each attempt of its gang with the state of every rank (running, exited with a
-code, killed by a signal, stopped by trainyard because another rank failed), the last
-metrics it reported and its committed checkpoints.
+		Long: `Show one job of a trainyard server, named by its ID or its name (a job's name is
+unique among the server's jobs): its status and why, what it runs and on which GPUs,
+each attempt of its gang with the state of every rank (running, exited with a code,
+killed by a signal, stopped by trainyard because another rank failed), the last metrics
+it reported and its committed checkpoints.
 
 -o json and -o yaml print everything the server knows, the resolved TrainJob included.` + remoteHelp + kubeHelp + `
 
@@ -37,6 +38,7 @@ each worker pod of the current attempt (phase, container state such as
 ImagePullBackOff or OOMKilled, restarts, node, IP), and the job's events. -o yaml
 prints the TrainJob.`,
 		Example: `  trainyard get raysubmit_XtqM3Lq8hZxwWz2a
+  trainyard get mnist
   trainyard get raysubmit_XtqM3Lq8hZxwWz2a -o yaml
   trainyard get --kube mnist
   trainyard get --kube -n team-a mnist -o yaml`,

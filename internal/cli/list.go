@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/trainyard/trainyard/client"
+	"github.com/trainyard/trainyard/internal/units"
 )
 
 // messageWidth is the most of a job's message the list shows; -o wide shows it all.
@@ -25,8 +26,12 @@ func newListCommand(g *globals) *cobra.Command {
 		Aliases: []string{"ls"},
 		Short:   "List a trainyard server's jobs, or a cluster's TrainJobs (--kube)",
 		Long: `List the jobs a trainyard server holds, oldest first: their ID, name, status,
-priority, the GPUs they hold, when they were submitted, how long they ran (or have been
-running) and why they are in their status (why a pending job waits, why one failed).` + remoteHelp + kubeHelp + `
+priority, the GPUs and CPUs each holds (or waits for, or held) as workers x per worker,
+such as 2x1 for two workers of one GPU each, when they were submitted, how long they ran
+(or have been running) and why they are in their status (why a pending job waits, why one
+failed). A job submitted without --cpus-per-worker holds the server's default share (see
+'trainyard submit --help'). -o wide adds each worker's memory, GPU indices and the run
+folder.` + remoteHelp + kubeHelp + `
 
 On a cluster: each TrainJob's name, phase, workers ready of all, GPUs (workers x GPUs
 per worker), restarts (with how many were disruptions: evictions, preemptions), age and
@@ -83,17 +88,17 @@ func jobStatuses(names []string) []client.JobStatus {
 	return out
 }
 
-// printJobList writes the jobs as a table; -o wide adds each worker's GPU indices and
-// the run folder, and does not shorten messages.
+// printJobList writes the jobs as a table; -o wide adds each worker's memory, its GPU
+// indices and the run folder, and does not shorten messages.
 func printJobList(v view, jobs []client.Job) error {
 	if len(jobs) == 0 {
 		_, err := fmt.Fprintln(v.out, "No jobs.")
 		return err
 	}
 	tw := v.table()
-	header := "ID\tNAME\tSTATUS\tPRIORITY\tGPUS\tSUBMITTED\tDURATION\tMESSAGE"
+	header := "ID\tNAME\tSTATUS\tPRIORITY\tGPUS\tCPUS\tSUBMITTED\tDURATION\tMESSAGE"
 	if v.wide {
-		header += "\tGPU IDS\tRUN DIR"
+		header += "\tMEMORY\tGPU IDS\tRUN DIR"
 	}
 	fmt.Fprintln(tw, header)
 	for _, j := range jobs {
@@ -104,10 +109,7 @@ func printJobList(v view, jobs []client.Job) error {
 
 // jobRow is one job's row of the list.
 func jobRow(v view, j client.Job) string {
-	gpus := "-"
-	if j.StartedAt != nil {
-		gpus = fmt.Sprint(gpuCount(j.GPUs))
-	}
+	gpus, cpus, memory := jobHolds(j)
 	status := string(j.Status)
 	if j.StopRequested && !client.Ended(j.Status) {
 		status += " (stopping)"
@@ -116,10 +118,40 @@ func jobRow(v view, j client.Job) string {
 	if !v.wide {
 		msg = shorten(msg, messageWidth)
 	}
-	cols := []string{j.ID, orDash(cell(j.Name)), status, fmt.Sprint(j.Priority), gpus, v.age(j.SubmittedAt),
+	cols := []string{j.ID, orDash(cell(j.Name)), status, fmt.Sprint(j.Priority), gpus, cpus, v.age(j.SubmittedAt),
 		v.runTime(j.StartedAt, j.EndedAt), orDash(msg)}
 	if v.wide {
-		cols = append(cols, orDash(gpuIDs(j.GPUs)), orDash(j.RunDir))
+		cols = append(cols, memory, orDash(gpuIDs(j.GPUs)), orDash(j.RunDir))
 	}
 	return strings.Join(cols, "\t")
+}
+
+// jobHolds writes what a job's workers hold as workers x per worker: its GPUs ("2x1"),
+// CPUs ("2x4", "1x0.5") and memory ("2x8Gi"); "-" for what they ask none of. A server
+// that does not say (before trainyard told) gives the GPUs held in all, once started.
+func jobHolds(j client.Job) (gpus, cpus, memory string) {
+	r := j.Resources
+	if r == nil {
+		gpus = "-"
+		if j.StartedAt != nil {
+			gpus = fmt.Sprint(gpuCount(j.GPUs))
+		}
+		return gpus, "-", "-"
+	}
+	each := func(per string) string {
+		if per == "" {
+			return "-"
+		}
+		return fmt.Sprintf("%dx%s", j.Workers, per)
+	}
+	if r.GPU > 0 {
+		gpus = fmt.Sprint(r.GPU)
+	}
+	if r.CPU != nil && !r.CPU.IsZero() {
+		cpus = units.Cores(r.CPU.MilliValue())
+	}
+	if r.Memory != nil && !r.Memory.IsZero() {
+		memory = units.BytesIEC(r.Memory.Value())
+	}
+	return each(gpus), each(cpus), each(memory)
 }

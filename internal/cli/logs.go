@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -32,15 +33,19 @@ func newLogsCommand(g *globals) *cobra.Command {
 		kube   kubeOptions
 	)
 	cmd := &cobra.Command{
-		Use:   "logs ID",
+		Use:   "logs ID|NAME",
 		Short: "Print a job's log",
-		Long: `Print a job's log: by default its console log, every rank's lines prefixed with the
-rank as trainyard run prints them; with --rank R, rank R's own log of the job's last
-attempt. The server sends a log's last 16 MiB at most.
+		Long: `Print the log of a job, named by its ID or its name: by default its console log, every
+rank's lines prefixed with the rank as trainyard run prints them; with --rank R, rank
+R's own log of the job's last attempt. The server sends a log's last 16 MiB at most. A
+job that waits for resources has not started, so it has no log yet: logs says so, and
+why it waits.
 
 With -f, keep printing as the log grows, until the job ends (Ctrl-C stops following, not
-the job). The console log is streamed by the server (the WebSocket that
-'ray job logs --follow' reads); a rank's log is read again every second.` + remoteHelp + kubeHelp + `
+the job); a job that waits is followed once it starts, and each reason it waits for is
+printed meanwhile (on stderr, as "trainyard: job ID is waiting: needs 2 GPUs, 1 free").
+The console log is streamed by the server (the WebSocket that 'ray job logs --follow'
+reads); a rank's log is read again every second.` + remoteHelp + kubeHelp + `
 
 On a cluster the lines come from the worker pods of the current attempt (or --attempt
 N), container "worker", each prefixed with its rank as trainyard run prints them, merged
@@ -51,7 +56,7 @@ read from the run folder (<run folder>/logs/attempt-N/rank-R.log) if this machin
 the job's storage volume mounted at the same path, or from a copy of the run folder (or
 of the storage path) that --from names.`,
 		Example: `  trainyard logs raysubmit_XtqM3Lq8hZxwWz2a
-  trainyard logs -f raysubmit_XtqM3Lq8hZxwWz2a
+  trainyard logs -f mnist
   trainyard logs -t 20 --rank 1 raysubmit_XtqM3Lq8hZxwWz2a
   trainyard logs --kube -f mnist
   trainyard logs --kube --attempt 1 --rank 3 mnist
@@ -87,25 +92,77 @@ of the storage path) that --from names.`,
 	return cmd
 }
 
-// printLogs prints a job's log once, or follows it.
-func printLogs(ctx context.Context, g *globals, c *client.Client, id string, opts logsOptions) error {
+// printLogs prints the log of the job that ref names once, or follows it.
+func printLogs(ctx context.Context, g *globals, c *client.Client, ref string, opts logsOptions) error {
 	lo := client.LogOptions{Tail: opts.tail}
 	if opts.rank >= 0 {
 		lo.Rank = &opts.rank
 	}
-	if !opts.follow {
-		text, err := c.Logs(ctx, id, lo)
-		if err != nil {
-			return failed(err)
-		}
-		_, err = io.WriteString(g.io.Out, text)
+	if opts.follow {
+		return followLogs(ctx, g, c, ref, lo)
+	}
+	d, err := c.Get(ctx, ref)
+	if err != nil {
+		return failed(err)
+	}
+	j := d.Job
+	text, err := c.Logs(ctx, j.ID, lo)
+	pending := j.Status == client.StatusPending
+	if err != nil && !(pending && client.IsNotFound(err)) { // a pending job's rank has no log
+		return failed(err)
+	}
+	if _, err := io.WriteString(g.io.Out, text); err != nil {
 		return err
 	}
+	if !pending {
+		return nil
+	}
+	state := "has not started"
+	if text != "" {
+		state = "is pending again, not running"
+	}
+	_, err = fmt.Fprintf(g.io.Err, "trainyard: job %s %s: it %s ('trainyard logs -f %s' prints its log once it starts)\n",
+		j.ID, state, waitingReason(j), ref)
+	return err
+}
+
+// followLogs follows a job's log: once it starts, if it waits, saying why it waits.
+func followLogs(ctx context.Context, g *globals, c *client.Client, ref string, lo client.LogOptions) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	err := c.Follow(ctx, id, g.io.Out, lo)
+	j, err := waitToStart(ctx, g, c, ref)
+	if err == nil {
+		err = c.Follow(ctx, j.ID, g.io.Out, lo)
+	}
 	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-		return &exitError{code: ExitInterrupted, err: fmt.Errorf("stopped following job %s; the job goes on", id)}
+		return &exitError{code: ExitInterrupted, err: fmt.Errorf("stopped following job %s; the job goes on", ref)}
 	}
 	return failed(err)
+}
+
+// waitToStart waits while the job that ref names is pending, printing why it waits each
+// time the reason changes, as "trainyard: job ID is waiting: needs 2 GPUs, 1 free", and
+// that it started once it has. It returns the job once it is no longer pending.
+func waitToStart(ctx context.Context, g *globals, c *client.Client, ref string) (client.Job, error) {
+	waited := false
+	j, err := c.WaitStarted(ctx, ref, func(j client.Job) {
+		waited = true
+		fmt.Fprintf(g.io.Err, "trainyard: job %s %s\n", j.ID, waitingReason(j))
+	})
+	if err == nil && waited && j.Status == client.StatusRunning {
+		fmt.Fprintf(g.io.Err, "trainyard: job %s started\n", j.ID)
+	}
+	return j, err
+}
+
+// waitingReason says why a pending job waits, from the scheduler's reason: "is waiting:
+// needs 2 GPUs, 1 free", "is waiting behind job llama (priority 5, submitted earlier)".
+func waitingReason(j client.Job) string {
+	switch {
+	case j.Message == "":
+		return "is waiting for the scheduler to place it"
+	case strings.HasPrefix(j.Message, "waiting"):
+		return "is " + j.Message
+	}
+	return "is waiting: " + j.Message
 }

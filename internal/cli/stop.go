@@ -14,18 +14,20 @@ func newStopCommand(g *globals) *cobra.Command {
 		kube   kubeOptions
 	)
 	cmd := &cobra.Command{
-		Use:   "stop ID",
+		Use:   "stop ID|NAME",
 		Short: "Stop a job",
-		Long: `Stop a job of a trainyard server. A pending job is stopped at once. A running job's
-gang gets SIGTERM, then SIGKILL after its grace period; the job is STOPPED once every
-rank has exited (follow it with 'trainyard get'). Stopping a job that has ended is an
-error. The job's run folder (logs, results, checkpoints) stays.` + remoteHelp + kubeHelp + `
+		Long: `Stop a job of a trainyard server, named by its ID or its name. A pending job is
+stopped at once. A running job's gang gets SIGTERM, then SIGKILL after its grace period;
+the job is STOPPED once every rank has exited (follow it with 'trainyard get'). Stopping
+a job that has ended is an error. The job's run folder (logs, results, checkpoints)
+stays.` + remoteHelp + kubeHelp + `
 
 On a cluster, stop suspends the TrainJob (spec.suspend: true): the operator stops its
 running attempt the same way, and starts none while it is suspended. Setting
 spec.suspend back to false resumes it: a new attempt starts from the latest checkpoint
 (stop prints the kubectl command).`,
 		Example: `  trainyard stop raysubmit_XtqM3Lq8hZxwWz2a
+  trainyard stop mnist
   trainyard stop --kube mnist`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -19,13 +19,22 @@ import (
 
 const submitLong = `Submit a training job to a trainyard server, then print its log until it ends, as
 'ray job submit' does: trainyard exits 0 when the job succeeded and 1 when it failed or
-was stopped. With --no-wait it prints the job's ID and returns at once. Ctrl-C stops
+was stopped. While the job waits for resources, submit says why, on stderr (as
+"trainyard: job ID is waiting: needs 2 GPUs, 1 free"), and prints its log once it
+starts. With --no-wait it prints the job's ID and returns at once. Ctrl-C stops
 printing the log; the job goes on ('trainyard stop ID' stops it).
 
 The job is described by the same flags and job file as 'trainyard run' (see its help),
 and checked here before it is sent. The server runs it when its GPUs, CPU and memory
 are free, higher --priority first, under its own 'trainyard run', so it behaves as one
 run by hand and outlives the server.
+
+Without --cpus-per-worker (the job file's spec.resources.cpu), the server gives each
+worker a default share of its CPU, which the job holds and its workers' OMP_NUM_THREADS
+follows: 1 CPU per process for a worker without GPUs (as Ray Train gives each worker 1
+CPU), and for a worker with GPUs the machine's cores divided by its GPUs, times the
+worker's GPUs, at least 1; never more than the machine's cores divided among the job's
+workers. 'trainyard list' shows what each job holds.
 
 Paths are paths on the server's machine. Two flags of near-identical names, from two
 ecosystems, say where the workers start; give one of them, not both:
@@ -41,7 +50,9 @@ ecosystems, say where the workers start; give one of them, not both:
 The run's folder is <storage path>/<job ID>, where the storage path is the server's
 --storage-path unless the job names one. --name names the job (the NAME that
 'trainyard list' shows) and --id chooses its ID; both follow the rule of names: 1 to 45
-of a-z, 0-9 and '-', starting with a letter and ending with a letter or digit.` + remoteHelp + kubeHelp + `
+of a-z, 0-9 and '-', starting with a letter and ending with a letter or digit. A name is
+unique among the server's jobs until its job is deleted (another job of that name is
+refused), and get, logs, stop and delete take it as well as the ID.` + remoteHelp + kubeHelp + `
 
 On a cluster, submit creates a TrainJob and prints its name without waiting: --name is
 its name (else one is generated from the command, such as train-x7k2p), --image the
@@ -194,12 +205,16 @@ func remoteJob(flags *jobspec.Flags, command []string, upload bool) (*v1.TrainJo
 	return job, nil
 }
 
-// waitForJob prints the job's log until it ends and returns how it ended: nil when it
-// succeeded, an exit code 1 error otherwise, 130 when interrupted.
+// waitForJob says why the job waits while it does, prints its log until it ends and
+// returns how it ended: nil when it succeeded, an exit code 1 error otherwise, 130 when
+// interrupted.
 func waitForJob(ctx context.Context, g *globals, c *client.Client, id string) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	err := c.Follow(ctx, id, g.io.Out, client.LogOptions{})
+	_, err := waitToStart(ctx, g, c, id)
+	if err == nil {
+		err = c.Follow(ctx, id, g.io.Out, client.LogOptions{})
+	}
 	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 		return &exitError{code: ExitInterrupted, err: fmt.Errorf(
 			"stopped printing the log of job %s, which goes on: 'trainyard logs -f %s' prints it again, 'trainyard stop %s' stops it", id, id, id)}
