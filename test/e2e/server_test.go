@@ -204,8 +204,39 @@ func TestServer(t *testing.T) {
 			t.Fatalf("delete: exit %d\n%s", code, out)
 		}
 		code, out := s.cli(t, "get", hello)
-		if code != 1 || !strings.Contains(out, "trainyard: ") || !strings.Contains(out, "not found") {
+		if code != 1 || !strings.Contains(out, "trainyard: no job with id or name '"+hello+"'") {
 			t.Errorf("get of a deleted job: exit %d, want 1 and one line saying it is not found:\n%s", code, out)
+		}
+	})
+
+	t.Run("a job by its name", func(t *testing.T) {
+		code, out := s.cli(t, "submit", "--no-wait", "--name", "by-name", "--", "sh", "-c", "echo named; exec sleep 300")
+		id := strings.TrimSpace(out)
+		if code != 0 {
+			t.Fatalf("submit --name by-name: exit %d\n%s", code, out)
+		}
+		if code, out := s.cli(t, "submit", "--no-wait", "--name", "by-name", "--", "true"); code != 1 ||
+			!strings.Contains(out, "a job named 'by-name' exists already ("+id+")") {
+			t.Errorf("a second job named by-name: exit %d, want 1 and the ID of the first:\n%s", code, out)
+		}
+		s.waitStatus(t, "by-name", 30*time.Second, "RUNNING")
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+			if code, out := s.cli(t, "logs", "by-name"); code == 0 && strings.Contains(out, "named") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("logs by-name does not print the job's line within 30s")
+			}
+		}
+		if code, out := s.cli(t, "stop", "by-name"); code != 0 || !strings.Contains(out, id) {
+			t.Fatalf("stop by-name: exit %d\n%s", code, out)
+		}
+		s.waitStatus(t, id, 30*time.Second, "STOPPED")
+		if code, out := s.cli(t, "delete", "by-name"); code != 0 {
+			t.Fatalf("delete by-name: exit %d\n%s", code, out)
+		}
+		if code, out := s.cli(t, "get", "by-name"); code != 1 || !strings.Contains(out, "no job with id or name 'by-name'") {
+			t.Errorf("get of a deleted name: exit %d\n%s", code, out)
 		}
 	})
 
