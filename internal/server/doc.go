@@ -27,8 +27,9 @@
 //
 // A submitted job is one worker running one process, `/bin/sh -c <entrypoint>`, with
 // entrypoint_num_gpus whole GPUs (a fraction is refused: GPUs are not shared),
-// entrypoint_num_cpus cores and entrypoint_memory bytes. Of runtime_env, working_dir (a
-// folder on this machine, or a gcs:// package uploaded before, unpacked into the job's
+// entrypoint_num_cpus cores (when not given or 0, the default share of every job that
+// names no CPU: jobs.DefaultCPU) and entrypoint_memory bytes. Of runtime_env, working_dir
+// (a folder on this machine, or a gcs:// package uploaded before, unpacked into the job's
 // own folder) and env_vars are supported; excludes and config are accepted and have no
 // effect; every other key is refused with a 400 that names it. Like Ray, the server
 // ignores keys whose value is null and refuses unknown keys (Ray builds its request
