@@ -149,7 +149,7 @@ func waitToStart(ctx context.Context, g *globals, c *client.Client, ref string) 
 		waited = true
 		fmt.Fprintf(g.io.Err, "trainyard: job %s %s\n", j.ID, waitingReason(j))
 	})
-	if err == nil && waited && j.Status == client.StatusRunning {
+	if err == nil && waited && j.StartedAt != nil {
 		fmt.Fprintf(g.io.Err, "trainyard: job %s started\n", j.ID)
 	}
 	return j, err
