@@ -79,7 +79,7 @@ func (a *attempt) startOne(i int, p Proc) (*process, error) {
 	s := &a.l.Job.Spec
 	args := append(append([]string{}, s.Command...), s.Args...)
 	env := Env(a.l.Job, p, a.l.Folder.Dir, os.Environ(), a.env)
-	pr, err := start(a.l.path, args, s.WorkingDir, env, p, log, a.l.Console, a.l.Touch)
+	pr, err := start(a.l.path, args, s.WorkingDir, env, p, log, a.l.Console, a.l.Touch, a.l.kill)
 	if err != nil {
 		log.Close()
 		return nil, err
@@ -89,7 +89,9 @@ func (a *attempt) startOne(i int, p Proc) (*process, error) {
 }
 
 // supervise waits for every process. On the first failure or on ctx's end it sends
-// SIGTERM to every process group still running, and SIGKILL after the grace period.
+// SIGTERM to every process group whose worker is still running, and SIGKILL after the
+// grace period. What a worker leaves behind in its group is killed when it exits (see
+// process.wait), so no group is signalled after its worker was reaped.
 func (a *attempt) supervise(ctx context.Context, exits <-chan exit) AttemptResult {
 	res := AttemptResult{Outcome: Succeeded, FailedRank: -1}
 	var (
@@ -137,7 +139,6 @@ func (a *attempt) supervise(ctx context.Context, exits <-chan exit) AttemptResul
 			a.signalLive(syscall.SIGKILL)
 		}
 	}
-	a.signalAll(syscall.SIGKILL) // children that outlived their worker
 	if stopping {
 		res.Teardown = time.Since(stopAt)
 	}
@@ -176,26 +177,14 @@ func (a *attempt) recordExit(e exit, stopping bool) {
 		r.ExitCode = &code
 	}
 	r.StoppedByTrainyard = stopping
-	if a.procs[e.idx] != nil {
-		a.procs[e.idx].exited = true
-	}
 	a.save()
 }
 
-// signalLive signals the process groups of the processes that have not exited.
+// signalLive signals the process groups of the workers that have not been reaped.
 func (a *attempt) signalLive(sig syscall.Signal) {
 	for _, pr := range a.procs {
-		if pr != nil && !pr.exited {
-			signalGroup(pr.pid, sig)
-		}
-	}
-}
-
-// signalAll signals every process group of the attempt.
-func (a *attempt) signalAll(sig syscall.Signal) {
-	for _, pr := range a.procs {
 		if pr != nil {
-			signalGroup(pr.pid, sig)
+			pr.signal(sig)
 		}
 	}
 }

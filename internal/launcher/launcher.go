@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
@@ -35,6 +36,7 @@ type Launcher struct {
 	ForceKill <-chan struct{}
 
 	path     string       // the resolved program
+	kill     killFunc     // signals processes and groups: syscall.Kill unless a test sets it
 	activity atomic.Int64 // unix nanoseconds of the last line or report of any rank
 }
 
@@ -89,6 +91,9 @@ func (l *Launcher) Run(ctx context.Context) (Result, error) {
 func (l *Launcher) prepare() error {
 	if l.Logger == nil {
 		l.Logger = slog.New(slog.DiscardHandler)
+	}
+	if l.kill == nil {
+		l.kill = syscall.Kill
 	}
 	if l.path != "" {
 		return nil

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -16,14 +17,23 @@ import (
 	"github.com/trainyard/trainyard/internal/logstream"
 )
 
-// process is one running worker process and the goroutine copying its output.
+// killFunc sends a signal to a process or, with a negative pid, a process group:
+// syscall.Kill, or a test's recorder.
+type killFunc func(pid int, sig syscall.Signal) error
+
+// process is one running worker process and the goroutine copying its output. Its process
+// group is signalled only while the group's leader (the worker) is not reaped: once reaped,
+// the group id is free for the kernel to give to another process.
 type process struct {
 	proc    Proc
 	cmd     *exec.Cmd
 	pid     int
 	started time.Time
 	copied  chan error // receives the copy result once the output pipe is closed
-	exited  bool       // set by the supervising goroutine once Wait returned
+	kill    killFunc
+
+	mu     sync.Mutex
+	reaped bool // the leader was reaped, or is about to be: its group is never signalled again
 }
 
 // exit is what became of a process.
@@ -54,7 +64,7 @@ func (e exit) describe() string {
 // start starts one worker process in its own process group, with stdout and stderr on
 // one pipe that a goroutine copies to log and console. Once started, the process owns
 // log and closes it when its output ends.
-func start(path string, args []string, dir string, env []string, p Proc, log *os.File, console *logstream.Console, touch func()) (*process, error) {
+func start(path string, args []string, dir string, env []string, p Proc, log *os.File, console *logstream.Console, touch func(), kill killFunc) (*process, error) {
 	r, w, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("start rank %d: %w", p.Rank, err)
@@ -69,7 +79,7 @@ func start(path string, args []string, dir string, env []string, p Proc, log *os
 		r.Close()
 		return nil, fmt.Errorf("start rank %d: %w", p.Rank, err)
 	}
-	pr := &process{proc: p, cmd: cmd, pid: cmd.Process.Pid, started: time.Now(), copied: make(chan error, 1)}
+	pr := &process{proc: p, cmd: cmd, pid: cmd.Process.Pid, started: time.Now(), copied: make(chan error, 1), kill: kill}
 	src := logstream.Source{Rank: p.Rank, PID: pr.pid}
 	go func() {
 		err := logstream.Copy(touchReader{r, touch}, src, log, console)
@@ -82,8 +92,18 @@ func start(path string, args []string, dir string, env []string, p Proc, log *os
 	return pr, nil
 }
 
-// wait waits for the process and describes its end.
+// wait waits for the process and describes its end. It first waits for the leader's exit
+// without reaping it: the zombie keeps the pid, and so the group id, from being reused
+// while wait kills what is left of the group (children such as DataLoader workers). Then
+// it reaps the leader, and the group is never signalled again.
 func (pr *process) wait(idx int) exit {
+	exitedErr := waitExited(pr.pid)
+	pr.mu.Lock()
+	if exitedErr == nil {
+		_ = pr.kill(-pr.pid, syscall.SIGKILL) // an error: the group is empty
+	}
+	pr.reaped = true
+	pr.mu.Unlock()
 	err := pr.cmd.Wait()
 	e := exit{idx: idx, at: time.Now(), code: -1, state: pr.cmd.ProcessState}
 	var ee *exec.ExitError
@@ -102,11 +122,26 @@ func (pr *process) wait(idx int) exit {
 	return e
 }
 
-// signalGroup sends sig to the process group led by pid: the worker and every child it
-// started. The kernel does not reuse a pid while its group has members, so this is safe
-// after the leader exited too. An error (the group is gone) is ignored.
-func signalGroup(pid int, sig syscall.Signal) {
-	_ = syscall.Kill(-pid, sig)
+// waitExited waits until the child pid has exited, leaving it unreaped (a zombie).
+func waitExited(pid int) error {
+	for {
+		var info unix.Siginfo
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if !errors.Is(err, unix.EINTR) {
+			return err
+		}
+	}
+}
+
+// signal sends sig to the process group of the worker: the worker and every child it
+// started. It does nothing once the worker was reaped. An error (the group is gone) is
+// ignored.
+func (pr *process) signal(sig syscall.Signal) {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	if !pr.reaped {
+		_ = pr.kill(-pr.pid, sig)
+	}
 }
 
 // gpuList formats GPUs as NVML indices, "0,1".
