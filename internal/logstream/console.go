@@ -13,6 +13,16 @@ import (
 // DefaultWindow is how long a console line waits for identical lines from other ranks.
 const DefaultWindow = 500 * time.Millisecond
 
+// Folding keeps the text of every line printed within the window, so it is bounded: lines
+// longer than maxFoldedLine are never folded, and when the texts waiting take more than
+// maxPendingBytes (counting foldCost for each besides its length) the oldest fold ends
+// early.
+const (
+	maxFoldedLine   = 4 << 10
+	maxPendingBytes = 2 << 20
+	foldCost        = 128
+)
+
 // colors cycle over ranks when the console is a terminal.
 var colors = []string{"36", "33", "32", "35", "34", "91", "96", "93"}
 
@@ -32,9 +42,11 @@ type Console struct {
 	mu      sync.Mutex
 	pending map[string]*folded
 	order   []string // texts in pending, oldest first
-	stop    chan struct{}
-	done    chan struct{}
-	closing sync.Once
+	// pendingBytes counts the texts in pending, and foldCost for each.
+	pendingBytes int
+	stop         chan struct{}
+	done         chan struct{}
+	closing      sync.Once
 }
 
 type folded struct {
@@ -71,11 +83,12 @@ func NewConsole(w io.Writer, opts Options) *Console {
 	return c
 }
 
-// Line writes one line (without its newline) from src.
+// Line writes one line (without its newline) from src. A line longer than 4 KiB is never
+// folded.
 func (c *Console) Line(src Source, text string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.window < 0 {
+	if c.window < 0 || len(text) > maxFoldedLine {
 		c.write(src, text)
 		return
 	}
@@ -85,6 +98,10 @@ func (c *Console) Line(src Source, text string) {
 		return
 	}
 	if _, ok := c.pending[text]; !ok {
+		for c.pendingBytes+len(text)+foldCost > maxPendingBytes {
+			c.endOldest()
+		}
+		c.pendingBytes += len(text) + foldCost
 		c.pending[text] = &folded{ranks: map[int]bool{src.Rank: true}, since: c.now()}
 		c.order = append(c.order, text)
 	}
@@ -118,9 +135,25 @@ func (c *Console) Flush(all bool) {
 		if len(f.repeated) > 0 {
 			c.writeFolded(f.repeated, text)
 		}
-		delete(c.pending, text)
+		c.forget(text)
 	}
 	c.order = keep
+}
+
+// endOldest writes the summary of the oldest fold now and forgets it. c.mu is held.
+func (c *Console) endOldest() {
+	text := c.order[0]
+	if f := c.pending[text]; len(f.repeated) > 0 {
+		c.writeFolded(f.repeated, text)
+	}
+	c.forget(text)
+	c.order = slices.Delete(c.order, 0, 1)
+}
+
+// forget drops a fold from pending (not from order). c.mu is held.
+func (c *Console) forget(text string) {
+	delete(c.pending, text)
+	c.pendingBytes -= len(text) + foldCost
 }
 
 // Close writes what is pending and stops the background flush.

@@ -43,10 +43,25 @@ func TestCopy(t *testing.T) {
 			wantFile:    "a\r\nb\r\n",
 			wantConsole: []string{"[rank 2 pid 4242] a", "[rank 2 pid 4242] b"},
 		},
-		"a bare CR (a progress bar) is not a line break": {
+		"a line redrawn with CR (a progress bar) shows its first and last update": {
 			input:       "10%\r50%\r100%\n",
 			wantFile:    "10%\r50%\r100%\n",
-			wantConsole: []string{"[rank 2 pid 4242] 10%\r50%\r100%"},
+			wantConsole: []string{"[rank 2 pid 4242] 10%", "[rank 2 pid 4242] 100%"},
+		},
+		"tqdm: CR before each update, the last one ended by a newline": {
+			input:       "\r  0%|     |\r 50%|##   |\r100%|#####|\n",
+			wantFile:    "\r  0%|     |\r 50%|##   |\r100%|#####|\n",
+			wantConsole: []string{"[rank 2 pid 4242]   0%|     |", "[rank 2 pid 4242] 100%|#####|"},
+		},
+		"an update shown at once is not shown again when the line ends": {
+			input:       "100%\r\nnext\n",
+			wantFile:    "100%\r\nnext\n",
+			wantConsole: []string{"[rank 2 pid 4242] 100%", "[rank 2 pid 4242] next"},
+		},
+		"a redrawn line without a newline at the end": {
+			input:       "1/3\r2/3\r3/3",
+			wantFile:    "1/3\r2/3\r3/3",
+			wantConsole: []string{"[rank 2 pid 4242] 1/3", "[rank 2 pid 4242] 3/3"},
 		},
 		"empty lines are lines": {
 			input:       "\n\nx\n",
@@ -83,7 +98,8 @@ func TestCopy(t *testing.T) {
 	}
 }
 
-// A line longer than any buffer arrives whole, in the file and on the console.
+// A line longer than MaxLine arrives whole in the file, and in pieces of MaxLine bytes on
+// the console, the first marked.
 func TestCopyOneMiBLine(t *testing.T) {
 	long := strings.Repeat("0123456789abcdef", 1<<16) // 1 MiB
 	input := "before\n" + long + "\nafter\n"
@@ -96,10 +112,24 @@ func TestCopyOneMiBLine(t *testing.T) {
 	if file.String() != input {
 		t.Errorf("file holds %d bytes, want the %d of the input", file.Len(), len(input))
 	}
-	want := []string{"[rank 2 pid 4242] before", "[rank 2 pid 4242] " + long, "[rank 2 pid 4242] after"}
+	const prefix = "[rank 2 pid 4242] "
 	got := splitLines(out.String())
-	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] || got[2] != want[2] {
-		t.Errorf("console has %d lines of lengths %v, want lengths %v", len(got), lengths(got), lengths(want))
+	if len(got) != 18 || got[0] != prefix+"before" || got[17] != prefix+"after" {
+		t.Fatalf("console has %d lines of lengths %v; want before, 16 pieces, after", len(got), lengths(got))
+	}
+	first, ok := strings.CutSuffix(got[1], " "+SplitMarker)
+	if !ok {
+		t.Errorf("the first piece does not end with the marker: ...%q", got[1][len(got[1])-80:])
+	}
+	joined := strings.TrimPrefix(first, prefix)
+	for _, piece := range got[2:17] {
+		if strings.Contains(piece, SplitMarker) {
+			t.Errorf("a later piece is marked too")
+		}
+		joined += strings.TrimPrefix(piece, prefix)
+	}
+	if joined != long {
+		t.Errorf("the pieces joined make %d bytes, want the line's %d", len(joined), len(long))
 	}
 }
 
