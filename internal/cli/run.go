@@ -103,9 +103,9 @@ func runJob(ctx context.Context, g *globals, flags *jobspec.Flags, opts runOptio
 	if err != nil {
 		return &exitError{code: ExitFailed, err: errors.Join(err, closeErr)}
 	}
-	if rows := session.Results(); len(rows) > 0 {
+	if rows, skipped, err := reporting.ReadElided(folder.Dir, 20); err == nil && len(rows) > 0 {
 		fmt.Fprintln(g.io.Out)
-		_ = reporting.WriteTable(g.io.Out, reporting.MarkGone(rows, folder.Dir), 20)
+		_ = reporting.WriteElided(g.io.Out, reporting.MarkGone(rows, folder.Dir), skipped)
 	}
 	if err := report(g, job, folder, res); err != nil || closeErr == nil {
 		return err

@@ -37,17 +37,11 @@ func (w *worker) serveProgress(addr string) func() {
 // progress is worker 0's summary of the run so far.
 func (w *worker) progress() workload.Summary {
 	sum := workload.Summary{Worker: w.cfg.Worker, Outcome: workload.OutcomeRunning, RunDir: w.folder.Dir}
-	rows := w.session.Results()
-	if len(rows) == 0 {
+	got := w.session.Summary()
+	if got.Count == 0 {
 		return sum
 	}
-	last := rows[len(rows)-1]
-	sum.Iteration, sum.Metrics = int64(last.Iteration), formatMetrics(last.Metrics)
-	for i := len(rows) - 1; i >= 0; i-- {
-		if rows[i].Checkpoint != "" {
-			sum.Checkpoint = rows[i].Checkpoint
-			break
-		}
-	}
+	sum.Iteration, sum.Metrics = int64(got.Last.Iteration), formatMetrics(got.Last.Metrics)
+	sum.Checkpoint = got.Checkpoint
 	return sum
 }

@@ -342,10 +342,9 @@ func (w *worker) summary(ctx context.Context, err error) workload.Summary {
 	}
 	sum.RunDir = w.folder.Dir
 	if w.session != nil {
-		if rows := w.session.Results(); len(rows) > 0 {
-			last := rows[len(rows)-1]
-			sum.Iteration = int64(last.Iteration)
-			sum.Metrics = formatMetrics(last.Metrics)
+		if got := w.session.Summary(); got.Count > 0 {
+			sum.Iteration = int64(got.Last.Iteration)
+			sum.Metrics = formatMetrics(got.Last.Metrics)
 		}
 	}
 	if store, err := checkpoint.Inspect(w.folder.Dir); err == nil {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"maps"
 	"math"
@@ -14,6 +15,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -110,20 +112,53 @@ func number(v any) float64 {
 	return math.NaN()
 }
 
-// Results appends a run's results to progress.csv and result.json.
+// MaxCSVMetrics is how many metric columns progress.csv has at most: metrics first seen
+// after that are only in result.json and TensorBoard.
+const MaxCSVMetrics = 1024
+
+// Results appends a run's results to result.json (JSON lines) and progress.csv. It keeps
+// only what a running job needs in memory: the metric columns, the last result and the
+// last checkpoint; the history is in the files (ReadResults).
+//
+// Both files are appended to. A metric seen for the first time adds a column to
+// progress.csv: the file is then rewritten once, streamed (the rows before get an empty
+// cell), so that it stays one CSV file with one header that any CSV reader takes.
 type Results struct {
 	dir     string
 	columns []string // metric columns of progress.csv, in order
-	rows    []Result
-	stale   bool // progress.csv is to be rewritten whole from rows at the next Append
+	omitted string   // the first metric left out of progress.csv (MaxCSVMetrics), if any
+	summary Summary
+	stale   bool // progress.csv is to be rebuilt from result.json at the next Append
 
 	// The files stay open for appending between reports, which come often.
 	jsonFile, csvFile *os.File
 }
 
-// OpenResults reads the results a run folder already holds (a continued run appends).
+// Summary is what Results keeps of a run's results.
+type Summary struct {
+	Count      int    // how many results the run has
+	Last       Result // the last one, when Count > 0
+	Checkpoint string // the checkpoint of the last result that carried one, or ""
+}
+
+// add counts a result in.
+func (s *Summary) add(res Result) {
+	s.Count++
+	s.Last = res
+	if res.Checkpoint != "" {
+		s.Checkpoint = res.Checkpoint
+	}
+}
+
+// OpenResults reads the summary and the columns of the results a run folder already holds
+// (a continued run appends), without holding the results themselves.
 func OpenResults(dir string) (*Results, error) {
-	rows, err := ReadResults(dir)
+	r := &Results{dir: dir}
+	err := ScanResults(dir, func(res Result) error {
+		r.summary.add(res)
+		r.addColumns(res.Metrics)
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -131,25 +166,24 @@ func OpenResults(dir string) (*Results, error) {
 		return nil, err
 	}
 	// progress.csv may lack the last rows, or end in a cut one, after a crash.
-	r := &Results{dir: dir, rows: rows, stale: true}
-	for _, row := range rows {
-		r.addColumns(row.Metrics)
-	}
+	r.stale = true
 	return r, nil
 }
 
 // Last returns the last result, if any.
 func (r *Results) Last() (Result, bool) {
-	if len(r.rows) == 0 {
-		return Result{}, false
-	}
-	return r.rows[len(r.rows)-1], true
+	return r.summary.Last, r.summary.Count > 0
 }
 
-// Append records one result. A metric seen for the first time adds a column to
-// progress.csv, which is then rewritten whole.
+// Summary returns the count of results, the last one and the last checkpoint.
+func (r *Results) Summary() Summary { return r.summary }
+
+// Omitted returns the first metric left out of progress.csv because it already has
+// MaxCSVMetrics metric columns, or "".
+func (r *Results) Omitted() string { return r.omitted }
+
+// Append records one result.
 func (r *Results) Append(res Result) error {
-	r.rows = append(r.rows, res)
 	line, err := json.Marshal(res)
 	if err != nil {
 		return fmt.Errorf("encode result: %w", err)
@@ -157,19 +191,35 @@ func (r *Results) Append(res Result) error {
 	if err := appendTo(&r.jsonFile, filepath.Join(r.dir, ResultFile), append(line, '\n')); err != nil {
 		return err
 	}
-	if r.addColumns(res.Metrics) || r.stale {
-		return r.rewriteCSV()
+	r.summary.add(res)
+	added := r.addColumns(res.Metrics)
+	switch {
+	case r.stale:
+		return r.rebuildCSV()
+	case added > 0:
+		if err := r.widenCSV(added); err != nil {
+			return err
+		}
 	}
 	return r.appendCSV(res)
 }
 
-func (r *Results) addColumns(metrics map[string]float64) bool {
-	added := false
+// addColumns adds the metrics not yet in progress.csv's columns, up to MaxCSVMetrics, and
+// returns how many it added.
+func (r *Results) addColumns(metrics map[string]float64) int {
+	added := 0
 	for _, k := range slices.Sorted(maps.Keys(metrics)) {
-		if !slices.Contains(r.columns, k) {
-			r.columns = append(r.columns, k)
-			added = true
+		if slices.Contains(r.columns, k) {
+			continue
 		}
+		if len(r.columns) == MaxCSVMetrics {
+			if r.omitted == "" {
+				r.omitted = k
+			}
+			continue
+		}
+		r.columns = append(r.columns, k)
+		added++
 	}
 	return added
 }
@@ -190,7 +240,56 @@ func (r *Results) csvRow(res Result) []string {
 
 func fmtFloat(v float64) string { return strconv.FormatFloat(v, 'f', 3, 64) }
 
-func (r *Results) rewriteCSV() error {
+// rebuildCSV writes progress.csv anew from result.json, a result at a time.
+func (r *Results) rebuildCSV() error {
+	err := r.replaceCSV(func(w *csv.Writer) error {
+		return ScanResults(r.dir, func(res Result) error { return w.Write(r.csvRow(res)) })
+	})
+	if err == nil {
+		r.stale = false
+	}
+	return err
+}
+
+// widenCSV rewrites progress.csv with the columns added last, a row at a time: the header
+// gets their names, and every row an empty cell for each.
+func (r *Results) widenCSV(added int) error {
+	var old io.Reader = strings.NewReader("") // removed under us: the header alone
+	f, err := os.Open(filepath.Join(r.dir, ProgressFile))
+	switch {
+	case err == nil:
+		defer f.Close()
+		old = bufio.NewReaderSize(f, 64<<10)
+	case !errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("read %s: %w", ProgressFile, err)
+	}
+	return r.replaceCSV(func(w *csv.Writer) error {
+		cr := csv.NewReader(old)
+		cr.FieldsPerRecord, cr.ReuseRecord = -1, true
+		if _, err := cr.Read(); err != nil && !errors.Is(err, io.EOF) { // the old header
+			return fmt.Errorf("read %s: %w", ProgressFile, err)
+		}
+		for {
+			rec, err := cr.Read()
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			if err != nil {
+				return fmt.Errorf("read %s: %w", ProgressFile, err)
+			}
+			for range added {
+				rec = append(rec, "")
+			}
+			if err := w.Write(rec); err != nil {
+				return err
+			}
+		}
+	})
+}
+
+// replaceCSV writes progress.csv anew: the header of the current columns, then the rows
+// that rows writes; the new file replaces the old one once complete.
+func (r *Results) replaceCSV(rows func(w *csv.Writer) error) error {
 	closeFile(&r.csvFile) // the next append opens the new file
 	path := filepath.Join(r.dir, ProgressFile)
 	tmp := path + ".tmp"
@@ -198,13 +297,14 @@ func (r *Results) rewriteCSV() error {
 	if err != nil {
 		return fmt.Errorf("write %s: %w", ProgressFile, err)
 	}
-	w := csv.NewWriter(f)
-	_ = w.Write(append(slices.Clone(fixedColumns), r.columns...))
-	for _, row := range r.rows {
-		_ = w.Write(r.csvRow(row))
+	bw := bufio.NewWriterSize(f, 64<<10)
+	w := csv.NewWriter(bw)
+	err = w.Write(append(slices.Clone(fixedColumns), r.columns...))
+	if err == nil {
+		err = rows(w)
 	}
 	w.Flush()
-	err = errors.Join(w.Error(), f.Close())
+	err = errors.Join(err, w.Error(), bw.Flush(), f.Close())
 	if err == nil {
 		err = os.Rename(tmp, path)
 	}
@@ -212,7 +312,6 @@ func (r *Results) rewriteCSV() error {
 		os.Remove(tmp)
 		return fmt.Errorf("write %s: %w", ProgressFile, err)
 	}
-	r.stale = false
 	return nil
 }
 
@@ -284,17 +383,29 @@ func endLine(path string) error {
 }
 
 // ReadResults reads result.json of a run folder; a folder without one has no results. A
-// last line cut short by a crash is ignored.
+// last line cut short by a crash is ignored. It holds every result in memory: for a long
+// run, ScanResults or ReadElided.
 func ReadResults(dir string) ([]Result, error) {
+	var rows []Result
+	err := ScanResults(dir, func(r Result) error {
+		rows = append(rows, r)
+		return nil
+	})
+	return rows, err
+}
+
+// ScanResults calls fn with each result of result.json in a run folder, in order, holding
+// one at a time; it stops at fn's first error and returns it. A folder without results has
+// none; a line cut short by a crash is skipped.
+func ScanResults(dir string, fn func(Result) error) error {
 	f, err := os.Open(filepath.Join(dir, ResultFile))
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+		return nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read results: %w", err)
+		return fmt.Errorf("read results: %w", err)
 	}
 	defer f.Close()
-	var rows []Result
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
 	for sc.Scan() {
@@ -302,10 +413,12 @@ func ReadResults(dir string) ([]Result, error) {
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 			continue // a line cut short by a crash
 		}
-		rows = append(rows, r)
+		if err := fn(r); err != nil {
+			return err
+		}
 	}
 	if err := sc.Err(); err != nil {
-		return rows, fmt.Errorf("read results: %w", err)
+		return fmt.Errorf("read results: %w", err)
 	}
-	return rows, nil
+	return nil
 }

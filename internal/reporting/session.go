@@ -267,6 +267,10 @@ func (s *Session) record(res Result) {
 	if err := s.results.Append(res); err != nil {
 		s.warnOnce("results", "warning: %v", err)
 	}
+	if m := s.results.Omitted(); m != "" {
+		s.warnOnce("columns", "warning: %s has %d metric columns, its most; metric %q and any other new one are only in %s and TensorBoard",
+			ProgressFile, MaxCSVMetrics, m, ResultFile)
+	}
 	if err := s.events.AddScalars(int64(res.Iteration), res.Timestamp, res.Metrics); err != nil {
 		s.warnOnce("events", "warning: TensorBoard events: %v", err)
 	}
@@ -302,11 +306,13 @@ func (s *Session) flushEventsSoon() {
 	})
 }
 
-// Results returns every result of the run so far.
-func (s *Session) Results() []Result {
+// Summary returns what the session keeps of the run's results: how many there are, the
+// last one and the last checkpoint. The results themselves are in the run folder
+// (ScanResults, ReadResults, ReadElided).
+func (s *Session) Summary() Summary {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]Result(nil), s.results.rows...)
+	return s.results.Summary()
 }
 
 // Close waits for the checkpoint in flight, then stops serving and closes the files. A

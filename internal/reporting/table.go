@@ -15,15 +15,21 @@ import (
 // of the iteration and the total time. With more than maxRows rows (0: no limit) the
 // middle ones are left out.
 func WriteTable(w io.Writer, rows []Result, maxRows int) error {
-	if len(rows) == 0 {
+	shown, skipped := elide(rows, maxRows)
+	return WriteElided(w, shown, skipped)
+}
+
+// WriteElided prints rows as WriteTable does, with a line that says skipped more results
+// lie between the first and the second half of rows (as ReadElided returns them).
+func WriteElided(w io.Writer, shown []Result, skipped int) error {
+	if len(shown) == 0 {
 		_, err := fmt.Fprintln(w, "No results: the job never called trainyard.report().")
 		return err
 	}
-	metrics := metricNames(rows)
+	metrics := metricNames(shown)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	header := append(append([]string{"iter"}, metrics...), "checkpoint", "iter time", "total time", "")
 	fmt.Fprintln(tw, tabbed(header))
-	shown, skipped := elide(rows, maxRows)
 	for i, r := range shown {
 		if skipped > 0 && i == len(shown)/2 {
 			// A cell in every column: a shorter line would end tabwriter's column blocks,
@@ -70,6 +76,42 @@ func metricNames(rows []Result) []string {
 		}
 	}
 	return slices.Sorted(maps.Keys(set))
+}
+
+// ReadElided reads the results of a run folder as WriteTable shows them: with more than
+// maxRows (0: no limit), the first and the last, maxRows in all, and how many lie between.
+// It holds no more than maxRows results at a time.
+func ReadElided(dir string, maxRows int) ([]Result, int, error) {
+	if maxRows <= 0 {
+		rows, err := ReadResults(dir)
+		return rows, 0, err
+	}
+	head := maxRows / 2
+	tail := make([]Result, 0, maxRows-head) // a ring once full
+	var rows []Result
+	n := 0
+	err := ScanResults(dir, func(r Result) error {
+		switch {
+		case len(rows) < head:
+			rows = append(rows, r)
+		case len(tail) < cap(tail):
+			tail = append(tail, r)
+		default:
+			tail[(n-head)%len(tail)] = r
+		}
+		n++
+		return nil
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	if n <= maxRows {
+		return append(rows, tail...), 0, nil
+	}
+	// The ring's oldest entry is where the next one would have gone.
+	at := (n - head) % len(tail)
+	rows = append(append(rows, tail[at:]...), tail[:at]...)
+	return rows, n - maxRows, nil
 }
 
 func elide(rows []Result, maxRows int) ([]Result, int) {
