@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -108,6 +109,30 @@ func TestReadElided(t *testing.T) {
 			if diff := cmp.Diff(want.String(), got.String()); diff != "" {
 				t.Errorf("%d results, at most %d rows (-WriteTable +ReadElided):\n%s", n, maxRows, diff)
 			}
+		}
+	}
+}
+
+// A client that pipelines many requests before reading any reply (the helper reads them
+// only before its next request) is served: the server goes on reading requests while its
+// replies wait to be read, instead of both sides waiting for the other to read.
+func TestServerPipelinedClientThatReadsLate(t *testing.T) {
+	const n = 20_000 // about 1.3 MB of requests: far more than the sockets' buffers
+	c := dial(t, listen(t, &fakeHandler{}).Path)
+	if err := c.conn.SetDeadline(time.Now().Add(30 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	var batch strings.Builder
+	for i := 1; i <= n; i++ {
+		batch.WriteString(request(i, "", "") + "\n")
+	}
+	if _, err := c.conn.Write([]byte(batch.String())); err != nil {
+		t.Fatalf("sending %d requests before reading a reply: %v (the server stopped reading)", n, err)
+	}
+	for i := 1; i <= n; i++ {
+		got, err := c.readLine()
+		if want := fmt.Sprintf(`{"checkpoint":null,"iteration":%d,"ok":true}`, i); err != nil || got != want {
+			t.Fatalf("reply %d: %q, %v; want %q", i, got, err, want)
 		}
 	}
 }

@@ -139,15 +139,25 @@ func (s *Server) serve(c net.Conn) {
 	}()
 	sc := bufio.NewScanner(c)
 	sc.Buffer(make([]byte, 64<<10), MaxRequestBytes)
-	enc := json.NewEncoder(c)
+	replies := newReplyQueue(c)
+	defer replies.close()
 	for sc.Scan() {
-		if err := enc.Encode(s.handle(sc.Bytes())); err != nil {
+		if !replies.put(replyLine(s.handle(sc.Bytes()))) {
 			return
 		}
 	}
 	if err := sc.Err(); err != nil {
-		_ = enc.Encode(Reply{Error: fmt.Sprintf("request longer than %d bytes; report fewer or shorter metrics", MaxRequestBytes)})
+		replies.put(replyLine(Reply{Error: fmt.Sprintf("request longer than %d bytes; report fewer or shorter metrics", MaxRequestBytes)}))
 	}
+}
+
+// replyLine encodes a reply as one line.
+func replyLine(r Reply) []byte {
+	data, err := json.Marshal(r)
+	if err != nil { // only a Reply's strings go in: not reached
+		data, _ = json.Marshal(Reply{Error: "encode the reply: " + err.Error()})
+	}
+	return append(data, '\n')
 }
 
 func (s *Server) handle(line []byte) Reply {
