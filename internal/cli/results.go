@@ -1,12 +1,10 @@
 package cli
 
 import (
-	"bytes"
 	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"maps"
 	"os"
@@ -14,7 +12,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -156,7 +153,7 @@ func summarize(dir string) runSummary {
 		return s
 	}
 	s.Status, s.Reason, s.Created, s.Updated, s.Finished = rec.Phase, rec.Reason, rec.Created, rec.Updated, rec.Finished
-	last, ok, err := lastResult(dir)
+	last, ok, err := reporting.LastResult(dir)
 	switch {
 	case err != nil:
 		s.Error = err.Error()
@@ -181,44 +178,6 @@ func resultsJSON(rows []reporting.Result) []client.Result {
 		out[i] = resultJSON(r)
 	}
 	return out
-}
-
-// lastReportBytes is how much of the end of result.json lastResult reads: a report's
-// line is far shorter.
-const lastReportBytes = 256 << 10
-
-// lastResult reads the last whole report of a run's result.json without reading the
-// whole file, which grows with every report; ok is false when there is none.
-func lastResult(dir string) (reporting.Result, bool, error) {
-	var r reporting.Result
-	f, err := os.OpenFile(filepath.Join(dir, reporting.ResultFile), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
-	if errors.Is(err, fs.ErrNotExist) {
-		return r, false, nil
-	}
-	if err != nil {
-		return r, false, fmt.Errorf("read the last result: %w", err)
-	}
-	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return r, false, fmt.Errorf("read the last result: %w", err)
-	}
-	start := max(0, info.Size()-lastReportBytes)
-	tail, err := io.ReadAll(io.NewSectionReader(f, start, info.Size()-start))
-	if err != nil {
-		return r, false, fmt.Errorf("read the last result: %w", err)
-	}
-	lines := bytes.Split(tail, []byte("\n"))
-	if start > 0 {
-		lines = lines[1:] // the first line is cut
-	}
-	for i := len(lines) - 1; i >= 0; i-- {
-		// A line cut short by a crash does not parse, and is passed over.
-		if len(bytes.TrimSpace(lines[i])) > 0 && json.Unmarshal(lines[i], &r) == nil {
-			return r, true, nil
-		}
-	}
-	return r, false, nil
 }
 
 // printRuns writes the runs as a table.

@@ -147,19 +147,3 @@ func TestResultsOfNothing(t *testing.T) {
 		})
 	}
 }
-
-// The last result is read from the end of result.json, however long the file is.
-func TestLastResultOfALongFile(t *testing.T) {
-	lines := make([]string, 0, 5000)
-	for i := 1; i <= 5000; i++ {
-		lines = append(lines, resultLine(i, fmt.Sprintf(`, "loss": %d`, i)))
-	}
-	dir := makeRun(t, t.TempDir(), "long", v1.PhaseRunning, time.Hour, lines...)
-	if info, err := os.Stat(filepath.Join(dir, reporting.ResultFile)); err != nil || info.Size() <= lastReportBytes {
-		t.Fatalf("result.json is not longer than what lastResult reads (%v)", err)
-	}
-	r, ok, err := lastResult(dir)
-	if err != nil || !ok || r.Iteration != 5000 || r.Metrics["loss"] != 5000 {
-		t.Errorf("lastResult = %+v, %v, %v; want iteration 5000", r, ok, err)
-	}
-}

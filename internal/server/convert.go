@@ -95,12 +95,12 @@ func toDetail(j *store.Job) (JobDetail, error) {
 	if rec, err := rundir.ReadRecord(j.RunDir); err == nil {
 		d.Run = toRun(rec)
 	}
-	results, err := reporting.ReadResults(j.RunDir)
+	last, ok, err := reporting.LastResult(j.RunDir)
 	if err != nil {
 		return JobDetail{}, fmt.Errorf("job %s: %w", j.ID, err)
 	}
-	if len(results) > 0 {
-		d.Results = toResult(results[len(results)-1])
+	if ok {
+		d.Results = toResult(last)
 	}
 	d.Checkpoints, err = checkpointNames(j.RunDir)
 	if err != nil {
