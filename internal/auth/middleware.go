@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 )
@@ -41,7 +42,23 @@ type Options struct {
 	// (401 or 403) and the reason it answers; the server logs it for its audit trail. The
 	// reason never holds the token.
 	OnRefuse func(r *http.Request, status int, reason string)
+	// RayPath, when set, reports the URL paths of Ray's API: their refusals are written as
+	// Ray's dashboard writes its token middleware's, text/plain with Ray's own words
+	// (RayMissingToken, RayInvalidToken), so that Ray's clients (KubeRay's among them, which
+	// decodes any JSON body as a job) see the refusal. OnRefuse still gets the full reason.
+	RayPath func(path string) bool
 }
+
+// Ray's refusals, as Ray's token middleware answers them
+// (python/ray/_private/authentication/http_token_authentication.py).
+const (
+	// RayErrorContentType is the Content-Type of Ray's errors: aiohttp's for text.
+	RayErrorContentType = "text/plain; charset=utf-8"
+	// RayMissingToken is the body of Ray's 401.
+	RayMissingToken = "Unauthorized: Missing authentication token"
+	// RayInvalidToken is the body of Ray's 403 for a wrong token.
+	RayInvalidToken = "Forbidden: Invalid authentication token"
+)
 
 // errorBody is the JSON body of a refusal.
 type errorBody struct {
@@ -55,7 +72,7 @@ const tokenHint = `send the header "Authorization: Bearer <token>" ` +
 
 // Middleware returns a handler that passes to next only requests that name an allowed
 // Host and carry token (or ask for an exempt path with GET or HEAD). It refuses the others
-// with a JSON error: 403 for a foreign Host, 401 for a missing token, 403 for a wrong one.
+// with a JSON error (with Ray's text on Ray's paths, see Options.RayPath): 403 for a foreign Host, 401 for a missing token, 403 for a wrong one.
 // The package comment tells the rules in full. It panics if token is empty, which would
 // be a bug in the caller.
 func Middleware(token string, opts Options, next http.Handler) http.Handler {
@@ -68,15 +85,22 @@ func Middleware(token string, opts Options, next http.Handler) http.Handler {
 		exempt[p] = true
 	}
 	want := sha256.Sum256([]byte(token))
-	refuse := func(w http.ResponseWriter, r *http.Request, status int, msg string) {
+	// refuse answers a refusal: msg as JSON, or rayText as Ray writes it on Ray's paths.
+	refuse := func(w http.ResponseWriter, r *http.Request, status int, msg, rayText string) {
 		if opts.OnRefuse != nil {
 			opts.OnRefuse(r, status, msg)
+		}
+		if opts.RayPath != nil && opts.RayPath(r.URL.Path) {
+			writeText(w, status, rayText)
+			return
 		}
 		writeError(w, status, msg)
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !hosts.allows(r.Host) {
-			refuse(w, r, http.StatusForbidden, hosts.refusal(r.Host))
+			// Ray has no Host check to copy: on its paths, our words as Ray writes text.
+			msg := hosts.refusal(r.Host)
+			refuse(w, r, http.StatusForbidden, msg, "Forbidden: "+msg)
 			return
 		}
 		if exempt[r.URL.Path] && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
@@ -84,10 +108,12 @@ func Middleware(token string, opts Options, next http.Handler) http.Handler {
 			return
 		}
 		if status, msg := checkToken(r, want); status != 0 {
+			rayText := RayInvalidToken
 			if status == http.StatusUnauthorized {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="trainyard"`)
+				rayText = RayMissingToken
 			}
-			refuse(w, r, status, msg)
+			refuse(w, r, status, msg, rayText)
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -157,4 +183,14 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 	h.Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	_, _ = fmt.Fprintf(w, "%s\n", body)
+}
+
+// writeText sends a text/plain body, msg exactly, as Ray's dashboard writes its errors.
+func writeText(w http.ResponseWriter, status int, msg string) {
+	h := w.Header()
+	h.Set("Content-Type", RayErrorContentType)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = io.WriteString(w, msg)
 }

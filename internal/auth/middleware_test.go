@@ -232,3 +232,48 @@ func serve(t *testing.T, h http.Handler, req request) response {
 	}
 	return got
 }
+
+// On Ray's paths (Options.RayPath), refusals are written as Ray's token middleware writes
+// them: text/plain, Ray's words, the same status; OnRefuse still gets the full reason.
+// Other paths keep the JSON error.
+func TestMiddlewareRayRefusals(t *testing.T) {
+	var reasons []string
+	opts := testOptions
+	opts.RayPath = func(p string) bool { return strings.HasPrefix(p, "/api/jobs") }
+	opts.OnRefuse = func(_ *http.Request, _ int, reason string) { reasons = append(reasons, reason) }
+	h := Middleware(serverToken, opts, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	cases := map[string]struct {
+		path, host, header string
+		status             int
+		contentType, body  string
+	}{
+		"missing": {"/api/jobs/", "localhost:8265", "", http.StatusUnauthorized, RayErrorContentType, RayMissingToken},
+		"wrong":   {"/api/jobs/x", "localhost:8265", "Bearer nope", http.StatusForbidden, RayErrorContentType, RayInvalidToken},
+		"foreign Host": {"/api/jobs/", "evil.example", "Bearer " + serverToken, http.StatusForbidden, RayErrorContentType,
+			"Forbidden: Host \"evil.example\" is not allowed; "},
+		"native path": {"/api/v1/jobs", "localhost:8265", "", http.StatusUnauthorized, "application/json", `{"error":"missing token: `},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			reasons = nil
+			req := httptest.NewRequest("GET", c.path, nil)
+			req.Host = c.host
+			if c.header != "" {
+				req.Header.Set(HeaderRayAuthorization, c.header)
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			body := rec.Body.String()
+			if rec.Code != c.status || rec.Header().Get("Content-Type") != c.contentType {
+				t.Errorf("%d %q, want %d %q", rec.Code, rec.Header().Get("Content-Type"), c.status, c.contentType)
+			}
+			exact := c.status == http.StatusUnauthorized && c.contentType == RayErrorContentType || c.body == RayInvalidToken
+			if exact && body != c.body || !strings.HasPrefix(body, c.body) {
+				t.Errorf("body %q, want %q (exactly: %v)", body, c.body, exact)
+			}
+			if len(reasons) != 1 || strings.HasPrefix(reasons[0], "Forbidden") || strings.HasPrefix(reasons[0], "Unauthorized") {
+				t.Errorf("OnRefuse got %q, want our own reason once", reasons)
+			}
+		})
+	}
+}

@@ -35,16 +35,19 @@
 // ignores keys whose value is null and refuses unknown keys (Ray builds its request
 // dataclass from the body, which fails on an unknown key, and answers 400).
 //
-// Ray answers errors with a text/plain traceback; this server answers every error with
-// a JSON body {"error": "what to fix"}, which Ray's clients print as they print Ray's
-// text. Status codes are Ray's: 400 for a bad request and for a submission_id in use
-// (whose message is Ray's, "Job with submission_id ... already exists. Please use a
-// different submission_id.", which KubeRay looks for), 404 for an unknown job, 500 for
-// the deletion of a job that has not ended (with Ray's message, "... but it is in a
-// non-terminal state ..."). The 400 for a submission_id in use is what Ray's OpenAPI
-// specification and its job agent answer for the ValueError it raises; Ray's dashboard
-// head, which proxies the agent, passes it on as a 500. Ray's clients do not depend on
-// either: the SDK raises for any status but 200, KubeRay matches the message.
+// Errors are written as Ray's dashboard writes them (aiohttp's Response(text=...)): the
+// message as the whole body, text/plain; charset=utf-8, no JSON, and so are the token
+// check's refusals on Ray's paths, with Ray's words ("Unauthorized: Missing
+// authentication token", 401; "Forbidden: Invalid authentication token", 403). KubeRay's
+// client decodes any body but a 404's as a job, so a JSON error would read as an empty
+// job; text is an error it reports. Status codes are Ray's dashboard's: 400 for a bad
+// request, 404 for an unknown job, 500 for a submission_id in use (Ray's job agent
+// answers 400 and the dashboard head, which Ray's clients talk to, passes that on as a
+// 500; the message is Ray's, "Job with submission_id ... already exists. Please use a
+// different submission_id.", and KubeRay takes only a 500 with it for "already
+// submitted") and 500 for the deletion of a job that has not ended ("... but it is in a
+// non-terminal state ..."). Where Ray's body is a Python traceback, ours is the
+// traceback's message alone.
 //
 // # The native API
 //

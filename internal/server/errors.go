@@ -3,8 +3,11 @@ package server
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"strings"
 
+	"github.com/trainyard/trainyard/internal/auth"
 	"github.com/trainyard/trainyard/internal/jobs"
 	"github.com/trainyard/trainyard/internal/store"
 	"github.com/trainyard/trainyard/internal/upload"
@@ -43,8 +46,11 @@ var statusTable = []struct {
 	{store.ErrNotFound, http.StatusNotFound, http.StatusNotFound},
 	{errNoPackage, http.StatusNotFound, http.StatusNotFound},
 	{errNoEndpoint, http.StatusNotFound, http.StatusNotFound},
-	// Ray's job manager raises ValueError for a submission_id in use, answered 400.
-	{store.ErrExists, http.StatusConflict, http.StatusBadRequest},
+	// Ray's job agent answers its job manager's ValueError for a submission_id in use
+	// with 400, which Ray's dashboard head, the server Ray's clients talk to, turns into
+	// a 500 (job_head.py: any other exception of the agent's client). KubeRay's client
+	// takes only a 500 for "already submitted".
+	{store.ErrExists, http.StatusConflict, http.StatusInternalServerError},
 	// Only the native API finds jobs by name, and only its jobs have one.
 	{store.ErrNameTaken, http.StatusConflict, http.StatusBadRequest},
 	{jobs.ErrAmbiguous, http.StatusConflict, http.StatusBadRequest},
@@ -107,17 +113,40 @@ func invalidBecause(cause error) error {
 	return &refusal{kind: errInvalid, msg: cause.Error(), cause: cause}
 }
 
-// errorBody is the JSON body of every error the server answers.
+// errorBody is the JSON body of every error the native API answers.
 type errorBody struct {
 	Error string `json:"error"`
 }
 
-// writeError answers err with its status on API a and a JSON body that holds its
-// message. Server errors (500 and up) are logged too.
+// writeError answers err with its status on API a: on Ray's, as Ray's job head does, a
+// text/plain body that is the message and nothing else; on the native API, a JSON body
+// that holds the message. Server errors (500 and up) are logged too, but for the two
+// that Ray answers with 500 on purpose.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, a api, err error) {
 	status := statusOf(err, a)
-	if status >= http.StatusInternalServerError && !errors.Is(err, jobs.ErrNotFinished) {
+	if status >= http.StatusInternalServerError && !errors.Is(err, jobs.ErrNotFinished) && !errors.Is(err, store.ErrExists) {
 		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
+	if a == ray {
+		writeRayError(w, status, err.Error())
+		return
+	}
 	writeJSON(w, status, errorBody{Error: err.Error()})
+}
+
+// writeRayError answers msg as Ray's dashboard answers an error: aiohttp's
+// Response(text=msg, status=status), whose body is msg exactly, as text/plain in UTF-8.
+func writeRayError(w http.ResponseWriter, status int, msg string) {
+	h := w.Header()
+	h.Set("Content-Type", auth.RayErrorContentType)
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = io.WriteString(w, msg)
+}
+
+// isRayPath reports whether path is one of Ray's endpoints, whose errors (the token
+// check's too) are written as Ray writes them.
+func isRayPath(path string) bool {
+	return path == "/api/version" || path == "/api/jobs" ||
+		strings.HasPrefix(path, "/api/jobs/") || strings.HasPrefix(path, "/api/packages/")
 }

@@ -120,6 +120,7 @@ func (e *env) stopAll() {
 
 // response is what the server answered.
 type response struct {
+	path   string // the request's path
 	status int
 	header http.Header
 	body   []byte
@@ -154,7 +155,7 @@ func (e *env) do(req *http.Request) response {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	return response{status: resp.StatusCode, header: resp.Header, body: data}
+	return response{path: req.URL.Path, status: resp.StatusCode, header: resp.Header, body: data}
 }
 
 // jsonBody encodes v, failing the test on error.
@@ -185,10 +186,14 @@ func wantStatus(t *testing.T, r response, status int) {
 	}
 }
 
-// errorMessage checks that r is a one-line JSON error body {"error": "..."} and returns
-// its message.
+// errorMessage checks that r is an error as its API writes them and returns its message:
+// on Ray's paths, Ray's text/plain body, the message exactly; on the others, a one-line
+// JSON body {"error": "..."}.
 func errorMessage(t *testing.T, r response) string {
 	t.Helper()
+	if isRayPath(r.path) {
+		return rayErrorMessage(t, r)
+	}
 	if ct := r.header.Get("Content-Type"); ct != "application/json" {
 		t.Errorf("Content-Type %q, want application/json", ct)
 	}
@@ -202,6 +207,20 @@ func errorMessage(t *testing.T, r response) string {
 	msg, ok := body["error"].(string)
 	if len(body) != 1 || !ok || msg == "" {
 		t.Errorf("error body %s, want exactly {\"error\": \"...\"}", r.body)
+	}
+	return msg
+}
+
+// rayErrorMessage checks that r is an error as Ray's dashboard writes them, aiohttp's
+// Response(text=msg): text/plain in UTF-8, the body the message and nothing else.
+func rayErrorMessage(t *testing.T, r response) string {
+	t.Helper()
+	if ct := r.header.Get("Content-Type"); ct != "text/plain; charset=utf-8" {
+		t.Errorf("Content-Type %q, want Ray's text/plain; charset=utf-8", ct)
+	}
+	msg := string(r.body)
+	if msg == "" || json.Valid(r.body) || strings.HasSuffix(msg, "\n") {
+		t.Errorf("error body %q, want Ray's: the message as text, without a newline", msg)
 	}
 	return msg
 }

@@ -106,7 +106,7 @@ func TestStatusOf(t *testing.T) {
 		nativeStatus, rayStatus int
 	}{
 		"not found":         {store.ErrNotFound, 404, 404},
-		"duplicate":         {refuse(store.ErrExists, "x"), 409, 400},
+		"duplicate":         {refuse(store.ErrExists, "x"), 409, 500},
 		"delete running":    {jobs.ErrNotFinished, 409, 500},
 		"stop ended":        {jobs.ErrFinished, 409, 409},
 		"never fits":        {jobs.ErrNeverFits, 400, 400},

@@ -160,14 +160,16 @@ func TestRayDuplicateSubmissionID(t *testing.T) {
 	e.raySubmitJob(map[string]any{"entrypoint": "true", "submission_id": "twice"})
 	e.rayWait("twice", "SUCCEEDED")
 	r := e.request("POST", "/api/jobs/", jsonBody(t, map[string]any{"entrypoint": "true", "submission_id": "twice"}))
-	wantStatus(t, r, http.StatusBadRequest)
+	// Ray's dashboard answers 500, and KubeRay takes only a 500 with this text for "already
+	// submitted" (dashboard_httpclient.go, SubmitJobReq).
+	wantStatus(t, r, http.StatusInternalServerError)
 	want := "Job with submission_id twice already exists. Please use a different submission_id."
 	if msg := errorMessage(t, r); msg != want {
 		t.Errorf("message %q, want Ray's %q", msg, want)
 	}
 	// The deprecated job_id names the job when submission_id does not.
 	r = e.request("POST", "/api/jobs/", jsonBody(t, map[string]any{"entrypoint": "true", "job_id": "twice"}))
-	wantStatus(t, r, http.StatusBadRequest)
+	wantStatus(t, r, http.StatusInternalServerError)
 }
 
 func TestRayUnknownJob(t *testing.T) {

@@ -105,6 +105,7 @@ func New(cfg Config) (*Server, error) {
 	opts := cfg.Auth
 	opts.ExemptPaths = append(slices.Clip(opts.ExemptPaths), auth.HealthPath)
 	opts.OnRefuse = s.refused
+	opts.RayPath = isRayPath
 	s.handler = auth.Middleware(cfg.Token, opts, s.routes())
 	return s, nil
 }
@@ -120,7 +121,11 @@ func (s *Server) routes() *http.ServeMux {
 	mux.HandleFunc("GET "+auth.HealthPath, func(w http.ResponseWriter, _ *http.Request) { writeText(w, "ok\n") })
 	mux.HandleFunc("GET /metrics", s.metrics)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		s.writeError(w, r, native, refuse(errNoEndpoint, "no endpoint %s %s; see the API in the trainyard docs", r.Method, r.URL.Path))
+		a := native
+		if isRayPath(r.URL.Path) {
+			a = ray
+		}
+		s.writeError(w, r, a, refuse(errNoEndpoint, "no endpoint %s %s; see the API in the trainyard docs", r.Method, r.URL.Path))
 	})
 	return mux
 }
