@@ -80,7 +80,7 @@ func New(cfg Config) (*Service, error) {
 type Submission struct {
 	// ID is the submission id; empty generates one ("raysubmit_..." like Ray's).
 	ID string
-	// Job is defaulted and validated (jobspec). Its run name becomes the ID.
+	// Job is defaulted and validated (jobspec). Its run name becomes FolderName(ID).
 	Job        *v1.TrainJob
 	Priority   int
 	Entrypoint string
@@ -100,7 +100,7 @@ func (s *Service) Submit(sub Submission) (*store.Job, error) {
 	if err := scheduler.CheckFits(s.cfg.Node, schedJob(sub.ID, sub.Priority, 0, sub.Job)); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrNeverFits, err)
 	}
-	sub.Job.Spec.RunName = sub.ID
+	sub.Job.Spec.RunName = FolderName(sub.ID)
 	if sub.Entrypoint == "" {
 		sub.Entrypoint = shell.Join(append(slices.Clone(sub.Job.Spec.Command), sub.Job.Spec.Args...))
 	}
@@ -110,7 +110,7 @@ func (s *Service) Submit(sub Submission) (*store.Job, error) {
 	}
 	j := &store.Job{ID: sub.ID, Name: sub.Job.Name, Status: store.Pending, Priority: sub.Priority,
 		Entrypoint: sub.Entrypoint, Spec: spec, Metadata: sub.Metadata, RuntimeEnv: sub.RuntimeEnv,
-		RunDir: filepath.Join(sub.Job.Spec.StoragePath, sub.ID), SubmittedAt: time.Now()}
+		RunDir: filepath.Join(sub.Job.Spec.StoragePath, sub.Job.Spec.RunName), SubmittedAt: time.Now()}
 	if err := s.cfg.Store.CreateUnique(j); err != nil {
 		return nil, err
 	}
@@ -202,8 +202,9 @@ func (s *Service) poke() {
 	}
 }
 
+// specPath returns the path of the spec file of the job with that ID.
 func (s *Service) specPath(id string) string {
-	return filepath.Join(s.cfg.StateDir, "specs", id+".yaml")
+	return filepath.Join(s.cfg.StateDir, "specs", FolderName(id)+".yaml")
 }
 
 const idChars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"

@@ -16,8 +16,24 @@ import (
 	"github.com/trainyard/trainyard/internal/upload"
 )
 
-// jobID is what a job's ID may be: it names the job's run folder.
+// jobID is what a job's ID may be in the native API.
 var jobID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+// maxRayIDBytes bounds a Ray submission_id, which Ray takes of any length; the store's
+// keys hold at most 32 KiB.
+const maxRayIDBytes = 16 << 10
+
+// newRayID returns a Ray submission's ID: any string, as Ray takes (its folders are
+// named by jobs.FolderName), or a new one when it is empty.
+func newRayID(id string) (string, error) {
+	switch {
+	case id == "":
+		return jobs.NewID(), nil
+	case len(id) > maxRayIDBytes:
+		return "", invalid("submission_id is %d bytes long; this server keeps IDs of at most %d bytes", len(id), maxRayIDBytes)
+	}
+	return id, nil
+}
 
 // newID returns id, or a new one when it is empty, and refuses an ID that cannot name a
 // run folder; field names the request field that holds it.
@@ -47,7 +63,7 @@ func (w workdir) remove() {
 
 // newWorkdir makes an empty folder of the job's own under StateDir/workdirs.
 func (s *Server) newWorkdir(id string) (workdir, error) {
-	top, err := os.MkdirTemp(s.workdirs, id+"-")
+	top, err := os.MkdirTemp(s.workdirs, jobs.FolderName(id)+"-")
 	if err != nil {
 		return workdir{}, fmt.Errorf("create the job's working folder: %w", err)
 	}
@@ -105,14 +121,14 @@ func (s *Server) admit(job *v1.TrainJob, wd workdir, sub jobs.Submission) (*stor
 		job.Spec.StoragePath = s.cfg.StoragePath
 	}
 	job.Spec.WorkingDir = wd.dir
-	job.Spec.RunName = sub.ID
+	job.Spec.RunName = jobs.FolderName(sub.ID)
 	if err := jobspec.Default(job, jobspec.Env{WorkDir: wd.dir}); err != nil {
 		return nil, fmt.Errorf("fill in the job's defaults: %w", err)
 	}
 	if err := jobspec.Validate(job); err != nil {
 		return nil, invalidBecause(err)
 	}
-	if err := s.checkStorage(job.Spec.StoragePath, sub.ID); err != nil {
+	if err := s.checkStorage(job.Spec.StoragePath, job.Spec.RunName); err != nil {
 		return nil, err
 	}
 	sub.Job = job
@@ -136,7 +152,7 @@ func (s *Server) removeWorkdir(j *store.Job) {
 		return
 	}
 	top := strings.Split(rel, string(filepath.Separator))[0]
-	if !madeFor(top, j.ID) {
+	if !madeFor(top, jobs.FolderName(j.ID)) {
 		return
 	}
 	if err := os.RemoveAll(filepath.Join(s.workdirs, top)); err != nil {
@@ -144,25 +160,25 @@ func (s *Server) removeWorkdir(j *store.Job) {
 	}
 }
 
-// madeFor reports whether name is that of a folder newWorkdir made for the job id: the
-// ID, '-' and the digits os.MkdirTemp adds.
-func madeFor(name, id string) bool {
-	rest, ok := strings.CutPrefix(name, id+"-")
+// madeFor reports whether name is that of a folder newWorkdir made for the job whose
+// folders are named folder: that name, '-' and the digits os.MkdirTemp adds.
+func madeFor(name, folder string) bool {
+	rest, ok := strings.CutPrefix(name, folder+"-")
 	return ok && rest != "" && strings.Trim(rest, "0123456789") == ""
 }
 
 // checkStorage refuses a job whose runs would mix with the server's own files: a storage
 // path (absolute, as jobspec.Default leaves it) that is the state folder or inside it, and
-// a run folder (storage/<id>) that would hold the state folder. Paths are compared with
+// a run folder (storage/<run name>) that would hold the state folder. Paths are compared with
 // the symlinks of their existing parts resolved.
-func (s *Server) checkStorage(storage, id string) error {
+func (s *Server) checkStorage(storage, runName string) error {
 	state := s.cfg.StateDir
 	resolved := resolvePath(storage)
 	if within(resolved, s.stateDir) {
 		return invalid("spec.storagePath %s%s is the server's state folder %s or inside it, where the server keeps "+
 			"its jobs database, specs and packages; choose a storage path outside %s", storage, alias(storage, resolved), state, state)
 	}
-	runDir := filepath.Join(storage, id)
+	runDir := filepath.Join(storage, runName)
 	if resolvedRun := resolvePath(runDir); within(s.stateDir, resolvedRun) {
 		return invalid("the run folder %s%s (spec.storagePath and the job's ID) would hold the server's state folder %s; "+
 			"choose another storage path or ID", runDir, alias(runDir, resolvedRun), state)

@@ -35,6 +35,11 @@
 // ignores keys whose value is null and refuses unknown keys (Ray builds its request
 // dataclass from the body, which fails on an unknown key, and answers 400).
 //
+// A submission_id is any string, as Ray takes (up to 16 KiB, the store's bound); in a URL
+// it is path-escaped, and Ray's endpoints unescape it. No path is built from it: the job's
+// run folder and spec file are named jobs.FolderName(id), the ID itself when it is a valid
+// run name, else its safe characters and a hash. The native API keeps its rule for IDs.
+//
 // Errors are written as Ray's dashboard writes them (aiohttp's Response(text=...)): the
 // message as the whole body, text/plain; charset=utf-8, no JSON, and so are the token
 // check's refusals on Ray's paths, with Ray's words ("Unauthorized: Missing

@@ -40,7 +40,7 @@ func (s *Server) raySubmit(w http.ResponseWriter, r *http.Request) {
 
 // submitRay submits a decoded Ray submission.
 func (s *Server) submitRay(req *raySubmit) (*store.Job, error) {
-	id, err := newID(req.SubmissionID, "submission_id")
+	id, err := newRayID(req.SubmissionID)
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package server
 import (
 	"maps"
 	"net/http"
+	"net/url"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -39,7 +40,7 @@ func (e *env) raySubmitJob(body map[string]any) string {
 // rayDetails gets a job's JobDetails, checking that it has exactly Ray's fields.
 func (e *env) rayDetails(id string) map[string]any {
 	e.t.Helper()
-	r := e.request("GET", "/api/jobs/"+id, nil)
+	r := e.request("GET", "/api/jobs/"+url.PathEscape(id), nil)
 	wantStatus(e.t, r, http.StatusOK)
 	d := decode[map[string]any](e.t, r)
 	if diff := cmp.Diff(jobDetailsKeys, slices.Sorted(maps.Keys(d))); diff != "" {
