@@ -24,13 +24,26 @@ import (
 	"path/filepath"
 )
 
-// Files holds the trainyard package's sources, as trainyard/<name>.py.
+// Files holds the trainyard package's sources, as trainyard/<name>.py, and the ray
+// compatibility package's, as compat/ray/.../<name>.py.
 //
-//go:embed trainyard/*.py
+//go:embed trainyard/*.py compat/ray/*.py compat/ray/train/*.py compat/ray/train/torch/*.py
 var Files embed.FS
 
-// packageDir is the folder in Files that holds the package.
+// packageDir is the folder in Files that holds the trainyard package.
 const packageDir = "trainyard"
+
+// compatDir is the folder in Files that holds the compatibility packages (ray): it goes
+// on PYTHONPATH only where the job's Python lacks the real ones (see CompatDir).
+const compatDir = "compat"
+
+// CompatDir returns the folder, in a folder that Install returned, that holds the ray
+// compatibility package (Ray Train without Ray). It belongs on a worker's PYTHONPATH only
+// when the worker's Python cannot import ray by itself, so that a real Ray is never
+// shadowed (PYTHONPATH comes before site-packages).
+func CompatDir(installed string) string {
+	return filepath.Join(installed, compatDir)
+}
 
 // Options tune Install. The zero value installs into the user's cache folder and logs
 // nothing.
@@ -49,13 +62,14 @@ type Options struct {
 // PYTHONPATH, and a cleanup function that removes what only this process uses (call it
 // once the workers are gone; it never fails).
 //
-// The package goes to <cache>/trainyard/python-<version>/trainyard/, <cache> being the
-// user's cache folder (os.UserCacheDir) or opts.Dir, and version the first 12 hex digits
-// of the SHA-256 of the package's files; the folders it makes are 0700, the files 0600.
+// The package goes to <cache>/trainyard/python-<version>/trainyard/ and the ray
+// compatibility package to <cache>/trainyard/python-<version>/compat/ray/, <cache> being
+// the user's cache folder (os.UserCacheDir) or opts.Dir, and version the first 12 hex
+// digits of the SHA-256 of the embedded files; the folders it makes are 0700, the files 0600.
 // An existing copy is used only when every folder from the cache down is a real folder
 // (not a symbolic link) of the current user that nobody else can write, and its files
-// are exactly the embedded ones (a __pycache__ folder that Python writes is allowed,
-// with the same checks). A copy that fails this is replaced; a fresh copy is written
+// are exactly the embedded ones, in every folder (a __pycache__ folder that Python writes
+// beside modules is allowed, with the same checks). A copy that fails this is replaced; a fresh copy is written
 // under a temporary name and renamed into place, so concurrent Installs never see one
 // half written. When the cache cannot be used (no home folder, or a cache folder another
 // user could change), Install writes a fresh copy into a new private temporary folder
@@ -190,22 +204,26 @@ func Version() (string, error) {
 	return version, err
 }
 
-// contents returns the package's file names (sorted) and its version: the first 12 hex
-// digits of a SHA-256 over every file's name and contents.
+// contents returns the embedded files' paths (slash-separated, relative to Files, in
+// lexical order) and the version: the first 12 hex digits of a SHA-256 over every file's
+// path and contents.
 func contents() (names []string, version string, err error) {
-	entries, err := fs.ReadDir(Files, packageDir)
+	h := sha256.New()
+	err = fs.WalkDir(Files, ".", func(name string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := Files.ReadFile(name)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(h, "%s\x00%d\x00", name, len(data))
+		h.Write(data)
+		names = append(names, name)
+		return nil
+	})
 	if err != nil {
 		return nil, "", err
-	}
-	h := sha256.New()
-	for _, e := range entries { // fs.ReadDir sorts by name
-		data, err := Files.ReadFile(path.Join(packageDir, e.Name()))
-		if err != nil {
-			return nil, "", err
-		}
-		fmt.Fprintf(h, "%s\x00%d\x00", e.Name(), len(data))
-		h.Write(data)
-		names = append(names, e.Name())
 	}
 	if len(names) == 0 {
 		return nil, "", errors.New("the trainyard Python package is not embedded")
@@ -213,19 +231,19 @@ func contents() (names []string, version string, err error) {
 	return names, hex.EncodeToString(h.Sum(nil))[:12], nil
 }
 
-// write writes the package into root/trainyard/ (0700), its files 0600: root is a new
-// folder of this process.
+// write writes the embedded files names into root, a new folder of this process: each
+// file 0600, and the folders that hold them 0700.
 func write(root string, names []string) error {
-	pkg := filepath.Join(root, packageDir)
-	if err := os.Mkdir(pkg, 0o700); err != nil {
-		return err
-	}
+	made := map[string]bool{".": true}
 	for _, name := range names {
-		data, err := Files.ReadFile(path.Join(packageDir, name))
+		if err := mkdirs(root, path.Dir(name), made); err != nil {
+			return err
+		}
+		data, err := Files.ReadFile(name)
 		if err != nil {
 			return err
 		}
-		f, err := os.OpenFile(filepath.Join(pkg, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		f, err := os.OpenFile(filepath.Join(root, filepath.FromSlash(name)), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 		if err != nil {
 			return err
 		}
@@ -237,5 +255,21 @@ func write(root string, names []string) error {
 			return err
 		}
 	}
+	return nil
+}
+
+// mkdirs makes the folder dir (slash-separated, relative to root) and its parents, 0700,
+// unless made says they exist.
+func mkdirs(root, dir string, made map[string]bool) error {
+	if made[dir] {
+		return nil
+	}
+	if err := mkdirs(root, path.Dir(dir), made); err != nil {
+		return err
+	}
+	if err := os.Mkdir(filepath.Join(root, filepath.FromSlash(dir)), 0o700); err != nil {
+		return err
+	}
+	made[dir] = true
 	return nil
 }

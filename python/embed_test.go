@@ -39,8 +39,11 @@ func TestInstall(t *testing.T) {
 	if _, err := Files.ReadFile("trainyard/__init__.py"); err != nil {
 		t.Errorf("__init__.py is not embedded: %v", err)
 	}
-	wantModes := map[string]fs.FileMode{"trainyard": 0o700, filepath.Base(first): 0o700, "__init__.py": 0o600} // trainyard: the top folder and the package
-	for _, p := range []string{filepath.Dir(first), first, filepath.Join(first, packageDir), filepath.Join(first, packageDir, "__init__.py")} {
+	wantModes := map[string]fs.FileMode{"trainyard": 0o700, filepath.Base(first): 0o700, "__init__.py": 0o600, // trainyard: the top folder and the package
+		"compat": 0o700, "ray": 0o700, "train": 0o700, "torch": 0o700, "_trainer.py": 0o600}
+	torch := filepath.Join(CompatDir(first), "ray", "train", "torch")
+	for _, p := range []string{filepath.Dir(first), first, filepath.Join(first, packageDir), filepath.Join(first, packageDir, "__init__.py"),
+		CompatDir(first), filepath.Dir(filepath.Dir(torch)), filepath.Dir(torch), torch, filepath.Join(torch, "_trainer.py")} {
 		info, err := os.Lstat(p)
 		if err != nil || info.Mode().Perm() != wantModes[filepath.Base(p)] {
 			t.Errorf("%s: mode %v (%v), want %v", p, info.Mode(), err, wantModes[filepath.Base(p)])
@@ -162,7 +165,7 @@ func TestInstalledPackageImports(t *testing.T) {
 }
 
 // TestPythonUnitTests runs python/tests with the system Python (torch tests included
-// when it has torch).
+// when it has torch), with trainyard and the ray compatibility package importable.
 func TestPythonUnitTests(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short")
@@ -171,7 +174,7 @@ func TestPythonUnitTests(t *testing.T) {
 		t.Skipf("no %s", systemPython)
 	}
 	cmd := exec.Command(systemPython, "-m", "unittest", "discover", "-s", "tests", "-t", ".")
-	cmd.Env = pythonEnv(".")
+	cmd.Env = pythonEnv(".:" + compatDir) // the ray package's tests import it from compat/
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)

@@ -144,6 +144,38 @@ func TestInstallReplacesBadCopy(t *testing.T) {
 			os.RemoveAll(root)
 			os.Symlink(elsewhere, root)
 		}},
+		"nested file modified": {spoil: func(t *testing.T, root string) {
+			appendTo(t, filepath.Join(root, compatDir, "ray", "train", "torch", "_trainer.py"), "\nimport os\n")
+		}},
+		"nested file missing": {spoil: func(t *testing.T, root string) {
+			os.Remove(filepath.Join(root, compatDir, "ray", "train", "_session.py"))
+		}},
+		"nested folder missing": {spoil: func(t *testing.T, root string) {
+			os.RemoveAll(filepath.Join(root, compatDir, "ray", "train", "torch"))
+		}},
+		"extra module in a nested package": {spoil: func(t *testing.T, root string) {
+			os.WriteFile(filepath.Join(root, compatDir, "ray", "train", "evil.py"), nil, 0o600)
+		}},
+		"extra package beside ray": {spoil: func(t *testing.T, root string) {
+			os.MkdirAll(filepath.Join(root, compatDir, "torch"), 0o700)
+			os.WriteFile(filepath.Join(root, compatDir, "torch", "__init__.py"), nil, 0o600)
+		}},
+		"__pycache__ where no module is": {spoil: func(t *testing.T, root string) {
+			os.MkdirAll(filepath.Join(root, compatDir, "__pycache__"), 0o700)
+		}},
+		"compiled file of another folder's module": {spoil: func(t *testing.T, root string) {
+			os.MkdirAll(filepath.Join(root, compatDir, "ray", "train", "torch", "__pycache__"), 0o700)
+			os.WriteFile(filepath.Join(root, compatDir, "ray", "train", "torch", "__pycache__", "_session.cpython-311.pyc"), nil, 0o600)
+		}},
+		"group-writable nested folder": {spoil: func(t *testing.T, root string) {
+			os.Chmod(filepath.Join(root, compatDir, "ray", "train"), 0o770)
+		}},
+		"nested folder a symbolic link": {spoil: func(t *testing.T, root string) {
+			p := filepath.Join(root, compatDir, "ray", "train")
+			elsewhere := filepath.Join(t.TempDir(), "train")
+			os.Rename(p, elsewhere)
+			os.Symlink(elsewhere, p)
+		}},
 		"another user's file": {root: true, spoil: func(t *testing.T, root string) {
 			os.Lchown(filepath.Join(root, packageDir, "__init__.py"), otherUID, otherUID)
 		}},
@@ -191,9 +223,9 @@ func TestInstallKeepsPycache(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(systemPython, "-c", "import trainyard")
+	cmd := exec.Command(systemPython, "-c", "import trainyard, ray.train.torch")
 	cmd.Dir = t.TempDir() // not python/, which holds the sources
-	for _, kv := range pythonEnv(root) {
+	for _, kv := range pythonEnv(root + ":" + CompatDir(root)) {
 		if !strings.HasPrefix(kv, "PYTHONDONTWRITEBYTECODE=") { // bytecode written
 			cmd.Env = append(cmd.Env, kv)
 		}
@@ -201,16 +233,23 @@ func TestInstallKeepsPycache(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	pycache := filepath.Join(root, packageDir, "__pycache__")
-	before, err := os.Stat(pycache)
-	if err != nil {
-		t.Fatalf("Python wrote no __pycache__: %v", err)
+	var before []os.FileInfo
+	pycaches := []string{filepath.Join(root, packageDir, "__pycache__"),
+		filepath.Join(CompatDir(root), "ray", "train", "torch", "__pycache__")}
+	for _, p := range pycaches {
+		info, err := os.Stat(p)
+		if err != nil {
+			t.Fatalf("Python wrote no __pycache__: %v", err)
+		}
+		before = append(before, info)
 	}
 	if _, _, err := Install(Options{Dir: dir}); err != nil {
 		t.Fatal(err)
 	}
-	if after, err := os.Stat(pycache); err != nil || !os.SameFile(before, after) {
-		t.Errorf("Install replaced a copy with Python's __pycache__ in it (%v)", err)
+	for i, p := range pycaches {
+		if after, err := os.Stat(p); err != nil || !os.SameFile(before[i], after) {
+			t.Errorf("Install replaced a copy with Python's %s in it (%v)", p, err)
+		}
 	}
 }
 

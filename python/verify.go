@@ -14,75 +14,89 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// verify checks the installed copy at root: root and root/trainyard/ are private folders
-// (checkPrivate), root holds only trainyard/, and trainyard/ holds exactly the embedded
-// files, each private, regular and equal to the embedded one, plus at most a private
-// __pycache__ of the package's modules.
+// verify checks the installed copy at root: every folder in it, root included, is private
+// (checkPrivate) and holds exactly the embedded files and folders that belong there,
+// plus, beside modules, at most a private __pycache__ of their compiled files; every
+// file is private, regular and equal to the embedded one.
 func verify(root string, names []string) error {
-	if err := checkPrivateDir(root); err != nil {
+	return verifyDir(root, ".", embeddedTree(names))
+}
+
+// tree lists, for each embedded folder (slash-separated, "." the top), its entries: the
+// name of each file and folder, true for a folder.
+type tree map[string]map[string]bool
+
+// embeddedTree returns the tree of the embedded files names.
+func embeddedTree(names []string) tree {
+	t := tree{".": {}}
+	for _, name := range names {
+		isDir := false
+		for p := name; p != "."; p, isDir = path.Dir(p), true {
+			parent := path.Dir(p)
+			if t[parent] == nil {
+				t[parent] = map[string]bool{}
+			}
+			t[parent][path.Base(p)] = isDir
+		}
+	}
+	return t
+}
+
+// verifyDir checks the installed folder p, which is the embedded folder rel, and what it
+// holds.
+func verifyDir(p, rel string, t tree) error {
+	if err := checkPrivateDir(p); err != nil {
 		return err
 	}
-	if err := onlyEntry(root, packageDir); err != nil {
-		return err
-	}
-	pkg := filepath.Join(root, packageDir)
-	if err := checkPrivateDir(pkg); err != nil {
-		return err
-	}
-	entries, err := os.ReadDir(pkg)
+	entries, err := os.ReadDir(p)
 	if err != nil {
 		return err
 	}
-	embedded := map[string]bool{}
-	for _, name := range names {
-		embedded[name] = true
-	}
+	want := t[rel]
 	found := 0
 	for _, e := range entries {
-		p := filepath.Join(pkg, e.Name())
+		child := filepath.Join(p, e.Name())
+		childRel := path.Join(rel, e.Name())
+		isDir, embedded := want[e.Name()]
 		switch {
-		case e.Name() == "__pycache__":
-			err = verifyPycache(p, names)
-		case embedded[e.Name()]:
+		case e.Name() == "__pycache__" && hasModules(want):
+			err = verifyPycache(child, want)
+		case embedded && isDir:
 			found++
-			err = verifyFile(p, e.Name())
+			err = verifyDir(child, childRel, t)
+		case embedded:
+			found++
+			err = verifyFile(child, childRel)
 		default:
-			err = fmt.Errorf("%s is not part of the trainyard package", p)
+			err = fmt.Errorf("%s is not part of the trainyard package", child)
 		}
 		if err != nil {
 			return err
 		}
 	}
-	if found != len(names) {
-		return fmt.Errorf("%s lacks %d file(s) of the trainyard package", pkg, len(names)-found)
+	if found != len(want) {
+		return fmt.Errorf("%s lacks %d file(s) or folder(s) of the trainyard package", p, len(want)-found)
 	}
 	return nil
 }
 
-// onlyEntry checks that the folder dir holds name and nothing else.
-func onlyEntry(dir, name string) error {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return err
-	}
-	for _, e := range entries {
-		if e.Name() != name {
-			return fmt.Errorf("%s is not part of the trainyard package", filepath.Join(dir, e.Name()))
+// hasModules reports whether the entries of a folder include a Python module.
+func hasModules(entries map[string]bool) bool {
+	for name, isDir := range entries {
+		if !isDir && strings.HasSuffix(name, ".py") {
+			return true
 		}
 	}
-	if len(entries) == 0 {
-		return fmt.Errorf("%s is empty", dir)
-	}
-	return nil
+	return false
 }
 
 // verifyFile checks that the file at p is private, regular and equal to the embedded
-// file name.
+// file name (its path in Files).
 func verifyFile(p, name string) error {
 	if err := checkPrivateFile(p); err != nil {
 		return err
 	}
-	want, err := Files.ReadFile(path.Join(packageDir, name))
+	want, err := Files.ReadFile(name)
 	if err != nil {
 		return err
 	}
@@ -101,10 +115,10 @@ func verifyFile(p, name string) error {
 	return nil
 }
 
-// verifyPycache checks the __pycache__ folder that Python writes beside the modules: a
-// private folder holding only private compiled files of the package's modules (and
-// Python's temporary files while it writes one).
-func verifyPycache(dir string, names []string) error {
+// verifyPycache checks the __pycache__ folder that Python writes beside the modules of a
+// folder whose entries are siblings: a private folder holding only private compiled
+// files of those modules (and Python's temporary files while it writes one).
+func verifyPycache(dir string, siblings map[string]bool) error {
 	if err := checkPrivateDir(dir); err != nil {
 		return err
 	}
@@ -114,7 +128,7 @@ func verifyPycache(dir string, names []string) error {
 	}
 	for _, e := range entries {
 		p := filepath.Join(dir, e.Name())
-		if !compiledModule(e.Name(), names) {
+		if !compiledModule(e.Name(), siblings) {
 			return fmt.Errorf("%s is not a compiled module of the trainyard package", p)
 		}
 		if err := checkPrivateFile(p); err != nil {
@@ -125,9 +139,12 @@ func verifyPycache(dir string, names []string) error {
 }
 
 // compiledModule reports whether file is what Python writes in __pycache__ for one of
-// the modules names: <module>.<tag>.pyc, or that name and a temporary suffix.
-func compiledModule(file string, names []string) bool {
-	for _, name := range names {
+// the modules among siblings: <module>.<tag>.pyc, or that name and a temporary suffix.
+func compiledModule(file string, siblings map[string]bool) bool {
+	for name, isDir := range siblings {
+		if isDir || !strings.HasSuffix(name, ".py") {
+			continue
+		}
 		module := strings.TrimSuffix(name, ".py")
 		if strings.HasPrefix(file, module+".") && strings.Contains(file[len(module):], ".pyc") {
 			return true

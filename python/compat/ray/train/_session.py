@@ -1,0 +1,171 @@
+"""The training loop's view of its run: report(), get_checkpoint(), get_context().
+
+They delegate to the ``trainyard`` helper, so that metrics reach Trainyard's results and
+rank 0's checkpoints are committed by Trainyard's committer. TorchTrainer.fit() opens a
+session around ``train_loop_per_worker`` (its config, the checkpoint to resume from, what
+the loop reported); outside fit(), they work on the process's run as Trainyard started it.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import sys
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+import trainyard
+
+from ._checkpoint import Checkpoint
+
+__all__ = ["report", "get_checkpoint", "get_context", "TrainContext"]
+
+#: How many reported checkpoints a session remembers the metrics of (best_checkpoints).
+MAX_REMEMBERED = 1000
+
+
+@dataclass
+class Session:
+    """What one fit() knows of its loop: set up by the trainer, filled in by report()."""
+
+    experiment_name: str | None = None
+    resume_from: Checkpoint | None = None
+    last_metrics: dict[str, Any] | None = None
+    last_checkpoint: str | None = None  # the committed checkpoint's name in the run folder
+    checkpoints: collections.deque[tuple[str, dict[str, Any]]] = field(
+        default_factory=lambda: collections.deque(maxlen=MAX_REMEMBERED)
+    )
+
+
+_lock = threading.Lock()
+_session = Session()
+
+
+def _open(session: Session) -> None:
+    """Make ``session`` the one report() fills in (TorchTrainer.fit calls this)."""
+    global _session
+    with _lock:
+        _session = session
+
+
+def _current() -> Session:
+    with _lock:
+        return _session
+
+
+def report(
+    metrics: dict[str, Any],
+    checkpoint: Checkpoint | None = None,
+    checkpoint_dir_name: str | None = None,
+    **kwargs: Any,
+) -> None:
+    """Report this step's metrics, and optionally a checkpoint, from every worker.
+
+    Rank 0's metrics are the run's; only rank 0's checkpoint is kept (Ray's documented
+    pattern: other ranks report ``checkpoint=None``; Ray Train V2 would merge every rank's
+    files, Trainyard ignores the others' with a warning). The checkpoint's files are moved
+    into the run's folder as ``checkpoint_NNNNNN`` (see :class:`Checkpoint`).
+    Metrics that are not numbers (strings, lists, ...) stay in ``Result.metrics`` but are
+    not sent to Trainyard's results, which hold numbers. ``checkpoint_dir_name`` (V2) is
+    accepted and ignored: Trainyard names checkpoints itself.
+    """
+    if not isinstance(metrics, dict):
+        raise TypeError(f"ray.train.report: metrics must be a dict, not {type(metrics).__name__}")
+    numbers = {k: v for k, v in metrics.items() if _is_number(v)}
+    result = trainyard.report(numbers, checkpoint=checkpoint)
+    session = _current()
+    session.last_metrics = dict(metrics)
+    if result.checkpoint is not None:
+        session.last_checkpoint = result.checkpoint
+        session.checkpoints.append((result.checkpoint, dict(metrics)))
+
+
+def _is_number(value: Any) -> bool:
+    """Return whether trainyard.report takes ``value``: a number, or a scalar with .item()."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, (int, float)):
+        return True
+    item = getattr(value, "item", None)
+    if not callable(item):
+        return False
+    try:
+        return _is_number(item())
+    except Exception:  # a tensor of several elements
+        return False
+
+
+def get_checkpoint() -> Checkpoint | None:
+    """Return the checkpoint to resume from, or None.
+
+    That is the latest committed checkpoint of this run (after a restart, or a second run
+    of the same run name), else the trainer's ``resume_from_checkpoint``.
+    """
+    path = trainyard.get_checkpoint()
+    if path is not None:
+        return Checkpoint(path)
+    return _current().resume_from
+
+
+@dataclass(frozen=True)
+class TrainContext:
+    """This worker's place in the run, as Ray Train's ``get_context()`` gives it."""
+
+    _ctx: trainyard.Context
+    _experiment: str | None
+
+    def get_world_size(self) -> int:
+        """The number of workers in the gang."""
+        return self._ctx.world_size
+
+    def get_world_rank(self) -> int:
+        """This worker's rank, 0 .. world size - 1."""
+        return self._ctx.rank
+
+    def get_local_rank(self) -> int:
+        """This worker's rank on its node."""
+        return self._ctx.local_rank
+
+    def get_local_world_size(self) -> int:
+        """The number of workers on this node."""
+        return self._ctx.local_world_size
+
+    def get_node_rank(self) -> int:
+        """The index of this worker's node."""
+        return self._ctx.node_rank
+
+    def get_experiment_name(self) -> str:
+        """The run's name (RunConfig.name; under Trainyard, the run name)."""
+        return self._ctx.run_name or self._experiment or ""
+
+    def get_trial_name(self) -> str:
+        """Ray Train V1: the trial's name; here the run's name (one trial per run)."""
+        return self.get_experiment_name()
+
+    def get_trial_id(self) -> str:
+        """Ray Train V1: the trial's id; here the run's name."""
+        return self.get_experiment_name()
+
+    def get_trial_dir(self) -> str:
+        """Ray Train V1: the trial's folder; here the run's folder."""
+        return self._ctx.run_dir or os.getcwd()
+
+    def get_storage_path(self) -> str | None:
+        """The folder that holds the runs (RunConfig.storage_path)."""
+        return self._ctx.storage_path
+
+    def get_metadata(self) -> dict[str, Any]:
+        """Ray Train V1: the trainer's metadata; always {} here."""
+        return {}
+
+
+def get_context() -> TrainContext:
+    """Return this worker's :class:`TrainContext`."""
+    return TrainContext(trainyard.get_context(), _current().experiment_name)
+
+
+def _warn(message: str) -> None:
+    """Write ``ray.train: <message>`` to stderr (rank 0 only)."""
+    if trainyard.get_context().rank == 0:
+        print(f"ray.train: {message}", file=sys.stderr, flush=True)

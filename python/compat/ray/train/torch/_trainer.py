@@ -1,0 +1,212 @@
+"""TorchTrainer: runs ``train_loop_per_worker`` on every worker of a Trainyard gang.
+
+How fit() runs, in this version:
+
+- Inside a gang (``trainyard run --workers N``, or a Trainyard pod on Kubernetes: WORLD_SIZE
+  is more than 1), each worker's fit() runs the loop in its own process: it initialises
+  torch.distributed, calls ``train_loop_per_worker(config)`` and returns a Result. When the
+  gang's size differs from ``ScalingConfig.num_workers``, the gang wins and fit() says so;
+  likewise for the run's name and folder, and for the restarts.
+- In a single process (``trainyard run -- python3 train.py``, or no Trainyard at all), a
+  ScalingConfig of one worker runs the loop in this process, as a gang of one. Launching a
+  gang of more workers from fit() is not there yet: fit() says to start the script with
+  ``trainyard run --workers N``.
+
+An exception in the loop is not caught (Ray's fit() would return it in ``Result.error``
+or raise TrainingFailedError): it fails this worker, so Trainyard stops the gang and
+restarts it from the latest checkpoint while restarts are left.
+"""
+
+from __future__ import annotations
+
+import datetime
+import inspect
+import os
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import trainyard
+
+from .._checkpoint import Checkpoint
+from .._config import RunConfig, ScalingConfig
+from .._result import Result, read_progress
+from .._session import Session, _open, _warn
+
+__all__ = ["TorchConfig", "TorchTrainer"]
+
+
+@dataclass
+class TorchConfig:
+    """How torch.distributed is set up.
+
+    Attributes:
+        backend: "nccl", "gloo", ...; None chooses nccl with CUDA, else gloo (as Ray does).
+        init_method: accepted for Ray's sake; Trainyard always uses "env".
+        timeout_s: how long a collective may wait for a peer (Ray's default: 1800).
+    """
+
+    backend: str | None = None
+    init_method: str = "env"
+    timeout_s: int = 1800
+
+
+class TorchTrainer:
+    """Ray Train's TorchTrainer, run by Trainyard (see the module's notes on fit())."""
+
+    def __init__(
+        self,
+        train_loop_per_worker: Callable[..., Any],
+        *,
+        train_loop_config: dict[str, Any] | None = None,
+        torch_config: TorchConfig | None = None,
+        scaling_config: ScalingConfig | None = None,
+        run_config: RunConfig | None = None,
+        datasets: dict[str, Any] | None = None,
+        dataset_config: Any = None,
+        resume_from_checkpoint: Checkpoint | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> None:
+        if not callable(train_loop_per_worker):
+            raise TypeError("TorchTrainer: train_loop_per_worker must be a function")
+        if datasets:
+            raise ValueError(
+                "TorchTrainer(datasets=...): Ray Data is not available under Trainyard; "
+                "load the data in train_loop_per_worker (a torch DataLoader with prepare_data_loader)"
+            )
+        self._params = _loop_params(train_loop_per_worker)
+        self.train_loop_per_worker = train_loop_per_worker
+        self.train_loop_config = train_loop_config
+        self.torch_config = torch_config or TorchConfig()
+        self.scaling_config = scaling_config or ScalingConfig()
+        self.run_config = run_config or RunConfig()
+        self.resume_from_checkpoint = resume_from_checkpoint
+        self.metadata = metadata or {}
+
+    def fit(self) -> Result:
+        """Run the training loop on this worker and return the run's Result."""
+        self._join_gang()
+        self._warn_disagreements()
+        session = Session(experiment_name=self.run_config.name, resume_from=self.resume_from_checkpoint)
+        _open(session)
+        cfg = self.torch_config
+        trainyard.init_process_group(backend=cfg.backend, timeout=datetime.timedelta(seconds=cfg.timeout_s))
+        if self._params == 1:
+            config = self.train_loop_config if self.train_loop_config is not None else {}
+            self.train_loop_per_worker(config)
+        else:
+            self.train_loop_per_worker()
+        return _result(session)
+
+    def _join_gang(self) -> None:
+        """Check that this process is in a gang fit() can run in, or make it a gang of one."""
+        world = trainyard.get_context().world_size if os.environ.get("WORLD_SIZE") else None
+        wanted = self.scaling_config.num_workers
+        if world is not None and world > 1:
+            return
+        if wanted != 1:
+            raise RuntimeError(
+                f"TorchTrainer.fit(): ScalingConfig(num_workers={wanted}) asks for {wanted} workers, "
+                f"but this is a single process. Start the script as a gang of {wanted}: "
+                f"trainyard run --workers {wanted} -- python3 <script> "
+                "(launching the gang from fit() is not supported yet)"
+            )
+        if world is None:  # not started by Trainyard or torchrun: a world of one
+            for name, value in (("RANK", "0"), ("LOCAL_RANK", "0"), ("WORLD_SIZE", "1"),
+                                ("LOCAL_WORLD_SIZE", "1"), ("GROUP_RANK", "0"),
+                                ("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", str(_free_port()))):
+                os.environ.setdefault(name, value)
+
+    def _warn_disagreements(self) -> None:
+        """Say plainly where the gang differs from the trainer's configs: the gang wins."""
+        ctx = trainyard.get_context()
+        sc, rc = self.scaling_config, self.run_config
+        if sc.num_workers != ctx.world_size:
+            _warn(
+                f"ScalingConfig(num_workers={sc.num_workers}) differs from this gang of "
+                f"{ctx.world_size} worker process(es); the gang wins: training runs on "
+                f"{ctx.world_size} (start it with trainyard run --workers {sc.num_workers} to match)"
+            )
+        if sc.gpus_per_worker > 0 and _visible_gpus() == 0:
+            _warn(
+                "ScalingConfig asks for a GPU per worker, but this gang's workers have none; "
+                "the gang wins: training runs on the CPU (give trainyard run --gpus-per-worker 1)"
+            )
+        if ctx.run_name and rc.name and rc.name != ctx.run_name:
+            _warn(f"RunConfig(name={rc.name!r}) differs from this run's name {ctx.run_name!r}; the run's name wins")
+        if ctx.storage_path and rc.storage_path and not _same_path(rc.storage_path, ctx.storage_path):
+            _warn(
+                f"RunConfig(storage_path={rc.storage_path!r}) differs from this run's storage path "
+                f"{ctx.storage_path!r}; the run's wins"
+            )
+        restarts = os.environ.get("TRAINYARD_MAX_RESTARTS")
+        wanted = rc.failure_config.max_failures if rc.failure_config else 0
+        if restarts is not None and wanted != 0 and str(wanted) != restarts:
+            _warn(
+                f"FailureConfig(max_failures={wanted}) differs from this run's --max-restarts "
+                f"{restarts}; the run's wins"
+            )
+
+
+def _loop_params(fn: Callable[..., Any]) -> int:
+    """Return how many arguments the loop takes (0 or 1), or raise ValueError as Ray does."""
+    try:
+        n = len(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return 1
+    if n > 1:
+        raise ValueError(
+            f"train_loop_per_worker should take in 0 or 1 arguments, but it accepts {n} arguments instead."
+        )
+    return n
+
+
+def _result(session: Session) -> Result:
+    """Return the Result of this run, the same on every worker (rank 0's metrics and checkpoints)."""
+    trainyard._report._client.flush()  # every report answered: results and checkpoints taken
+    metrics, last, kept = _from_rank0(session)
+    run_dir = trainyard.get_context().run_dir or ""
+    checkpoint = Checkpoint(os.path.join(run_dir, last)) if last and run_dir else None
+    if checkpoint is None:
+        resumed = trainyard.get_checkpoint()
+        checkpoint = Checkpoint(resumed) if resumed else None
+    best = [
+        (Checkpoint(os.path.join(run_dir, name)), m)
+        for name, m in kept
+        if run_dir and (name == last or os.path.isdir(os.path.join(run_dir, name)))
+    ]
+    return Result(
+        metrics=metrics,
+        checkpoint=checkpoint,
+        path=run_dir,
+        best_checkpoints=best,
+        metrics_dataframe=read_progress(run_dir) if run_dir else None,
+    )
+
+
+def _from_rank0(session: Session) -> tuple[Any, str | None, list[tuple[str, dict[str, Any]]]]:
+    """Return rank 0's (last metrics, last checkpoint name, checkpoints with metrics)."""
+    mine = [session.last_metrics, session.last_checkpoint, list(session.checkpoints)]
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        dist.broadcast_object_list(mine, src=0)
+    return mine[0], mine[1], mine[2]
+
+
+def _visible_gpus() -> int:
+    """Return how many GPUs this worker sees, without importing torch."""
+    from ..._resources import gpu_count
+
+    return gpu_count()
+
+
+def _same_path(a: str, b: str) -> bool:
+    return os.path.realpath(os.path.expanduser(a)) == os.path.realpath(os.path.expanduser(b))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

@@ -1,0 +1,213 @@
+"""The ray compatibility package (python/compat/ray): ray.*, ray.train and ray.train.torch."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import shutil
+import sys
+import tempfile
+import unittest
+
+from tests.support import HAVE_TORCH, FakeServer, environment, free_port, reset_trainyard
+
+_COMPAT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "compat")
+if _COMPAT not in sys.path:
+    sys.path.append(_COMPAT)
+
+import ray  # noqa: E402
+from ray import train  # noqa: E402
+from ray.train import _session  # noqa: E402
+
+
+class CoreTest(unittest.TestCase):
+    def tearDown(self) -> None:
+        ray.shutdown()
+
+    def test_init_shutdown(self) -> None:
+        self.assertFalse(ray.is_initialized())
+        info = ray.init(address="auto", num_cpus=3, runtime_env={"pip": ["x"]})
+        self.assertTrue(ray.is_initialized())
+        self.assertIn("node_ip_address", info.address_info)
+        with self.assertRaisesRegex(RuntimeError, "ignore_reinit_error"):
+            ray.init()
+        ray.init(ignore_reinit_error=True)
+        ray.shutdown()
+        self.assertFalse(ray.is_initialized())
+
+    def test_resources_use_ray_keys(self) -> None:
+        with environment(CUDA_VISIBLE_DEVICES="0,1"):
+            got = ray.cluster_resources()
+        self.assertEqual(got["GPU"], 2.0)
+        self.assertGreaterEqual(got["CPU"], 1.0)
+        self.assertGreater(got["memory"], 0.0)
+        self.assertEqual([k for k in got if k.startswith("node:") and k != "node:__internal_head__"].__len__(), 1)
+        self.assertEqual(ray.available_resources().keys(), got.keys())
+
+    def test_no_visible_gpu(self) -> None:
+        for value in ("", "void", "-1"):
+            with environment(CUDA_VISIBLE_DEVICES=value):
+                self.assertEqual(ray.cluster_resources()["GPU"], 0.0, value)
+
+    def test_train_is_lazy_attribute(self) -> None:
+        self.assertIs(ray.train, train)
+        with self.assertRaisesRegex(AttributeError, "ray.train only"):
+            ray.tune  # noqa: B018
+
+
+class ConfigTest(unittest.TestCase):
+    def test_defaults(self) -> None:
+        self.assertEqual(train.ScalingConfig().num_workers, 1)
+        rc = train.RunConfig(name="x")
+        self.assertEqual(rc.failure_config.max_failures, 0)
+        self.assertIsNone(rc.checkpoint_config.num_to_keep)
+
+    def test_bad_values_say_what_to_fix(self) -> None:
+        cases = {
+            "num_workers must be an integer of 1 or more": lambda: train.ScalingConfig(num_workers=0),
+            "num_to_keep": lambda: train.CheckpointConfig(num_to_keep=0),
+            "max.*min": lambda: train.CheckpointConfig(checkpoint_score_order="up"),
+            "-1 \\(unlimited\\)": lambda: train.FailureConfig(max_failures=-2),
+        }
+        for want, make in cases.items():
+            with self.subTest(want), self.assertRaisesRegex(ValueError, want):
+                make()
+
+    def test_gpus_per_worker(self) -> None:
+        self.assertEqual(train.ScalingConfig(use_gpu=True).gpus_per_worker, 1.0)
+        self.assertEqual(train.ScalingConfig(resources_per_worker={"GPU": 2}).gpus_per_worker, 2.0)
+        self.assertEqual(train.ScalingConfig(num_workers=2, use_gpu=True).total_resources, {"CPU": 2.0, "GPU": 2.0})
+
+
+class CheckpointTest(unittest.TestCase):
+    def setUp(self) -> None:
+        self.tmp = tempfile.mkdtemp(prefix="ty-ray-")
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+
+    def test_directory_round_trip(self) -> None:
+        src = os.path.join(self.tmp, "src")
+        os.mkdir(src)
+        with open(os.path.join(src, "model.pt"), "w") as f:
+            f.write("weights")
+        ckpt = train.Checkpoint.from_directory(src)
+        self.assertEqual(ckpt.path, src)
+        with ckpt.as_directory() as d:
+            self.assertEqual(d, src)
+        out = ckpt.to_directory(os.path.join(self.tmp, "out"))
+        with open(os.path.join(out, "model.pt")) as f:
+            self.assertEqual(f.read(), "weights")
+        ckpt.update_metadata({"epoch": 3})
+        self.assertEqual(train.Checkpoint(src).get_metadata(), {"epoch": 3})
+
+    def test_remote_filesystem_refused(self) -> None:
+        with self.assertRaisesRegex(ValueError, "local folders only"):
+            train.Checkpoint("s3://bucket/x", filesystem=object())
+
+
+class SessionTest(unittest.TestCase):
+    def setUp(self) -> None:
+        reset_trainyard()
+        self.addCleanup(reset_trainyard)
+        self.server = FakeServer()
+        self.addCleanup(self.server.close)
+        self.tmp = tempfile.mkdtemp(prefix="ty-ray-")
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+        env = environment(RANK="0", WORLD_SIZE="2", LOCAL_RANK="0", LOCAL_WORLD_SIZE="1", GROUP_RANK="0",
+                          TRAINYARD_REPORT_SOCKET=self.server.path, TRAINYARD_RUN_NAME="mnist",
+                          TRAINYARD_RUN_DIR=self.tmp, TRAINYARD_STORAGE_PATH=os.path.dirname(self.tmp))
+        env.__enter__()
+        self.addCleanup(env.__exit__, None, None, None)
+        self.session = _session.Session(experiment_name="ignored")
+        _session._open(self.session)
+        self.addCleanup(_session._open, _session.Session())
+
+    def test_report_delegates_to_trainyard(self) -> None:
+        folder = tempfile.mkdtemp(dir=self.tmp)
+        with open(os.path.join(folder, "state.pt"), "w") as f:
+            f.write("x")
+        train.report({"loss": 0.5, "note": "text"}, checkpoint=train.Checkpoint.from_directory(folder))
+        request = self.server.requests[-1]
+        self.assertEqual(request["metrics"], {"loss": 0.5})  # strings stay out of trainyard's results
+        self.assertEqual(request["checkpoint"], folder)
+        self.assertEqual(self.session.last_metrics, {"loss": 0.5, "note": "text"})
+        self.assertEqual(self.session.last_checkpoint, "checkpoint_000000")
+
+    def test_get_checkpoint(self) -> None:
+        self.assertIsNone(train.get_checkpoint())
+        self.session.resume_from = train.Checkpoint(self.tmp)
+        self.assertEqual(train.get_checkpoint(), train.Checkpoint(self.tmp))
+        with environment(TRAINYARD_CHECKPOINT=self.tmp):
+            self.assertEqual(train.get_checkpoint().path, self.tmp)
+
+    def test_context(self) -> None:
+        ctx = train.get_context()
+        got = (ctx.get_world_size(), ctx.get_world_rank(), ctx.get_local_rank(), ctx.get_local_world_size(),
+               ctx.get_node_rank(), ctx.get_experiment_name(), ctx.get_trial_name())
+        self.assertEqual(got, (2, 0, 0, 1, 0, "mnist", "mnist"))
+
+
+@unittest.skipUnless(HAVE_TORCH, "needs torch")
+class TrainerTest(unittest.TestCase):
+    def setUp(self) -> None:
+        reset_trainyard()
+        self.addCleanup(reset_trainyard)
+        env = environment()
+        env.__enter__()
+        self.addCleanup(env.__exit__, None, None, None)
+        self.addCleanup(_session._open, _session.Session())
+
+    def test_many_workers_without_a_gang_say_how_to_start_one(self) -> None:
+        from ray.train.torch import TorchTrainer
+
+        trainer = TorchTrainer(lambda: None, scaling_config=train.ScalingConfig(num_workers=4))
+        with self.assertRaisesRegex(RuntimeError, "trainyard run --workers 4 -- python3"):
+            trainer.fit()
+
+    def test_loop_with_and_without_config(self) -> None:
+        import torch.distributed as dist
+        from ray.train.torch import TorchTrainer
+
+        seen = []
+
+        def with_config(config):
+            seen.append(config)
+            train.report({"step": 1})
+
+        os.environ["MASTER_PORT"] = str(free_port())
+        with contextlib.redirect_stderr(io.StringIO()):
+            result = TorchTrainer(with_config, train_loop_config={"lr": 0.1}).fit()
+            TorchTrainer(lambda: seen.append("none")).fit()
+        self.addCleanup(dist.destroy_process_group)
+        self.assertEqual(seen, [{"lr": 0.1}, "none"])
+        self.assertEqual(result.metrics, {"step": 1})
+        self.assertIsNone(result.checkpoint)
+        with self.assertRaisesRegex(ValueError, "0 or 1 arguments"):
+            TorchTrainer(lambda a, b: None)
+
+    def test_datasets_refused(self) -> None:
+        from ray.train.torch import TorchTrainer
+
+        with self.assertRaisesRegex(ValueError, "Ray Data"):
+            TorchTrainer(lambda: None, datasets={"train": object()})
+
+    def test_gang_disagreements_are_said(self) -> None:
+        from ray.train.torch import TorchTrainer
+
+        trainer = TorchTrainer(
+            lambda: None,
+            scaling_config=train.ScalingConfig(num_workers=4, use_gpu=True),
+            run_config=train.RunConfig(name="other", failure_config=train.FailureConfig(max_failures=3)),
+        )
+        err = io.StringIO()
+        with environment(RANK="0", WORLD_SIZE="2", CUDA_VISIBLE_DEVICES="", TRAINYARD_RUN_NAME="mnist",
+                         TRAINYARD_MAX_RESTARTS="0"), contextlib.redirect_stderr(err):
+            trainer._warn_disagreements()
+        text = err.getvalue()
+        for want in ("num_workers=4) differs from this gang of 2", "the gang wins", "--gpus-per-worker",
+                     "RunConfig(name='other')", "max_failures=3"):
+            self.assertIn(want, text)
+
+
+if __name__ == "__main__":
+    unittest.main()
