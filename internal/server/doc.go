@@ -20,8 +20,8 @@
 //	GET    /api/jobs/{id}                       JobDetails
 //	POST   /api/jobs/{id}/stop                  {"stopped": bool}; false when the job had already ended
 //	DELETE /api/jobs/{id}                       {"deleted": true}; a job not yet ended is a 500, as Ray answers
-//	GET    /api/jobs/{id}/logs                  {"logs": "..."}: the console log, its last 16 MiB at most
-//	GET    /api/jobs/{id}/logs/tail             a WebSocket of text messages as the log grows; closed when the job has ended
+//	GET    /api/jobs/{id}/logs                  {"logs": "..."}: the driver's raw output, its last 16 MiB at most
+//	GET    /api/jobs/{id}/logs/tail             a WebSocket of the driver's raw output as it grows; closed when the job has ended
 //	GET    /api/packages/{protocol}/{name}      200 when the package was uploaded, 404 otherwise
 //	PUT    /api/packages/{protocol}/{name}      stores a zip archive (protocol "gcs" only)
 //
@@ -34,6 +34,10 @@
 // effect; every other key is refused with a 400 that names it. Like Ray, the server
 // ignores keys whose value is null and refuses unknown keys (Ray builds its request
 // dataclass from the body, which fails on an unknown key, and answers 400).
+//
+// The driver's raw output is what Ray's logs are: rank 0's log of each attempt, in order,
+// the bytes as written, without the console log's "trainyard:" lines and rank prefixes,
+// which the native API and the CLI keep.
 //
 // A submission_id is any string, as Ray takes (up to 16 KiB, the store's bound); in a URL
 // it is path-escaped, and Ray's endpoints unescape it. No path is built from it: the job's

@@ -135,15 +135,15 @@ func (s *Server) rayDelete(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, rayDeleteResponse{Deleted: true})
 }
 
-// rayLogs answers GET /api/jobs/{id}/logs with the job's console log, its last 16 MiB
-// at most, as Ray's log client reads.
+// rayLogs answers GET /api/jobs/{id}/logs with the driver's raw output (ray_logs.go),
+// its last 16 MiB at most, as Ray's log client reads.
 func (s *Server) rayLogs(w http.ResponseWriter, r *http.Request) {
 	j, err := s.rayJob(r)
 	if err != nil {
 		s.writeError(w, r, ray, err)
 		return
 	}
-	logs, err := readLogTail(jobs.LogPath(j), maxLogBytes)
+	logs, err := readDriverLog(j.RunDir, maxLogBytes)
 	if err != nil {
 		s.writeError(w, r, ray, err)
 		return

@@ -13,8 +13,6 @@ import (
 	"unicode/utf8"
 
 	"golang.org/x/net/websocket"
-
-	"github.com/trainyard/trainyard/internal/jobs"
 )
 
 // Tailing a log: how often the file is read again, the most one message holds, and how
@@ -50,7 +48,7 @@ func (s *Server) rayTail(w http.ResponseWriter, r *http.Request) {
 		s.tails.Add(1)
 		defer s.tails.Add(-1)
 		defer s.closeTail(conn)
-		if err := s.followLog(conn, j.ID, jobs.LogPath(j)); err != nil {
+		if err := s.followLog(conn, j.ID, j.RunDir); err != nil {
 			s.log.Debug("log tail ended", "job", j.ID, "err", err)
 		}
 	}}
@@ -82,9 +80,9 @@ func checkOrigin(cfg *websocket.Config, r *http.Request) error {
 	return nil
 }
 
-// followLog sends the log at path to conn until the job has ended and the log is drained,
-// the job is deleted, or the client goes away.
-func (s *Server) followLog(conn *websocket.Conn, id, path string) error {
+// followLog sends the driver's output (ray_logs.go) of the run folder runDir to conn until
+// the job has ended and the output is drained, the job is deleted, or the client goes away.
+func (s *Server) followLog(conn *websocket.Conn, id, runDir string) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { // the client's messages are ignored; a read error means it left
@@ -93,7 +91,7 @@ func (s *Server) followLog(conn *websocket.Conn, id, path string) error {
 		}
 		cancel()
 	}()
-	t := &logTail{path: path, timeout: s.tailWriteTimeout}
+	t := &logTail{runDir: runDir, timeout: s.tailWriteTimeout}
 	tick := time.NewTicker(tailPoll)
 	defer tick.Stop()
 	for {
@@ -121,13 +119,15 @@ func (s *Server) jobEnded(id string) bool {
 	return err != nil || j.Status.Terminal()
 }
 
-// logTail reads a growing file from where it stopped.
+// logTail reads the driver's growing output from where it stopped: rank 0's log of each
+// attempt in turn.
 type logTail struct {
-	path    string
+	runDir  string
 	timeout time.Duration // for each write to the client
-	off     int64
-	buf     []byte // tailMaxChunk bytes to read into
-	pending []byte // read but not yet sent: the start of a line
+	file    int           // the index of the attempt's log being read
+	off     int64         // in that log
+	buf     []byte        // tailMaxChunk bytes to read into
+	pending []byte        // read but not yet sent: the start of a line
 }
 
 // send reads what the file gained and sends its whole lines as one message; final sends
@@ -153,9 +153,35 @@ func (t *logTail) send(conn *websocket.Conn, final bool) (int, error) {
 	return n, nil
 }
 
-// read reads from the file's offset; a file not yet created reads nothing.
+// read reads from where it stopped; it goes on to the next attempt's log once the one it
+// reads has no more and a later one exists. A log not yet created reads nothing.
 func (t *logTail) read(buf []byte) (int, error) {
-	f, err := os.Open(t.path)
+	root, err := openRun(t.runDir)
+	if root == nil || err != nil {
+		return 0, err
+	}
+	defer root.Close()
+	paths, err := driverLogs(root)
+	if err != nil {
+		return 0, err
+	}
+	for t.file < len(paths) {
+		n, err := readAt(root, paths[t.file], buf, t.off)
+		if err != nil {
+			return 0, err
+		}
+		if n > 0 || t.file == len(paths)-1 {
+			t.off += int64(n)
+			return n, nil
+		}
+		t.file, t.off = t.file+1, 0
+	}
+	return 0, nil
+}
+
+// readAt reads the file p of root at offset off; a missing file reads nothing.
+func readAt(root *os.Root, p string, buf []byte, off int64) (int, error) {
+	f, err := root.Open(p)
 	if errors.Is(err, os.ErrNotExist) {
 		return 0, nil
 	}
@@ -163,11 +189,10 @@ func (t *logTail) read(buf []byte) (int, error) {
 		return 0, fmt.Errorf("read log: %w", err)
 	}
 	defer f.Close()
-	n, err := f.ReadAt(buf, t.off)
+	n, err := f.ReadAt(buf, off)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return 0, fmt.Errorf("read log: %w", err)
 	}
-	t.off += int64(n)
 	return n, nil
 }
 
