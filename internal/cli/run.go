@@ -95,7 +95,8 @@ func runJob(ctx context.Context, g *globals, flags *jobspec.Flags, opts runOptio
 		return &exitError{code: ExitFailed, err: err}
 	}
 	l := &launcher.Launcher{Job: job, Placement: place, Folder: folder, Console: console, Logger: g.logger(),
-		ExtraEnv: map[string]string{"PYTHONPATH": helper}, AttemptEnv: session.AttemptEnv, ForceKill: force}
+		ExtraEnv: map[string]string{"PYTHONPATH": helper}, RayCompat: python.CompatDir(helper),
+		AttemptEnv: session.AttemptEnv, ForceKill: force}
 	session.OnActivity(l.Touch)
 	res, err := l.Run(ctx)
 	closeErr := session.Close()

@@ -34,8 +34,13 @@ type Launcher struct {
 	AttemptEnv func(attempt int) (map[string]string, error)
 	// ForceKill, when closed, makes a running teardown send SIGKILL at once.
 	ForceKill <-chan struct{}
+	// RayCompat, when set, is a folder holding Trainyard's ray compatibility package
+	// (python.CompatDir). It is appended to the workers' PYTHONPATH only when the job's
+	// Python cannot import ray by itself, so that a real Ray is never shadowed.
+	RayCompat string
 
 	path     string       // the resolved program
+	rayPath  string       // RayCompat when the workers get it, else ""
 	kill     killFunc     // signals processes and groups: syscall.Kill unless a test sets it
 	activity atomic.Int64 // unix nanoseconds of the last line or report of any rank
 }
@@ -61,7 +66,7 @@ type Result struct {
 // Run runs attempts until one succeeds, ctx ends, or the restarts are used up. It records
 // every attempt in the run folder.
 func (l *Launcher) Run(ctx context.Context) (Result, error) {
-	if err := l.prepare(); err != nil {
+	if err := l.prepare(ctx); err != nil {
 		return Result{}, err
 	}
 	begin := time.Now()
@@ -87,8 +92,9 @@ func (l *Launcher) Run(ctx context.Context) (Result, error) {
 	return out, l.finish(out)
 }
 
-// prepare sets the defaults and finds the program, once.
-func (l *Launcher) prepare() error {
+// prepare sets the defaults, finds the program and decides whether the workers get the
+// ray compatibility package, once.
+func (l *Launcher) prepare(ctx context.Context) error {
 	if l.Logger == nil {
 		l.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -103,6 +109,18 @@ func (l *Launcher) prepare() error {
 		return err
 	}
 	l.path = path
+	if l.RayCompat == "" {
+		return nil
+	}
+	offer, err := l.offerRay(ctx)
+	if err != nil {
+		l.Logger.Warn("ray compatibility package not offered: could not tell whether the job's Python has ray",
+			"reason", err.Error())
+	}
+	if offer {
+		l.rayPath = l.RayCompat
+		l.Logger.Debug("the job's Python has no ray: the workers import Trainyard's", "folder", l.RayCompat)
+	}
 	return nil
 }
 
@@ -132,7 +150,7 @@ func (l *Launcher) finish(res Result) error {
 // every process has exited. A caller that restarts gangs itself (the Kubernetes operator
 // does) calls this instead of Run.
 func (l *Launcher) RunAttempt(ctx context.Context, n int) (AttemptResult, error) {
-	if err := l.prepare(); err != nil {
+	if err := l.prepare(ctx); err != nil {
 		return AttemptResult{}, err
 	}
 	port := l.Placement.MasterPort
@@ -161,6 +179,9 @@ func (l *Launcher) attemptEnv(n int) (map[string]string, error) {
 	env := maps.Clone(l.ExtraEnv)
 	if env == nil {
 		env = map[string]string{}
+	}
+	if l.rayPath != "" {
+		env["PYTHONPATH"] = joinPath(env["PYTHONPATH"], l.rayPath)
 	}
 	if l.AttemptEnv != nil {
 		more, err := l.AttemptEnv(n)

@@ -154,7 +154,7 @@ func (w *worker) run(ctx context.Context) error {
 	l := &launcher.Launcher{Job: w.job, Folder: w.folder, Console: w.console, Logger: w.opts.Logger,
 		Placement: launcher.Placement{Slots: []launcher.Slot{{Worker: w.cfg.Worker, GPUs: gpus}},
 			MasterAddr: w.cfg.MasterAddr, MasterPort: w.cfg.MasterPort},
-		ExtraEnv: extra, AttemptEnv: w.session.AttemptEnv, ForceKill: w.opts.ForceKill}
+		ExtraEnv: extra, RayCompat: python.CompatDir(helper), AttemptEnv: w.session.AttemptEnv, ForceKill: w.opts.ForceKill}
 	w.session.OnActivity(l.Touch)
 	if w.primary() {
 		defer w.serveProgress(w.cfg.ProgressAddr)()

@@ -1,0 +1,127 @@
+package launcher
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	v1 "github.com/trainyard/trainyard/api/v1alpha1"
+)
+
+const systemPython = "/usr/bin/python3"
+
+// fakeRay writes a package ray into a new folder whose __init__.py says who it is, and
+// returns the folder.
+func fakeRay(t *testing.T, who string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "ray"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "ray", "__init__.py"), []byte("WHO = "+`"`+who+`"`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// The workers get Trainyard's ray only when their Python cannot import one by itself.
+func TestRayCompatNeverShadowsARealRay(t *testing.T) {
+	if _, err := os.Stat(systemPython); err != nil {
+		t.Skipf("no %s", systemPython)
+	}
+	cases := map[string]struct {
+		jobPath, inherited string // the job's PYTHONPATH, the caller's
+		inWorkdir          bool
+		inSitePackages     bool // after PYTHONPATH in sys.path: what an appended folder would shadow
+		want               string
+	}{
+		"ray in site-packages":             {inSitePackages: true, want: "user"},
+		"no ray anywhere":                  {want: "trainyard"},
+		"ray on the job's PYTHONPATH":      {jobPath: "user", want: "user"},
+		"ray on the inherited PYTHONPATH":  {inherited: "user", want: "user"},
+		"ray in the working folder":        {inWorkdir: true, want: "user"},
+		"another folder on the job's path": {jobPath: "empty", want: "trainyard"},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			user := fakeRay(t, "user")
+			paths := map[string]string{"user": user, "empty": t.TempDir(), "": ""}
+			t.Setenv("PYTHONPATH", paths[c.inherited])
+			b := makeJob(t, "")
+			job := b.job
+			job.Spec.Command = []string{systemPython, "-c", "import ray; print('ray is', ray.WHO)"}
+			if c.jobPath != "" {
+				job.Spec.Env = []v1.EnvVar{{Name: "PYTHONPATH", Value: paths[c.jobPath]}}
+			}
+			if c.inSitePackages {
+				t.Setenv("PYTHONUSERBASE", userBase(t, user))
+			}
+			if c.inWorkdir {
+				os.Rename(filepath.Join(user, "ray"), filepath.Join(job.Spec.WorkingDir, "ray"))
+			}
+			b.obj(t)
+			h := newHarness(t, job)
+			h.l.ExtraEnv = map[string]string{"PYTHONPATH": t.TempDir()} // the trainyard helper's folder
+			h.l.RayCompat = fakeRay(t, "trainyard")
+			res, _ := h.run(t, context.Background())
+			if res.Outcome != Succeeded || !strings.Contains(h.out.String(), "ray is "+c.want) {
+				t.Errorf("outcome %s, want ray is %s; output:\n%s", res.Outcome, c.want, h.out)
+			}
+		})
+	}
+}
+
+// userBase returns a PYTHONUSERBASE whose site-packages holds the ray package in dir.
+func userBase(t *testing.T, dir string) string {
+	t.Helper()
+	base := t.TempDir()
+	out, err := exec.Command(systemPython, "-c", "import sys; print('python%d.%d' % sys.version_info[:2])").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	site := filepath.Join(base, "lib", strings.TrimSpace(string(out)), "site-packages")
+	if err := os.MkdirAll(site, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(dir, "ray"), filepath.Join(site, "ray")); err != nil {
+		t.Fatal(err)
+	}
+	return base
+}
+
+func TestPythonArgv(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	torchrun := write("torchrun", "#!/usr/bin/python3\nimport sys\n")
+	envPython := write("train", "#!/usr/bin/env -S python3 -u\n")
+	shell := write("run.sh", "#!/bin/sh\npython3 train.py\n")
+	binary := write("tool", "\x7fELF\x02\x01")
+	cases := map[string]struct {
+		path string
+		want []string
+	}{
+		"a Python interpreter":      {path: "/opt/venv/bin/python3.11", want: []string{"/opt/venv/bin/python3.11"}},
+		"a script run by Python":    {path: torchrun, want: []string{"/usr/bin/python3"}},
+		"a script run by env":       {path: envPython, want: []string{"/usr/bin/env", "-S", "python3", "-u"}},
+		"a shell script":            {path: shell},
+		"a program that is no text": {path: binary},
+		"a program that is missing": {path: filepath.Join(dir, "missing")},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(c.want, pythonArgv(c.path)); diff != "" {
+				t.Errorf("pythonArgv(%s) (-want +got):\n%s", c.path, diff)
+			}
+		})
+	}
+}
