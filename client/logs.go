@@ -53,8 +53,8 @@ func (c *Client) Logs(ctx context.Context, id string, opts LogOptions) (string, 
 // ends (with ctx's error). It returns at once for a job that has already ended, after
 // writing its log.
 //
-// The console log comes through the server's WebSocket /api/jobs/{id}/logs/tail, the
-// endpoint `ray job logs --follow` reads: the server pushes lines as they are written
+// The console log comes through the server's WebSocket /api/v1/jobs/{id}/logs/tail, the
+// native twin of the one `ray job logs --follow` reads: the server pushes lines as they are written
 // and closes the stream when the job has ended. A rank's log has no such stream: it is
 // read again every poll interval (a second by default), and the new part written; a
 // rank log over 16 MiB cannot be followed that way.
@@ -170,8 +170,8 @@ func (c *Client) wsConfig(id string) (*websocket.Config, error) {
 	}
 	loc := *c.base
 	loc.Scheme = map[string]string{"http": "ws", "https": "wss"}[c.base.Scheme]
-	loc.Path = "/api/jobs/" + id + "/logs/tail"
-	loc.RawPath = "/api/jobs/" + url.PathEscape(id) + "/logs/tail"
+	loc.Path = "/api/v1/jobs/" + id + "/logs/tail"
+	loc.RawPath = "/api/v1/jobs/" + url.PathEscape(id) + "/logs/tail"
 	cfg, err := websocket.NewConfig(loc.String(), c.base.String())
 	if err != nil {
 		return nil, fmt.Errorf("follow the log of job %s: %w", id, err)

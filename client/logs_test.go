@@ -56,7 +56,7 @@ func (s *logServer) routes() http.Handler {
 		s.mu.Unlock()
 		_, _ = w.Write([]byte(text))
 	})
-	mux.Handle("GET /api/jobs/{id}/logs/tail", websocket.Handler(func(conn *websocket.Conn) {
+	mux.Handle("GET /api/v1/jobs/{id}/logs/tail", websocket.Handler(func(conn *websocket.Conn) {
 		defer conn.Close()
 		s.mu.Lock()
 		msgs := s.streams[min(s.dials, len(s.streams)-1)]

@@ -67,6 +67,7 @@
 //	POST   /api/v1/jobs/{id}/stop       Job
 //	DELETE /api/v1/jobs/{id}            204
 //	GET    /api/v1/jobs/{id}/logs?rank=R&tail=N   a rank's log of the last attempt, or the console log
+//	GET    /api/v1/jobs/{id}/logs/tail              a WebSocket of the console log as it grows, as Ray's tail
 //	GET    /api/v1/node                 GPUs, CPU and memory: total, allocated, free
 //
 // In the native API, {id} is a job's ID or its name: the job with that ID if there is

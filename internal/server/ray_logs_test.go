@@ -27,26 +27,11 @@ func TestRayLogsAreRawOutput(t *testing.T) {
 	if logs["logs"] != driverOutput {
 		t.Errorf("Ray's logs %q, want the driver's output %q exactly", logs["logs"], driverOutput)
 	}
-	conn, err := e.dialTail(id, e.web.URL)
-	if err != nil {
-		t.Fatal(err)
+	if tail := e.readTail("/api/jobs/" + url.PathEscape(id) + "/logs/tail"); tail != driverOutput {
+		t.Errorf("Ray's tail %q, want the driver's output %q exactly", tail, driverOutput)
 	}
-	defer conn.Close()
-	var tail strings.Builder
-	_ = conn.SetReadDeadline(time.Now().Add(60 * time.Second))
-	for {
-		var msg string
-		err := websocket.Message.Receive(conn, &msg)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatalf("after %q: %v", tail.String(), err)
-		}
-		tail.WriteString(msg)
-	}
-	if tail.String() != driverOutput {
-		t.Errorf("Ray's tail %q, want the driver's output %q exactly", tail.String(), driverOutput)
+	if tail := e.readTail("/api/v1/jobs/" + id + "/logs/tail"); !strings.Contains(tail, "[rank 0 pid ") || !strings.Contains(tail, "trainyard:") {
+		t.Errorf("the native tail lost the console log's prefixes or its trainyard lines:\n%s", tail)
 	}
 	native := e.request("GET", "/api/v1/jobs/"+id+"/logs", nil)
 	wantStatus(t, native, 200)
@@ -99,5 +84,28 @@ func TestReadDriverLog(t *testing.T) {
 	}
 	if got, err := readDriverLog(filepath.Join(run, "not-yet"), maxLogBytes); got != "" || err != nil {
 		t.Errorf("a run folder not made yet: %q, %v; want empty", got, err)
+	}
+}
+
+// readTail reads a log tail WebSocket at path until the server closes it.
+func (e *env) readTail(path string) string {
+	e.t.Helper()
+	conn, err := e.dialTailAt(path, e.web.URL)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer conn.Close()
+	var tail strings.Builder
+	_ = conn.SetReadDeadline(time.Now().Add(60 * time.Second))
+	for {
+		var msg string
+		err := websocket.Message.Receive(conn, &msg)
+		if errors.Is(err, io.EOF) {
+			return tail.String()
+		}
+		if err != nil {
+			e.t.Fatalf("%s: after %q: %v", path, tail.String(), err)
+		}
+		tail.WriteString(msg)
 	}
 }

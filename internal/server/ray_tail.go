@@ -13,6 +13,9 @@ import (
 	"unicode/utf8"
 
 	"golang.org/x/net/websocket"
+
+	"github.com/trainyard/trainyard/internal/jobs"
+	"github.com/trainyard/trainyard/internal/store"
 )
 
 // Tailing a log: how often the file is read again, the most one message holds, and how
@@ -24,17 +27,37 @@ const (
 	tailWriteTimeout = 10 * time.Second
 )
 
-// rayTail answers GET /api/jobs/{id}/logs/tail: a WebSocket that sends the job's console
-// log as text messages, whole lines, as it grows, and closes once the job has ended and
-// the log is sent, as Ray's job manager does.
+// rayTail answers GET /api/jobs/{id}/logs/tail: a WebSocket that sends the driver's raw
+// output (ray_logs.go) as text messages, whole lines, as it grows, and closes once the job
+// has ended and the output is sent, as Ray's job manager does.
 func (s *Server) rayTail(w http.ResponseWriter, r *http.Request) {
 	j, err := s.rayJob(r)
 	if err != nil {
 		s.writeError(w, r, ray, err)
 		return
 	}
+	s.tail(w, r, ray, j, driverLogs, "/api/jobs/"+j.ID+"/logs")
+}
+
+// nativeTail answers GET /api/v1/jobs/{id}/logs/tail (an ID or a name): the same stream
+// as Ray's, of the job's console log, with its rank prefixes and trainyard lines, which
+// the CLI's logs -f shows.
+func (s *Server) nativeTail(w http.ResponseWriter, r *http.Request) {
+	j, err := s.nativeJob(r)
+	if err != nil {
+		s.writeError(w, r, native, err)
+		return
+	}
+	s.tail(w, r, native, j, consoleLogs, "/api/v1/jobs/"+j.ID+"/logs")
+}
+
+// consoleLogs returns the console log's path, relative to the run folder.
+func consoleLogs(*os.Root) ([]string, error) { return []string{jobs.ConsoleLog}, nil }
+
+// tail serves a log tail WebSocket of job j, streaming the files that logs names, in turn.
+func (s *Server) tail(w http.ResponseWriter, r *http.Request, a api, j *store.Job, logs logFiles, plain string) {
 	if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
-		s.writeError(w, r, ray, invalid("this endpoint is a WebSocket: connect with a WebSocket client, or read GET /api/jobs/%s/logs", j.ID))
+		s.writeError(w, r, a, invalid("this endpoint is a WebSocket: connect with a WebSocket client, or read GET %s", plain))
 		return
 	}
 	handshake := func(cfg *websocket.Config, r *http.Request) error {
@@ -48,12 +71,15 @@ func (s *Server) rayTail(w http.ResponseWriter, r *http.Request) {
 		s.tails.Add(1)
 		defer s.tails.Add(-1)
 		defer s.closeTail(conn)
-		if err := s.followLog(conn, j.ID, j.RunDir); err != nil {
+		if err := s.followLog(conn, j.ID, j.RunDir, logs); err != nil {
 			s.log.Debug("log tail ended", "job", j.ID, "err", err)
 		}
 	}}
 	ws.ServeHTTP(w, r)
 }
+
+// logFiles returns the paths, relative to a run folder, of the logs a tail streams in turn.
+type logFiles func(root *os.Root) ([]string, error)
 
 // closeTail closes a log tail; its close frame, too, gives up on a client that does not
 // read.
@@ -80,9 +106,9 @@ func checkOrigin(cfg *websocket.Config, r *http.Request) error {
 	return nil
 }
 
-// followLog sends the driver's output (ray_logs.go) of the run folder runDir to conn until
-// the job has ended and the output is drained, the job is deleted, or the client goes away.
-func (s *Server) followLog(conn *websocket.Conn, id, runDir string) error {
+// followLog sends the logs of the run folder runDir to conn until the job has ended and
+// they are drained, the job is deleted, or the client goes away.
+func (s *Server) followLog(conn *websocket.Conn, id, runDir string, logs logFiles) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { // the client's messages are ignored; a read error means it left
@@ -91,7 +117,7 @@ func (s *Server) followLog(conn *websocket.Conn, id, runDir string) error {
 		}
 		cancel()
 	}()
-	t := &logTail{runDir: runDir, timeout: s.tailWriteTimeout}
+	t := &logTail{runDir: runDir, logs: logs, timeout: s.tailWriteTimeout}
 	tick := time.NewTicker(tailPoll)
 	defer tick.Stop()
 	for {
@@ -119,10 +145,11 @@ func (s *Server) jobEnded(id string) bool {
 	return err != nil || j.Status.Terminal()
 }
 
-// logTail reads the driver's growing output from where it stopped: rank 0's log of each
-// attempt in turn.
+// logTail reads growing logs from where it stopped, each in turn (for Ray's endpoint,
+// rank 0's log of each attempt).
 type logTail struct {
 	runDir  string
+	logs    logFiles
 	timeout time.Duration // for each write to the client
 	file    int           // the index of the attempt's log being read
 	off     int64         // in that log
@@ -161,7 +188,7 @@ func (t *logTail) read(buf []byte) (int, error) {
 		return 0, err
 	}
 	defer root.Close()
-	paths, err := driverLogs(root)
+	paths, err := t.logs(root)
 	if err != nil {
 		return 0, err
 	}

@@ -16,7 +16,12 @@ import (
 
 // dialTail opens the log tail of a job, with the token, from a page of origin.
 func (e *env) dialTail(id, origin string) (*websocket.Conn, error) {
-	cfg, err := websocket.NewConfig("ws"+strings.TrimPrefix(e.web.URL, "http")+"/api/jobs/"+id+"/logs/tail", origin)
+	return e.dialTailAt("/api/jobs/"+id+"/logs/tail", origin)
+}
+
+// dialTailAt opens the log tail WebSocket at path with the token.
+func (e *env) dialTailAt(path, origin string) (*websocket.Conn, error) {
+	cfg, err := websocket.NewConfig("ws"+strings.TrimPrefix(e.web.URL, "http")+path, origin)
 	if err != nil {
 		e.t.Fatal(err)
 	}
