@@ -49,6 +49,9 @@ const runExample = `  trainyard run --workers 2 -- /usr/bin/python3 train.py --e
 // runOptions are the flags of run that are not part of the job.
 type runOptions struct {
 	rerun bool
+	// gangGiven is whether the user described the gang (--workers, --procs-per-worker or a
+	// job file) rather than starting one plain process.
+	gangGiven bool
 }
 
 func newRunCommand(g *globals) *cobra.Command {
@@ -62,6 +65,8 @@ func newRunCommand(g *globals) *cobra.Command {
 		Long:    runLong,
 		Example: runExample,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			fs := cmd.Flags()
+			opts.gangGiven = flags.File != "" || fs.Changed("workers") || fs.Changed("procs-per-worker")
 			return runJob(cmd.Context(), g, &flags, opts, args)
 		},
 	}
@@ -95,7 +100,7 @@ func runJob(ctx context.Context, g *globals, flags *jobspec.Flags, opts runOptio
 		return &exitError{code: ExitFailed, err: err}
 	}
 	l := &launcher.Launcher{Job: job, Placement: place, Folder: folder, Console: console, Logger: g.logger(),
-		ExtraEnv: map[string]string{"PYTHONPATH": helper}, RayCompat: python.CompatDir(helper),
+		ExtraEnv: driverEnv(job, opts, helper), RayCompat: python.CompatDir(helper),
 		AttemptEnv: session.AttemptEnv, ForceKill: force}
 	session.OnActivity(l.Touch)
 	res, err := l.Run(ctx)
@@ -112,6 +117,25 @@ func runJob(ctx context.Context, g *globals, flags *jobspec.Flags, opts runOptio
 		return err
 	}
 	return &exitError{code: ExitFailed, err: fmt.Errorf("run %s: %w", job.Spec.RunName, closeErr)}
+}
+
+// driverEnv returns the variables every process of the run gets from the CLI: the helper
+// on PYTHONPATH, and what Ray's TorchTrainer.fit() needs to launch a gang from a plain
+// single process (the driver): TRAINYARD_GANG (implicit for one process started without
+// --workers, --procs-per-worker or a job file, else explicit), TRAINYARD_BINARY (this
+// binary) and TRAINYARD_HOST_CUDA_VISIBLE_DEVICES (the GPUs trainyard itself was given).
+func driverEnv(job *v1.TrainJob, opts runOptions, helper string) map[string]string {
+	env := map[string]string{"PYTHONPATH": helper, "TRAINYARD_GANG": "explicit"}
+	if !opts.gangGiven && job.Spec.WorldSize() == 1 {
+		env["TRAINYARD_GANG"] = "implicit"
+	}
+	if self, err := os.Executable(); err == nil {
+		env["TRAINYARD_BINARY"] = self
+	}
+	if visible, ok := os.LookupEnv("CUDA_VISIBLE_DEVICES"); ok {
+		env["TRAINYARD_HOST_CUDA_VISIBLE_DEVICES"] = visible
+	}
+	return env
 }
 
 // prepare turns flags into a job placed on this machine, checking everything that can be

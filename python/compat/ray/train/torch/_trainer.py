@@ -7,10 +7,13 @@ How fit() runs, in this version:
   torch.distributed, calls ``train_loop_per_worker(config)`` and returns a Result. When the
   gang's size differs from ``ScalingConfig.num_workers``, the gang wins and fit() says so;
   likewise for the run's name and folder, and for the restarts.
-- In a single process (``trainyard run -- python3 train.py``, or no Trainyard at all), a
-  ScalingConfig of one worker runs the loop in this process, as a gang of one. Launching a
-  gang of more workers from fit() is not there yet: fit() says to start the script with
-  ``trainyard run --workers N``.
+- In a plain single process of ``trainyard run -- python3 train.py`` (no ``--workers``, no
+  job file: TRAINYARD_GANG=implicit), a ScalingConfig of more than one worker, or with
+  GPUs, makes the script the driver: fit() launches that gang with ``trainyard run`` and
+  waits for it (see ``ray.train._driver``).
+- Otherwise in a single process (or with no Trainyard at all), a ScalingConfig of one
+  worker runs the loop in this process, as a gang of one; more workers are an error that
+  says to start the script with ``trainyard run``.
 
 An exception in the loop is not caught (Ray's fit() would return it in ``Result.error``
 or raise TrainingFailedError): it fails this worker, so Trainyard stops the gang and
@@ -29,12 +32,20 @@ from typing import Any
 
 import trainyard
 
+from .. import _driver, _worker
 from .._checkpoint import Checkpoint
 from .._config import RunConfig, ScalingConfig
 from .._result import Result, read_progress
 from .._session import Session, _open, _warn
 
 __all__ = ["TorchConfig", "TorchTrainer"]
+
+_fits = 0  # how many in-gang fit() calls this process has started
+
+
+def fits_run() -> int:
+    """Return how many times fit() ran the loop in this process (the worker bootstrap asks)."""
+    return _fits
 
 
 @dataclass
@@ -85,7 +96,11 @@ class TorchTrainer:
         self.metadata = metadata or {}
 
     def fit(self) -> Result:
-        """Run the training loop on this worker and return the run's Result."""
+        """Run the training loop (on this worker, or in a gang it launches) and return the Result."""
+        if _driver.is_driver(self.scaling_config):
+            return _driver.launch(self)
+        global _fits
+        _fits += 1
         self._join_gang()
         self._warn_disagreements()
         session = Session(experiment_name=self.run_config.name, resume_from=self.resume_from_checkpoint)
@@ -109,8 +124,8 @@ class TorchTrainer:
             raise RuntimeError(
                 f"TorchTrainer.fit(): ScalingConfig(num_workers={wanted}) asks for {wanted} workers, "
                 f"but this is a single process. Start the script as a gang of {wanted}: "
-                f"trainyard run --workers {wanted} -- python3 <script> "
-                "(launching the gang from fit() is not supported yet)"
+                f"trainyard run -- python3 <script> (fit() launches the gang), or "
+                f"trainyard run --workers {wanted} -- python3 <script>"
             )
         if world is None:  # not started by Trainyard or torchrun: a world of one
             for name, value in (("RANK", "0"), ("LOCAL_RANK", "0"), ("WORLD_SIZE", "1"),
@@ -142,7 +157,8 @@ class TorchTrainer:
             )
         restarts = os.environ.get("TRAINYARD_MAX_RESTARTS")
         wanted = rc.failure_config.max_failures if rc.failure_config else 0
-        if restarts is not None and wanted != 0 and str(wanted) != restarts:
+        unlimited = wanted < 0 and restarts == str(_driver.UNLIMITED_RESTARTS)
+        if restarts is not None and wanted != 0 and str(wanted) != restarts and not unlimited:
             _warn(
                 f"FailureConfig(max_failures={wanted}) differs from this run's --max-restarts "
                 f"{restarts}; the run's wins"
@@ -166,6 +182,8 @@ def _result(session: Session) -> Result:
     """Return the Result of this run, the same on every worker (rank 0's metrics and checkpoints)."""
     trainyard._report._client.flush()  # every report answered: results and checkpoints taken
     metrics, last, kept = _from_rank0(session)
+    if trainyard.get_context().rank == 0:
+        _worker.write_result((metrics, last, kept))
     run_dir = trainyard.get_context().run_dir or ""
     checkpoint = Checkpoint(os.path.join(run_dir, last)) if last and run_dir else None
     if checkpoint is None:

@@ -1,0 +1,173 @@
+"""Driver mode: fit() in a plain single process launches the gang ScalingConfig asks for.
+
+``trainyard run -- python3 train.py`` (no ``--workers``, no job file) starts the script as
+one process that Trainyard marks ``TRAINYARD_GANG=implicit``. There, a fit() that asks for
+more than that one process (``num_workers`` above 1, or GPUs) makes the script Ray's
+driver: it runs ``trainyard run --workers N ...`` (the same binary, TRAINYARD_BINARY) as a
+child, whose output reaches this console, waits for it, and returns the Result of the
+gang's run folder. Each worker runs ``python -m ray.train._worker``, which imports the
+driver's script as a module (its ``if __name__ == "__main__":`` block does not run again)
+and calls the loop through the in-gang fit().
+
+The gang's run is ``RunConfig(storage_path, name)``, by default the driver's storage path
+and ``<driver's run name>-train``. Running the script again with the same name after a
+failure resumes from the latest checkpoint; after a success Trainyard refuses the name,
+as ``trainyard run`` does (pick another name, or use TorchTrainer.restore).
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+from typing import Any
+
+from ._checkpoint import Checkpoint
+from ._result import Result, read_progress
+
+#: The most restarts -1 (unlimited) becomes: Trainyard's --max-restarts takes a number.
+UNLIMITED_RESTARTS = 1_000_000
+
+#: Trainyard's run names: 1 to 45 characters.
+MAX_NAME = 45
+
+
+def is_driver(scaling: Any) -> bool:
+    """Return whether fit() should launch a gang: an implicit single process asking for more."""
+    if os.environ.get("TRAINYARD_GANG") != "implicit" or not os.environ.get("TRAINYARD_BINARY"):
+        return False
+    return scaling.num_workers > 1 or scaling.gpus_per_worker > 0
+
+
+def loop_location(fn: Any) -> tuple[str, str]:
+    """Return (module, qualified name) a worker finds the loop by, or raise ValueError."""
+    qualname = getattr(fn, "__qualname__", None)
+    module = getattr(fn, "__module__", None)
+    if not qualname or not module or "<" in qualname:
+        what = "a lambda" if qualname and "<lambda>" in qualname else "defined inside another function"
+        raise ValueError(
+            f"TorchTrainer.fit(): train_loop_per_worker {qualname or fn!r} is {what}, so the workers "
+            "Trainyard starts cannot import it; define it with def at the top level of the script "
+            "(outside if __name__ == \"__main__\":) and pass it by name"
+        )
+    return module, qualname
+
+
+def launch(trainer: Any) -> Result:
+    """Run the trainer's loop in a gang started by Trainyard and return the gang's Result."""
+    module, qualname = loop_location(trainer.train_loop_per_worker)
+    script = os.path.abspath(sys.argv[0]) if module == "__main__" else ""
+    if module == "__main__" and not os.path.isfile(script):
+        raise ValueError(
+            "TorchTrainer.fit(): the loop is defined in __main__ but the script's file is unknown "
+            f"({sys.argv[0]!r}); run a script file (python3 train.py)"
+        )
+    storage, name = _run_place(trainer.run_config)
+    folder = os.path.join(os.environ.get("TRAINYARD_RUN_DIR") or os.getcwd(), "ray-driver")
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    spec = os.path.join(folder, f"{name}.pkl")
+    result_file = os.path.join(folder, f"{name}.result.pkl")
+    if os.path.exists(result_file):
+        os.remove(result_file)
+    _write_private(spec, {
+        "script": script,
+        "module": module,
+        "qualname": qualname,
+        "argv": list(sys.argv),
+        "config": trainer.train_loop_config,
+        "trainer": {
+            "torch_config": trainer.torch_config,
+            "scaling_config": trainer.scaling_config,
+            "run_config": trainer.run_config,
+            "resume_from_checkpoint": trainer.resume_from_checkpoint,
+        },
+        "result_file": result_file,
+    })
+    argv = command(trainer, storage, name) + ["--", sys.executable, "-m", "ray.train._worker", spec]
+    print(f"ray.train: launching a gang of {trainer.scaling_config.num_workers}: {' '.join(argv)}",
+          file=sys.stderr, flush=True)
+    code = subprocess.call(argv, env=_child_env())
+    run_dir = os.path.join(storage, name)
+    if code != 0:
+        raise RuntimeError(
+            f"TorchTrainer.fit(): the training gang (run {name!r}, folder {run_dir}) failed with exit "
+            f"code {code}; see its output above"
+        )
+    return _result(run_dir, result_file)
+
+
+def command(trainer: Any, storage: str, name: str) -> list[str]:
+    """Return the ``trainyard run`` flags that start the gang the trainer's configs ask for."""
+    sc, rc = trainer.scaling_config, trainer.run_config
+    argv = [os.environ["TRAINYARD_BINARY"], "run", "--workers", str(sc.num_workers),
+            "--storage-path", storage, "--name", name]
+    gpus = sc.gpus_per_worker
+    if gpus > 0:
+        if gpus != int(gpus):
+            raise ValueError(
+                f"ScalingConfig: {gpus} GPUs per worker; Trainyard gives whole GPUs: use 1 or more"
+            )
+        argv += ["--gpus-per-worker", str(int(gpus)), "--procs-per-worker", "1"]
+    failures = rc.failure_config.max_failures if rc.failure_config else 0
+    if failures:
+        argv += ["--max-restarts", str(UNLIMITED_RESTARTS if failures < 0 else failures)]
+    cc = rc.checkpoint_config
+    if cc is not None and cc.num_to_keep:
+        argv += ["--keep-checkpoints", str(cc.num_to_keep)]
+    if cc is not None and cc.checkpoint_score_attribute:
+        argv += ["--checkpoint-score", cc.checkpoint_score_attribute, "--score-order", cc.checkpoint_score_order]
+    return argv
+
+
+def _run_place(rc: Any) -> tuple[str, str]:
+    """Return (storage path, run name) of the gang's run."""
+    storage = rc.storage_path or os.environ.get("TRAINYARD_STORAGE_PATH") or os.getcwd()
+    name = rc.name
+    if not name:
+        base = os.environ.get("TRAINYARD_RUN_NAME") or "ray"
+        name = base[: MAX_NAME - len("-train")] + "-train"
+    return os.path.expanduser(storage), name
+
+
+def _child_env() -> dict[str, str]:
+    """Return the child trainyard's environment: this one, with the host's GPUs given back.
+
+    Trainyard hid the GPUs from this driver process (it asked for none); the child
+    discovers and hands them out again, so it must see what trainyard itself saw.
+    """
+    env = dict(os.environ)
+    for key in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER"):
+        env.pop(key, None)
+    host = os.environ.get("TRAINYARD_HOST_CUDA_VISIBLE_DEVICES")
+    if host is not None:
+        env["CUDA_VISIBLE_DEVICES"] = host
+    return env
+
+
+def _write_private(path: str, value: Any) -> None:
+    """Pickle value to a new 0600 file at path."""
+    if os.path.exists(path):
+        os.remove(path)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        pickle.dump(value, f)
+
+
+def _result(run_dir: str, result_file: str) -> Result:
+    """Return the Result of the gang's run: rank 0's last metrics and the latest checkpoint."""
+    metrics, last, kept = None, None, []
+    if os.path.isfile(result_file):
+        with open(result_file, "rb") as f:
+            metrics, last, kept = pickle.load(f)
+    if last is None or not os.path.isdir(os.path.join(run_dir, last)):
+        names = sorted(n for n in os.listdir(run_dir) if n.startswith("checkpoint_")) if os.path.isdir(run_dir) else []
+        last = names[-1] if names else None
+    best = [(Checkpoint(os.path.join(run_dir, n)), m) for n, m in kept if os.path.isdir(os.path.join(run_dir, n))]
+    return Result(
+        metrics=metrics,
+        checkpoint=Checkpoint(os.path.join(run_dir, last)) if last else None,
+        path=run_dir,
+        best_checkpoints=best,
+        metrics_dataframe=read_progress(run_dir),
+    )

@@ -1,0 +1,89 @@
+"""A worker of a gang that a driver's TorchTrainer.fit() launched (see ``_driver``).
+
+``python -m ray.train._worker <spec>``: reads the pickled spec the driver wrote (0600, in
+the driver's run folder), imports the driver's script as the module ``__trainyard_driver__``
+(with the driver's ``sys.argv``, so argparse at the top level works, and without running
+its ``if __name__ == "__main__":`` block), finds the loop there by its qualified name and
+runs it through the in-gang TorchTrainer.fit(). A script that calls fit() at its top level
+runs that fit() while it is imported, in the gang, and the loop is not run twice.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import pickle
+import sys
+from typing import Any
+
+#: The name the driver's script is imported under in a worker.
+MODULE = "__trainyard_driver__"
+
+#: Where fit() in a worker writes rank 0's outcome for the driver (set by main).
+RESULT_ENV = "TRAINYARD_RAY_RESULT_FILE"
+
+
+def main(argv: list[str]) -> int:
+    """Run the loop the driver's spec names; return the exit code."""
+    if len(argv) != 1:
+        print("usage: python -m ray.train._worker <spec file written by TorchTrainer.fit()>", file=sys.stderr)
+        return 2
+    with open(argv[0], "rb") as f:
+        spec = pickle.load(f)
+    os.environ[RESULT_ENV] = spec["result_file"]
+    from .torch import _trainer
+
+    module = load(spec)
+    if _trainer.fits_run() > 0:  # the script called fit() at its top level: done
+        return 0
+    loop = find(module, spec["qualname"], spec["script"] or spec["module"])
+    trainer = _trainer.TorchTrainer(loop, train_loop_config=spec["config"], **spec["trainer"])
+    trainer.fit()
+    return 0
+
+
+def load(spec: dict[str, Any]) -> Any:
+    """Import the module that defines the loop: the driver's script, or a module by name."""
+    if not spec["script"]:
+        return importlib.import_module(spec["module"])
+    script = spec["script"]
+    sys.argv = list(spec["argv"])
+    sys.path.insert(0, os.path.dirname(script))
+    loaded = importlib.util.spec_from_file_location(MODULE, script)
+    if loaded is None or loaded.loader is None:
+        raise ImportError(f"ray.train: cannot import the driver's script {script}")
+    module = importlib.util.module_from_spec(loaded)
+    sys.modules[MODULE] = module
+    loaded.loader.exec_module(module)
+    return module
+
+
+def find(module: Any, qualname: str, where: str) -> Any:
+    """Return the object named qualname (a.b.c) in module, or raise a clear error."""
+    obj = module
+    for part in qualname.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            raise LookupError(
+                f"ray.train: train_loop_per_worker {qualname!r} is not defined when {where} is imported: "
+                "it is probably defined under if __name__ == \"__main__\":, which the workers do not run. "
+                "Move the def to the top level of the script (keep only the fit() call under __main__)"
+            )
+    return obj
+
+
+def write_result(outcome: tuple[Any, Any, Any]) -> None:
+    """Write rank 0's (metrics, last checkpoint, kept checkpoints) for the driver, if it asked."""
+    path = os.environ.get(RESULT_ENV)
+    if not path:
+        return
+    tmp = f"{path}.{os.getpid()}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        pickle.dump(outcome, f)
+    os.replace(tmp, path)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
