@@ -1,0 +1,93 @@
+"""Driver mode of the ray compatibility package: when fit() launches a gang, and how."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import types
+import unittest
+
+from tests.support import environment
+
+_COMPAT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "compat")
+if _COMPAT not in sys.path:
+    sys.path.append(_COMPAT)
+
+from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig  # noqa: E402
+from ray.train import _driver, _worker  # noqa: E402
+
+
+def top_level_loop(config):
+    return config
+
+
+class DriverTest(unittest.TestCase):
+    def test_only_an_implicit_process_asking_for_more_is_a_driver(self) -> None:
+        two, one, gpu = ScalingConfig(num_workers=2), ScalingConfig(), ScalingConfig(use_gpu=True)
+        with environment(TRAINYARD_GANG="implicit", TRAINYARD_BINARY="/bin/trainyard"):
+            self.assertTrue(_driver.is_driver(two))
+            self.assertTrue(_driver.is_driver(gpu))
+            self.assertFalse(_driver.is_driver(one))
+        with environment(TRAINYARD_GANG="explicit", TRAINYARD_BINARY="/bin/trainyard"):
+            self.assertFalse(_driver.is_driver(two))
+        with environment(TRAINYARD_GANG="implicit"):
+            self.assertFalse(_driver.is_driver(two))
+
+    def test_loops_workers_cannot_import_are_refused(self) -> None:
+        self.assertEqual(_driver.loop_location(top_level_loop), (__name__, "top_level_loop"))
+        with self.assertRaisesRegex(ValueError, "lambda.*top level"):
+            _driver.loop_location(lambda config: None)
+
+        def inner(config):
+            return None
+
+        with self.assertRaisesRegex(ValueError, "inside another function.*top level"):
+            _driver.loop_location(inner)
+
+    def test_command_follows_the_configs(self) -> None:
+        trainer = types.SimpleNamespace(
+            scaling_config=ScalingConfig(num_workers=3, resources_per_worker={"GPU": 2}),
+            run_config=RunConfig(
+                failure_config=FailureConfig(max_failures=-1),
+                checkpoint_config=CheckpointConfig(num_to_keep=2, checkpoint_score_attribute="loss",
+                                                   checkpoint_score_order="min"),
+            ),
+        )
+        with environment(TRAINYARD_BINARY="/bin/trainyard"):
+            argv = _driver.command(trainer, "/runs", "exp")
+        self.assertEqual(argv, [
+            "/bin/trainyard", "run", "--workers", "3", "--storage-path", "/runs", "--name", "exp",
+            "--gpus-per-worker", "2", "--procs-per-worker", "1",
+            "--max-restarts", str(_driver.UNLIMITED_RESTARTS), "--keep-checkpoints", "2",
+            "--checkpoint-score", "loss", "--score-order", "min",
+        ])
+        trainer.scaling_config = ScalingConfig(num_workers=2, resources_per_worker={"GPU": 0.5})
+        with environment(TRAINYARD_BINARY="/bin/trainyard"), self.assertRaisesRegex(ValueError, "whole GPUs"):
+            _driver.command(trainer, "/runs", "exp")
+
+    def test_default_run_is_named_after_the_driver(self) -> None:
+        with environment(TRAINYARD_RUN_NAME="a" * 45, TRAINYARD_STORAGE_PATH="/runs"):
+            storage, name = _driver._run_place(RunConfig())
+        self.assertEqual((storage, name), ("/runs", "a" * 39 + "-train"))
+
+    def test_worker_finds_the_loop_or_says_to_move_it(self) -> None:
+        with tempfile.TemporaryDirectory() as folder:
+            script = os.path.join(folder, "train.py")
+            with open(script, "w") as f:
+                f.write("import sys\nARGV = list(sys.argv)\ndef loop(config):\n    pass\n"
+                        "if __name__ == '__main__':\n    def hidden(config):\n        pass\n    raise SystemExit(3)\n")
+            saved = list(sys.argv), list(sys.path)
+            try:
+                module = _worker.load({"script": script, "module": "__main__", "argv": [script, "--x"]})
+            finally:
+                sys.argv[:], sys.path[:] = saved
+                sys.modules.pop(_worker.MODULE, None)
+            self.assertEqual(module.ARGV, [script, "--x"])
+            self.assertIs(_worker.find(module, "loop", script), module.loop)
+            with self.assertRaisesRegex(LookupError, "__main__.*Move the def"):
+                _worker.find(module, "hidden", script)
+
+
+if __name__ == "__main__":
+    unittest.main()
