@@ -186,6 +186,16 @@ func TestDeadSupervisorRestarts(t *testing.T) {
 	}
 	running := e.waitFor(j.ID, store.Running)
 	pid := e.supervisorOf(j)
+	// The first run must have begun before its supervisor dies, or the second would be the
+	// first and sleep.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(marker); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the job's first run did not begin")
+		}
+	}
 	e.close()
 	if err := syscall.Kill(running.SupervisorPID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
