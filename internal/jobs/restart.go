@@ -34,7 +34,7 @@ func ended(j *store.Job, waitErr error, now time.Time) {
 	if died && limit > 0 {
 		j.Message += fmt.Sprintf("; no restarts left (max restarts %d)", limit)
 	}
-	j.EndedAt, j.SupervisorPID, j.ExitCode = &now, 0, entrypointExit(rec)
+	j.EndedAt, j.SupervisorPID, j.ExitCode = &now, 0, rec.DriverExitCode()
 }
 
 // diedUnfinished reports whether the supervisor ended without finishing the job: no final

@@ -200,20 +200,6 @@ func outcome(j *store.Job, rec rundir.Record, waitErr error) (store.Status, stri
 	return store.Failed, why
 }
 
-// entrypointExit returns the exit code of rank 0 in the last attempt of the run record,
-// the process that runs the entrypoint, if it exited.
-func entrypointExit(rec rundir.Record) *int {
-	if len(rec.Attempts) == 0 {
-		return nil
-	}
-	for _, rk := range rec.Attempts[len(rec.Attempts)-1].Ranks {
-		if rk.Rank == 0 {
-			return rk.ExitCode
-		}
-	}
-	return nil
-}
-
 // lastLine returns the last non-empty line of a file (read from its last 4 KiB), if any.
 func lastLine(path string) string {
 	f, err := os.Open(path)

@@ -137,7 +137,7 @@ func (l *consoleLine) add(p []byte) {
 // showPiece shows the current update's first MaxLine bytes, less a UTF-8 sequence cut at
 // its end, which stays for the next piece.
 func (l *consoleLine) showPiece() {
-	cut := runeBoundary(l.cur)
+	cut := RuneBoundary(l.cur)
 	text := string(l.cur[:cut])
 	if !l.split {
 		l.split = true
@@ -148,9 +148,9 @@ func (l *consoleLine) showPiece() {
 	l.cur = append(l.cur[:0], l.cur[cut:]...)
 }
 
-// runeBoundary returns len(b), or less when b ends in the first bytes of a UTF-8
+// RuneBoundary returns len(b), or less when b ends in the first bytes of a UTF-8
 // sequence.
-func runeBoundary(b []byte) int {
+func RuneBoundary(b []byte) int {
 	for i := len(b) - 1; i >= 0 && i >= len(b)-utf8.UTFMax; i-- {
 		if utf8.RuneStart(b[i]) {
 			if !utf8.FullRune(b[i:]) {

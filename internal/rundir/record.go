@@ -48,3 +48,17 @@ type Rank struct {
 	StoppedByTrainyard bool   `json:"stoppedByTrainyard,omitempty"`
 	Error              string `json:"error,omitempty"`
 }
+
+// DriverExitCode returns the exit code of rank 0 in the last attempt, the process that runs
+// a Ray job's entrypoint, if it exited.
+func (r *Record) DriverExitCode() *int {
+	if len(r.Attempts) == 0 {
+		return nil
+	}
+	for _, rk := range r.Attempts[len(r.Attempts)-1].Ranks {
+		if rk.Rank == 0 {
+			return rk.ExitCode
+		}
+	}
+	return nil
+}

@@ -175,7 +175,7 @@ func (s *Server) deleteJob(j *store.Job) error {
 func withExitCode(j *store.Job) *store.Job {
 	if j.ExitCode == nil {
 		if rec := finishedRecord(j); rec != nil {
-			j.ExitCode = driverExitCode(rec)
+			j.ExitCode = rec.DriverExitCode()
 		}
 	}
 	return j

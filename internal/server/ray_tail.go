@@ -10,11 +10,11 @@ import (
 	"os"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"golang.org/x/net/websocket"
 
 	"github.com/trainyard/trainyard/internal/jobs"
+	"github.com/trainyard/trainyard/internal/logstream"
 	"github.com/trainyard/trainyard/internal/store"
 )
 
@@ -232,23 +232,10 @@ func cutMessage(pending *[]byte, final bool) string {
 	if !final {
 		end = strings.LastIndexByte(string(p), '\n') + 1
 		if end == 0 && len(p) >= tailMaxChunk {
-			end = wholeRunes(p)
+			end = logstream.RuneBoundary(p)
 		}
 	}
 	msg := strings.ToValidUTF8(string(p[:end]), "\uFFFD")
 	*pending = append(p[:0:0], p[end:]...)
 	return msg
-}
-
-// wholeRunes returns the length of p without an incomplete UTF-8 sequence at its end.
-func wholeRunes(p []byte) int {
-	for i := len(p) - 1; i >= 0 && i >= len(p)-utf8.UTFMax; i-- {
-		if utf8.RuneStart(p[i]) {
-			if !utf8.FullRune(p[i:]) {
-				return i
-			}
-			break
-		}
-	}
-	return len(p)
 }

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/trainyard/trainyard/internal/rundir"
 	"github.com/trainyard/trainyard/internal/store"
 )
 
@@ -110,20 +109,6 @@ func toRayDetails(j *store.Job) rayJobDetails {
 		d.ErrorType = &t
 	}
 	return d
-}
-
-// driverExitCode is the exit code of rank 0 in the run's last attempt, the process that
-// runs the entrypoint, if it exited.
-func driverExitCode(rec *rundir.Record) *int {
-	if len(rec.Attempts) == 0 {
-		return nil
-	}
-	for _, rk := range rec.Attempts[len(rec.Attempts)-1].Ranks {
-		if rk.Rank == 0 {
-			return rk.ExitCode
-		}
-	}
-	return nil
 }
 
 // millis returns t as a Unix timestamp in milliseconds, nil for nil.
