@@ -24,7 +24,7 @@ EPOCHS       ?= 5
 WORKERS      ?= 2
 DEMO_ARGS    ?=
 
-.PHONY: all deps apt-deps go-deps build generate check-generated test unit-test lint demo bench clean envtest-assets
+.PHONY: cluster-apt all deps apt-deps go-deps build generate check-generated test unit-test lint demo bench clean envtest-assets cluster-assets
 
 CONTROLLER_GEN_VERSION := v0.23.0
 CONTROLLER_GEN         := $(BIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
@@ -70,6 +70,32 @@ $(KUBE_APISERVER):
 $(ETCD):
 	cd tools/etcd && CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $@.tmp . && mv $@.tmp $@
 
+# The test cluster (test/cluster, internal/testcluster): kubelet, kube-controller-manager and
+# kube-scheduler from the same tools module as kube-apiserver, CoreDNS from the Go module proxy,
+# and Debian's containerd, runc and CNI plugins; mmdebstrap and busybox-static build its images
+# (internal/testcluster/images.go, cached in ./bin/images). Cold: kubelet about 5 minutes,
+# kube-controller-manager 2.5, CoreDNS 2.5, the worker image 2 (see the README's Building).
+CLUSTER_APT     := containerd runc containernetworking-plugins mmdebstrap busybox-static
+COREDNS_VERSION := v1.15.0
+KUBE_NODE_BINS  := $(foreach c,kubelet kube-controller-manager kube-scheduler,$(BIN)/$(c)-$(KUBE_VERSION))
+COREDNS         := $(BIN)/coredns-$(COREDNS_VERSION)
+
+$(BIN)/kubelet-$(KUBE_VERSION) $(BIN)/kube-controller-manager-$(KUBE_VERSION) $(BIN)/kube-scheduler-$(KUBE_VERSION):
+	cd tools/kube && CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(KUBE_LDFLAGS)' -o $@.tmp ./$(patsubst %-$(KUBE_VERSION),%,$(notdir $@)) && mv $@.tmp $@
+
+$(COREDNS):
+	d=$$(mktemp -d) && GOBIN=$$d CGO_ENABLED=0 $(GO) install -trimpath -ldflags '-s -w' github.com/coredns/coredns@$(COREDNS_VERSION) && mv $$d/coredns $@ && rmdir $$d
+
+cluster-apt:
+	@if ! dpkg -s $(CLUSTER_APT) >/dev/null 2>&1; then \
+		echo "installing Debian packages: $(CLUSTER_APT)"; \
+		$(SUDO) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $(CLUSTER_APT); \
+	fi
+
+## cluster-assets: the binaries and packages of the test cluster (test/cluster), in ./bin
+cluster-assets: cluster-apt envtest-assets $(KUBE_NODE_BINS) $(COREDNS)
+
 ## envtest-assets: kube-apiserver and etcd for test/envtest in $(ENVTEST_ASSETS) (KUBEBUILDER_ASSETS)
 envtest-assets: $(KUBE_APISERVER) $(ETCD)
 	@mkdir -p $(ENVTEST_ASSETS)
@@ -104,8 +130,9 @@ lint:
 	@for m in $(TEST_MODULES); do echo "cd $$m && $(GO) vet ./..."; (cd $$m && $(GO) vet ./...) || exit 1; done
 
 ## test: every test, including end-to-end training with real PyTorch
-test: deps build lint check-generated envtest-assets
-	TRAINYARD_BIN=$(BIN)/trainyard TRAINYARD_PYTHON=$(PYTHON) KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) $(GO) test -count=1 -timeout 30m ./...
+test: deps build lint check-generated envtest-assets cluster-assets
+	TRAINYARD_BIN=$(BIN)/trainyard TRAINYARD_PYTHON=$(PYTHON) KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) \
+		TRAINYARD_CLUSTER_ASSETS=$(BIN) $(GO) test -count=1 -timeout 30m ./...
 	@for m in $(TEST_MODULES); do echo "cd $$m && $(GO) test ./..."; \
 		(cd $$m && KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) $(GO) test -count=1 -timeout 10m ./...) || exit 1; done
 
