@@ -486,6 +486,20 @@ func testConfigProblems(k *cluster) {
 	if c := cond(&got.Status, v1.CondRunning); !strings.Contains(c.Message, `persistentvolumeclaim "shared-runs" does not exist`) {
 		k.t.Errorf("condition message %q", c.Message)
 	}
+	// The scheduler then says Unschedulable for the same cause (as a real one does): the
+	// precise reason stays.
+	pods := k.startPods(k.attemptJob("nopvc", 1))
+	k.setPod(pods[0], func(st *corev1.PodStatus) {
+		st.Phase = corev1.PodPending
+		st.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
+			Message: `0/1 nodes are available: persistentvolumeclaim "shared-runs" not found.`}}
+	})
+	for i := 0; i < 20; i++ { // a negative check: long enough for several reconciles
+		if c := cond(&k.get("nopvc").Status, v1.CondRunning); c.Reason != "MissingVolume" {
+			k.t.Fatalf("with the scheduler's Unschedulable, condition %s %q; want MissingVolume", c.Reason, c.Message)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
 
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gpu-node-a"}}
 	if err := k.c.Create(context.Background(), node); err != nil {

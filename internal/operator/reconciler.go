@@ -293,9 +293,14 @@ func (s *step) configProblem(ctx context.Context) *problem {
 // starting surfaces why workers do not run yet and enforces preRunningDeadlineSeconds.
 func (s *step) starting(ctx context.Context, o observation) error {
 	st := &s.job.Status
+	// A problem found in the configuration (a missing PVC, more GPUs than any node has) is
+	// named more precisely than the scheduler's Unschedulable that follows from it; a fatal
+	// one seen on the pods (an invalid image name) ends the job whatever else is wrong.
 	p := o.blocked
-	if p == nil {
-		p = s.configProblem(ctx)
+	if p == nil || !p.fatal {
+		if c := s.configProblem(ctx); c != nil {
+			p = c
+		}
 	}
 	starting := p == nil
 	if starting {
