@@ -71,6 +71,14 @@ type TrainJobSpec struct {
 	// +kubebuilder:validation:Minimum=0
 	MaxRestarts int32 `json:"maxRestarts,omitempty"`
 
+	// MaxDisruptions is how many times the gang is restarted after a disruption (a worker
+	// evicted or preempted, its node gone, or the attempt's Job suspended again by Kueue),
+	// which do not count against MaxRestarts; one more fails the job (reason
+	// TooManyDisruptions). Default DefaultMaxDisruptions (operator only).
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	MaxDisruptions *int32 `json:"maxDisruptions,omitempty"`
+
 	// HangTimeoutSeconds treats the gang as failed (and restarts it) when no rank prints or
 	// reports anything for this long. 0, the default, never does.
 	// +kubebuilder:validation:Minimum=0
@@ -322,6 +330,17 @@ type TrainJobList struct {
 }
 
 // WorkerCount returns the number of workers, 1 when unset.
+// DefaultMaxDisruptions is MaxDisruptions when the spec does not say.
+const DefaultMaxDisruptions = 10
+
+// DisruptionLimit is MaxDisruptions, or DefaultMaxDisruptions when unset.
+func (s *TrainJobSpec) DisruptionLimit() int32 {
+	if s.MaxDisruptions != nil {
+		return *s.MaxDisruptions
+	}
+	return DefaultMaxDisruptions
+}
+
 func (s *TrainJobSpec) WorkerCount() int {
 	if s.Workers == nil {
 		return 1

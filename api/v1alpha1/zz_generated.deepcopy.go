@@ -193,6 +193,11 @@ func (in *TrainJobSpec) DeepCopyInto(out *TrainJobSpec) {
 		*out = make([]EnvVar, len(*in))
 		copy(*out, *in)
 	}
+	if in.MaxDisruptions != nil {
+		in, out := &in.MaxDisruptions, &out.MaxDisruptions
+		*out = new(int32)
+		**out = **in
+	}
 	if in.ProcessGroupTimeoutSeconds != nil {
 		in, out := &in.ProcessGroupTimeoutSeconds, &out.ProcessGroupTimeoutSeconds
 		*out = new(int64)

@@ -2,6 +2,7 @@ package operator_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -60,6 +61,7 @@ func TestOperator(t *testing.T) {
 		{"restart after a worker fails", testRestart},
 		{"max restarts", testMaxRestarts},
 		{"eviction does not count", testEviction},
+		{"disruptions are capped", testMaxDisruptions},
 		{"success and progress", testSuccess},
 		{"suspend and resume", testSuspend},
 		{"active deadline", testActiveDeadline},
@@ -219,21 +221,25 @@ func (k *cluster) startPods(job *batchv1.Job) []*corev1.Pod {
 // setPod sets a pod's status as the kubelet would.
 func (k *cluster) setPod(p *corev1.Pod, change func(*corev1.PodStatus)) {
 	k.t.Helper()
+	if err := k.trySetPod(p, change); err != nil {
+		k.t.Fatal(err)
+	}
+}
+
+// trySetPod is setPod returning the error, for a pod the operator may be deleting.
+func (k *cluster) trySetPod(p *corev1.Pod, change func(*corev1.PodStatus)) error {
 	for range 10 {
 		var cur corev1.Pod
 		if err := k.c.Get(context.Background(), client.ObjectKeyFromObject(p), &cur); err != nil {
-			k.t.Fatal(err)
+			return err
 		}
 		change(&cur.Status)
 		err := k.c.Status().Update(context.Background(), &cur)
-		if err == nil {
-			return
-		}
 		if !apierrors.IsConflict(err) {
-			k.t.Fatal(err)
+			return err
 		}
 	}
-	k.t.Fatal("pod status: too many conflicts")
+	return errors.New("pod status: too many conflicts")
 }
 
 func running(st *corev1.PodStatus) {
@@ -558,6 +564,50 @@ func testKueue(k *cluster) {
 	k.waitStatus("queued", "running after admission", func(st *v1.TrainJobStatus) bool {
 		return st.Phase == v1.PhaseRunning && st.WorkersReady == 4 && st.AttemptStartTime != nil
 	})
+
+	// Kueue preempts the gang: it suspends the Job, whose pods end by SIGTERM. That is a
+	// disruption, not a failure (maxRestarts is 0): the next attempt waits in the queue.
+	k.get("queued") // the job as it is now
+	patch = client.MergeFrom(job.DeepCopy())
+	job.Spec.Suspend = ptr(true)
+	if err := k.c.Patch(context.Background(), job, patch); err != nil {
+		k.t.Fatal(err)
+	}
+	var pods corev1.PodList
+	if err := k.c.List(context.Background(), &pods, client.InNamespace(k.ns)); err != nil {
+		k.t.Fatal(err)
+	}
+	for i := range pods.Items { // the operator may be deleting them already
+		if err := k.trySetPod(&pods.Items[i], exited(143, "")); err != nil && !apierrors.IsNotFound(err) {
+			k.t.Fatal(err)
+		}
+	}
+	got = k.waitStatus("queued", "requeued after preemption", func(st *v1.TrainJobStatus) bool {
+		return st.Attempt == 2 && st.Restarts == 1 && st.Disruptions == 1 && st.Phase != v1.PhaseFailed
+	})
+	if c := cond(&got.Status, v1.CondRestarting); c == nil || !strings.Contains(c.Message, "Kueue") {
+		k.t.Errorf("restarting condition %+v; want it to name Kueue's preemption", c)
+	}
+	next := k.attemptJob("queued", 2)
+	if next.Spec.Suspend == nil || !*next.Spec.Suspend || next.Labels[workload.LabelQueue] != "team-a" {
+		k.t.Errorf("attempt 2's Job must wait for Kueue again: suspend %v labels %v", next.Spec.Suspend, next.Labels)
+	}
+}
+
+func testMaxDisruptions(k *cluster) {
+	k.newJob("fragile", 1, func(j *v1.TrainJob) { j.Spec.MaxDisruptions = ptr(int32(1)) })
+	for attempt := 1; attempt <= 2; attempt++ {
+		pods := k.runAll("fragile", attempt)
+		k.setPod(pods[0], func(st *corev1.PodStatus) {
+			st.Phase, st.Reason, st.Message = corev1.PodFailed, "Evicted", "The node was low on resource: memory."
+		})
+	}
+	got := k.waitStatus("fragile", "failed after too many disruptions", func(st *v1.TrainJobStatus) bool {
+		return st.Phase == v1.PhaseFailed
+	})
+	if c := cond(&got.Status, v1.CondFailed); c.Reason != "TooManyDisruptions" || got.Status.Disruptions != 1 {
+		k.t.Errorf("failed condition %s %q, disruptions %d; want TooManyDisruptions after 1", c.Reason, c.Message, got.Status.Disruptions)
+	}
 }
 
 func testBadTemplate(k *cluster) {

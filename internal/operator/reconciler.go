@@ -197,6 +197,12 @@ func (s *step) queue() string {
 func (s *step) track(ctx context.Context, o observation) error {
 	st := &s.job.Status
 	s.absorb(o.summary)
+	if o.queued && st.AttemptStartTime != nil {
+		// Admitted once and suspended again, not by us (a suspended TrainJob never gets
+		// here): Kueue evicted or preempted the gang. Its pods end by SIGTERM, which is not
+		// the user's code failing; the next attempt waits to be admitted again.
+		o.failure = &failure{worker: -1, disruption: true, reason: "the attempt's Job was suspended by its queue (Kueue evicted or preempted the gang)"}
+	}
 	switch {
 	case o.failure != nil:
 		return s.attemptFailed(ctx, o.failure)
@@ -334,6 +340,9 @@ func (s *step) attemptFailed(ctx context.Context, f *failure) error {
 	switch {
 	case f.fatal:
 		return s.fail("WorkerInputError", fmt.Sprintf("attempt %d: %s; not restarting: the same input would fail again", n, f.reason))
+	case f.disruption && st.Disruptions >= s.job.Spec.DisruptionLimit():
+		return s.fail("TooManyDisruptions", fmt.Sprintf("attempt %d: %s; not restarting: %d disruptions already (maxDisruptions %d)",
+			n, f.reason, st.Disruptions, s.job.Spec.DisruptionLimit()))
 	case f.disruption:
 		st.Disruptions++
 		s.event(corev1.EventTypeWarning, "WorkerDisrupted", fmt.Sprintf("attempt %d: %s", n, f.reason))
