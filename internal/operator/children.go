@@ -154,7 +154,9 @@ func (r *Reconciler) configProblem(ctx context.Context, job *v1.TrainJob) *probl
 // gpuProblem says when no node could ever hold a worker's GPUs.
 func (r *Reconciler) gpuProblem(ctx context.Context, gpus int32) *problem {
 	var nodes corev1.NodeList
-	if err := r.Reader.List(ctx, &nodes); err != nil || len(nodes.Items) == 0 {
+	// From the cache (a Node informer, slimmed to what is read here): listing nodes from
+	// the API server for every starting job would load it with thousands of jobs.
+	if err := r.Client.List(ctx, &nodes); err != nil || len(nodes.Items) == 0 {
 		return nil // no nodes to judge by (or no permission): the scheduler will say
 	}
 	most, where := int64(0), ""

@@ -8,6 +8,7 @@ import (
 	"github.com/go-logr/logr"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -21,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
 	"github.com/trainyard/trainyard/internal/workload"
@@ -67,6 +69,7 @@ func NewManager(cfg *rest.Config, opts Options, logger *slog.Logger) (manager.Ma
 			&corev1.Pod{}:     {Label: managed, Transform: slimPod},
 			&batchv1.Job{}:    {Label: managed, Transform: slimJob},
 			&corev1.Service{}: {Label: managed},
+			&corev1.Node{}:    {Transform: slimNode},
 		},
 		DefaultTransform: cache.TransformStripManagedFields(),
 	}
@@ -119,11 +122,20 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager, workers int) error {
 	if workers <= 0 {
 		workers = DefaultWorkers
 	}
+	read := r.Progress
+	if read == nil {
+		read = readProgress
+	}
+	r.poller = newPoller(read, workers)
+	if err := mgr.Add(r.poller); err != nil {
+		return fmt.Errorf("operator: add the progress poller: %w", err)
+	}
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named("trainjob").
 		For(&v1.TrainJob{}).
 		Owns(&batchv1.Job{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToJob)).
+		WatchesRawSource(source.Channel(r.poller.events, &handler.EnqueueRequestForObject{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		Complete(r)
 	if err != nil {
@@ -139,6 +151,19 @@ func podToJob(_ context.Context, obj client.Object) []reconcile.Request {
 		return nil
 	}
 	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: obj.GetNamespace(), Name: name}}}
+}
+
+// slimNode keeps what the operator reads of a node (its name and allocatable resources),
+// dropping its image list and the rest of its status.
+func slimNode(obj any) (any, error) {
+	n, ok := obj.(*corev1.Node)
+	if !ok {
+		return obj, nil
+	}
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: n.Name, Namespace: n.Namespace, UID: n.UID, ResourceVersion: n.ResourceVersion, Labels: n.Labels},
+		Status:     corev1.NodeStatus{Allocatable: n.Status.Allocatable, Capacity: n.Status.Capacity},
+	}, nil
 }
 
 // slimPod keeps of a cached pod what the reconciler reads: metadata, status, the node and

@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -31,7 +32,7 @@ const teardownPoll = time.Second
 // the whole gang restarted after a failure, and a status that says what happens.
 type Reconciler struct {
 	Client client.Client
-	// Reader reads what the operator does not cache (nodes, PVCs) from the API server.
+	// Reader reads what the operator does not cache (PVCs) from the API server.
 	Reader   client.Reader
 	Recorder events.EventRecorder
 	Options  Options
@@ -48,6 +49,24 @@ type Reconciler struct {
 	polled sync.Map
 	// checked holds, per TrainJob UID, the last configCheck of a job that is starting.
 	checked sync.Map
+	// uids holds each TrainJob's UID by name, to forget a deleted job's entries above.
+	uids sync.Map
+	// poller reads running jobs' progress outside Reconcile (set up by SetupWithManager).
+	poller *poller
+}
+
+// forget drops what the reconciler remembers of a TrainJob that is gone or going.
+func (r *Reconciler) forget(key types.NamespacedName) {
+	uid, ok := r.uids.LoadAndDelete(key)
+	if !ok {
+		return
+	}
+	r.written.Delete(uid)
+	r.polled.Delete(uid)
+	r.checked.Delete(uid)
+	if r.poller != nil {
+		r.poller.forget(uid.(types.UID))
+	}
 }
 
 // configCheck is what configProblem found for a job, and when.
@@ -56,9 +75,8 @@ type configCheck struct {
 	p  *problem
 }
 
-// configRecheck is how long what configProblem found stands: its reads (the PVCs, every
-// node) go to the API server, not the cache, so a starting job is not checked on every
-// reconcile.
+// configRecheck is how long what configProblem found stands: its PVC reads go to the API
+// server, not the cache, so a starting job is not checked on every reconcile.
 const configRecheck = 10 * time.Second
 
 // staleRetry is how soon a reconcile that read a stale TrainJob tries again.
@@ -69,11 +87,16 @@ const staleRetry = 100 * time.Millisecond
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var job v1.TrainJob
 	if err := r.Client.Get(ctx, req.NamespacedName, &job); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.forget(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if job.DeletionTimestamp != nil {
+		r.forget(req.NamespacedName)
 		return ctrl.Result{}, nil // the garbage collector removes what it owns
 	}
+	r.uids.Store(req.NamespacedName, job.UID)
 	if w, ok := r.written.Load(job.UID); ok && job.Status.Attempt < w.(int32) {
 		return ctrl.Result{RequeueAfter: staleRetry}, nil
 	}
@@ -85,9 +108,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	err := s.run(ctx)
 	if werr := s.writeStatus(ctx); werr != nil {
 		if apierrors.IsConflict(werr) {
-			return ctrl.Result{Requeue: true}, err
+			return ctrl.Result{RequeueAfter: staleRetry}, err
 		}
 		err = errors.Join(err, werr)
+	} else {
+		s.emit()
 	}
 	if err != nil {
 		return ctrl.Result{}, err
@@ -103,6 +128,8 @@ type step struct {
 	now   time.Time
 	after time.Duration // look again this soon at the latest
 	kids  children
+	// events wait for the status write (emit).
+	events []pendingEvent
 }
 
 func (s *step) run(ctx context.Context) error {
@@ -196,7 +223,10 @@ func (s *step) queue() string {
 // track follows the current attempt.
 func (s *step) track(ctx context.Context, o observation) error {
 	st := &s.job.Status
-	s.absorb(o.summary)
+	if s.r.poller != nil {
+		s.absorb(s.r.poller.take(s.job.UID)) // live progress, read outside Reconcile
+	}
+	s.absorb(o.summary) // a worker's final summary wins
 	if o.queued && st.AttemptStartTime != nil {
 		// Admitted once and suspended again, not by us (a suspended TrainJob never gets
 		// here): Kueue evicted or preempted the gang. Its pods end by SIGTERM, which is not
@@ -219,7 +249,7 @@ func (s *step) track(ctx context.Context, o observation) error {
 	st.WorkersReady = int32(o.running)
 	if o.allRunning() {
 		s.running(o)
-		s.pollProgress(ctx, o.progress)
+		s.pollProgress(o.progress)
 		return nil
 	}
 	return s.starting(ctx, o)
@@ -237,8 +267,8 @@ func (s *step) running(o observation) {
 }
 
 // pollProgress reads worker 0's progress into the status, once per progress interval.
-func (s *step) pollProgress(ctx context.Context, url string) {
-	if url == "" {
+func (s *step) pollProgress(url string) {
+	if url == "" || s.r.poller == nil {
 		return
 	}
 	every := s.r.Options.ProgressInterval
@@ -250,19 +280,11 @@ func (s *step) pollProgress(ctx context.Context, url string) {
 		return
 	}
 	s.r.polled.Store(s.job.UID, s.now)
-	read := s.r.Progress
-	if read == nil {
-		read = readProgress
-	}
-	sum, err := read(ctx, url)
-	if err != nil {
-		return // an old image or a worker still starting: the status keeps what it had
-	}
-	s.absorb(sum)
+	s.r.poller.want(s.job, url)
 }
 
 // progressClient reads progress; a worker that does not answer in time is skipped.
-var progressClient = &http.Client{Timeout: 2 * time.Second}
+var progressClient = &http.Client{Timeout: pollTimeout}
 
 // readProgress reads a worker's progress over HTTP.
 func readProgress(ctx context.Context, url string) (*workload.Summary, error) {
@@ -418,6 +440,9 @@ func (s *step) fail(reason, msg string) error {
 func (s *step) finished(ctx context.Context) error {
 	s.r.polled.Delete(s.job.UID)
 	s.r.checked.Delete(s.job.UID)
+	if s.r.poller != nil {
+		s.r.poller.forget(s.job.UID)
+	}
 	if s.job.Status.Phase == v1.PhaseFailed {
 		if err := s.r.stopAttempt(ctx, s.kids); err != nil {
 			return err
@@ -514,9 +539,22 @@ func (s *step) requeue(d time.Duration) {
 	}
 }
 
+// event queues an Event, emitted once the status is written (emit): a write that
+// conflicts is retried from scratch, and would repeat it.
 func (s *step) event(kind, reason, msg string) {
-	if s.r.Recorder != nil {
-		s.r.Recorder.Eventf(s.job, nil, kind, reason, reason, "%s", msg)
+	s.events = append(s.events, pendingEvent{kind, reason, msg})
+}
+
+// pendingEvent is an Event waiting for the status write.
+type pendingEvent struct{ kind, reason, msg string }
+
+// emit records the step's Events.
+func (s *step) emit() {
+	if s.r.Recorder == nil {
+		return
+	}
+	for _, e := range s.events {
+		s.r.Recorder.Eventf(s.job, nil, e.kind, e.reason, e.reason, "%s", e.msg)
 	}
 }
 

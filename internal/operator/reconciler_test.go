@@ -1,0 +1,168 @@
+package operator
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	v1 "github.com/trainyard/trainyard/api/v1alpha1"
+	"github.com/trainyard/trainyard/internal/workload"
+)
+
+// fakeReconciler is a Reconciler on controller-runtime's fake client holding job, whose
+// status writes fail with a conflict while conflict is true.
+func fakeReconciler(t *testing.T, job *v1.TrainJob, conflict *bool) (*Reconciler, *events.FakeRecorder) {
+	t.Helper()
+	byUID := func(obj client.Object) []string {
+		if uid := obj.GetLabels()[workload.LabelJobUID]; uid != "" {
+			return []string{uid}
+		}
+		return nil
+	}
+	c := fake.NewClientBuilder().WithScheme(Scheme()).WithObjects(job).WithStatusSubresource(job).
+		WithIndex(&batchv1.Job{}, uidIndex, byUID).WithIndex(&corev1.Service{}, uidIndex, byUID).WithIndex(&corev1.Pod{}, uidIndex, byUID).
+		WithInterceptorFuncs(interceptor.Funcs{SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+			if *conflict {
+				return apierrors.NewConflict(schema.GroupResource{Group: v1.GroupVersion.Group, Resource: "trainjobs"}, obj.GetName(), errors.New("changed"))
+			}
+			return c.SubResource(sub).Update(ctx, obj, opts...)
+		}}).Build()
+	rec := events.NewFakeRecorder(10)
+	return &Reconciler{Client: c, Reader: c, Recorder: rec, Options: Options{Image: "trainyard:test"}}, rec
+}
+
+func newTrainJob() *v1.TrainJob {
+	return &v1.TrainJob{
+		ObjectMeta: metav1.ObjectMeta{Name: "mnist", Namespace: "default", UID: "uid-1"},
+		Spec: v1.TrainJobSpec{Command: []string{"python3", "train.py"},
+			Kubernetes: &v1.KubernetesSpec{Image: "worker:1"}},
+	}
+}
+
+// Events are recorded only once the status they go with is written: a write that
+// conflicts is retried from scratch, and would record them twice.
+func TestEventsWaitForTheStatusWrite(t *testing.T) {
+	conflict := false
+	job := newTrainJob()
+	job.Spec.Kubernetes.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "nope"}}}}
+	r, rec := fakeReconciler(t, job, &conflict)
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "default", Name: "mnist"}}
+	if _, err := r.Reconcile(context.Background(), req); err != nil { // creates attempt 1
+		t.Fatal(err)
+	}
+	if ev := <-rec.Events; !strings.Contains(ev, "AttemptCreated") {
+		t.Fatalf("first event %q", ev)
+	}
+	for len(rec.Events) > 0 { // and the warning that the storage path is not on a volume
+		<-rec.Events
+	}
+	conflict = true
+	res, err := r.Reconcile(context.Background(), req) // finds MissingVolume; the write conflicts
+	if err != nil || res.RequeueAfter == 0 {
+		t.Fatalf("a conflicting status write: result %+v, error %v; want a retry after a pause", res, err)
+	}
+	if n := len(rec.Events); n != 0 {
+		t.Fatalf("%d events recorded although the status write failed: %s", n, <-rec.Events)
+	}
+	conflict = false
+	if _, err := r.Reconcile(context.Background(), req); err != nil { // the same, written
+		t.Fatal(err)
+	}
+	if n := len(rec.Events); n != 1 {
+		t.Fatalf("%d events after the write; want one MissingVolume", n)
+	}
+	if ev := <-rec.Events; !strings.Contains(ev, "MissingVolume") {
+		t.Errorf("event %q; want MissingVolume", ev)
+	}
+}
+
+// A deleted TrainJob leaves nothing in the reconciler's per-job memory.
+func TestDeletedJobIsForgotten(t *testing.T) {
+	conflict := false
+	job := newTrainJob()
+	r, _ := fakeReconciler(t, job, &conflict)
+	key := types.NamespacedName{Namespace: "default", Name: "mnist"}
+	r.poller = newPoller(func(context.Context, string) (*workload.Summary, error) { return nil, nil }, 1)
+	if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: key}); err != nil {
+		t.Fatal(err)
+	}
+	r.polled.Store(job.UID, time.Now())
+	r.checked.Store(job.UID, configCheck{})
+	if _, ok := r.written.Load(job.UID); !ok {
+		t.Fatal("the status write was not remembered")
+	}
+	if err := r.Client.Delete(context.Background(), job); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: key}); err != nil {
+		t.Fatal(err)
+	}
+	for name, m := range map[string]interface{ Load(any) (any, bool) }{"written": &r.written, "polled": &r.polled, "checked": &r.checked, "uids": &r.uids} {
+		if _, ok := m.Load(job.UID); ok {
+			t.Errorf("%s still holds the deleted job", name)
+		}
+	}
+	if _, ok := r.uids.Load(key); ok {
+		t.Error("uids still holds the deleted job's name")
+	}
+}
+
+// The poller reads outside Reconcile: one read per job at a time, a full queue drops
+// the request (never blocks), and a read's summary wakes the job and is taken once.
+func TestPollerReadsOutsideReconcile(t *testing.T) {
+	release := make(chan struct{})
+	reads := make(chan string, 10)
+	p := newPoller(func(ctx context.Context, url string) (*workload.Summary, error) {
+		reads <- url
+		<-release
+		return &workload.Summary{Iteration: 7}, nil
+	}, 1)
+	job := newTrainJob()
+	p.want(job, "http://w0/progress")
+	p.want(job, "http://w0/progress") // under way: not asked twice
+	if len(p.queue) != 1 {
+		t.Fatalf("queue holds %d requests; want 1", len(p.queue))
+	}
+	for i := range pollQueue + 5 { // never blocks, even when full
+		other := newTrainJob()
+		other.UID = types.UID("other-" + string(rune('a'+i%26)) + http.StatusText(200) + time.Duration(i).String())
+		p.want(other, "http://x")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go p.Start(ctx)
+	if got := <-reads; got != "http://w0/progress" {
+		t.Fatalf("read %s", got)
+	}
+	close(release)
+	select {
+	case ev := <-p.events:
+		if ev.Object.GetName() != "mnist" || ev.Object.GetNamespace() != "default" {
+			t.Errorf("event for %s/%s", ev.Object.GetNamespace(), ev.Object.GetName())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no event after a read")
+	}
+	if s := p.take(job.UID); s == nil || s.Iteration != 7 {
+		t.Fatalf("take: %+v", s)
+	}
+	if s := p.take(job.UID); s != nil {
+		t.Errorf("a summary was taken twice: %+v", s)
+	}
+}
