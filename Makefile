@@ -12,7 +12,9 @@ LDFLAGS      := -s -w -X github.com/trainyard/trainyard/internal/cli.Version=$(V
                 -X github.com/trainyard/trainyard/internal/cli.Commit=$(COMMIT) \
                 -X github.com/trainyard/trainyard/internal/cli.BuildDate=$(BUILD_DATE)
 # libopenblas0-pthread: Debian's torch falls back to the reference BLAS without it (50x slower).
-APT_PACKAGES := python3-torch python3-numpy libopenblas0-pthread dataset-fashion-mnist
+# python3-torchvision, -tqdm, -filelock: what Ray's own examples import (examples/ray-train).
+APT_PACKAGES := python3-torch python3-numpy libopenblas0-pthread dataset-fashion-mnist \
+                python3-torchvision python3-tqdm python3-filelock
 SUDO         := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 # Test modules of their own, kept out of the main module's dependencies (test/helm: the
@@ -24,7 +26,7 @@ EPOCHS       ?= 5
 WORKERS      ?= 2
 DEMO_ARGS    ?=
 
-.PHONY: cluster-apt all deps apt-deps go-deps build generate check-generated test unit-test lint demo bench clean envtest-assets cluster-assets
+.PHONY: demo-ray cluster-apt all deps apt-deps go-deps build generate check-generated test unit-test lint demo bench clean envtest-assets cluster-assets
 
 CONTROLLER_GEN_VERSION := v0.23.0
 CONTROLLER_GEN         := $(BIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
@@ -143,6 +145,13 @@ unit-test:
 ## demo: train the Fashion-MNIST MLP with 2 distributed workers
 demo: deps build
 	$(BIN)/trainyard run --workers $(WORKERS) -- $(PYTHON) examples/fashion-mnist/train.py --epochs $(EPOCHS) $(DEMO_ARGS)
+
+## demo-ray: KubeRay's Ray Train Fashion-MNIST sample, unmodified, without Ray (4 workers, 10 epochs);
+## the data goes where the script looks, ~/data (RAY_DATA_ARGS: prepare_data.py's flags)
+RAY_DATA_ARGS ?= --train 6000 --test 1000
+demo-ray: deps build
+	$(PYTHON) examples/ray-train/prepare_data.py $(RAY_DATA_ARGS)
+	$(BIN)/trainyard run -- $(PYTHON) examples/ray-train/ray_train_pytorch_mnist.py
 
 ## bench: trainyard run against torchrun (see BENCHMARKS.md)
 bench: deps build

@@ -93,14 +93,18 @@ func runJob(ctx context.Context, g *globals, flags *jobspec.Flags, opts runOptio
 	}
 	defer folder.Close()
 
-	console := logstream.NewConsole(g.io.Out, logstream.Options{Color: isTerminal(g.io.Out)})
+	extraEnv := driverEnv(job, opts, helper)
+	// One implicit process may be a Ray Train driver whose fit() launches a gang: its
+	// console's lines come prefixed already.
+	console := logstream.NewConsole(g.io.Out, logstream.Options{Color: isTerminal(g.io.Out),
+		PassPrefixed: extraEnv["TRAINYARD_GANG"] == "implicit"})
 	defer console.Close()
 	session, err := reporting.Start(job, folder.Dir, console, g.logger())
 	if err != nil {
 		return &exitError{code: ExitFailed, err: err}
 	}
 	l := &launcher.Launcher{Job: job, Placement: place, Folder: folder, Console: console, Logger: g.logger(),
-		ExtraEnv: driverEnv(job, opts, helper), RayCompat: python.CompatDir(helper),
+		ExtraEnv: extraEnv, RayCompat: python.CompatDir(helper),
 		AttemptEnv: session.AttemptEnv, ForceKill: force}
 	session.OnActivity(l.Touch)
 	res, err := l.Run(ctx)

@@ -36,6 +36,7 @@ var colors = []string{"36", "33", "32", "35", "34", "91", "96", "93"}
 type Console struct {
 	w      io.Writer
 	color  bool
+	pass   bool // Options.PassPrefixed
 	window time.Duration
 	now    func() time.Time
 
@@ -66,12 +67,17 @@ type Options struct {
 	Color  bool
 	Window time.Duration // 0: DefaultWindow; negative: never fold
 	Now    func() time.Time
+	// PassPrefixed writes a line that already starts with a rank prefix ("[rank ",
+	// "[ranks ") or "trainyard: " as it is: the console of a gang this run's one process
+	// launched itself (a Ray Train driver's fit()), whose lines would otherwise carry two
+	// prefixes.
+	PassPrefixed bool
 }
 
 // NewConsole returns a Console writing to w. It starts a goroutine that writes folded
 // summaries as their windows end; Close stops it.
 func NewConsole(w io.Writer, opts Options) *Console {
-	c := &Console{w: w, color: opts.Color, window: opts.Window, now: opts.Now,
+	c := &Console{w: w, color: opts.Color, pass: opts.PassPrefixed, window: opts.Window, now: opts.Now,
 		pending: map[string]*folded{}, stop: make(chan struct{}), done: make(chan struct{})}
 	if c.window == 0 {
 		c.window = DefaultWindow
@@ -88,6 +94,10 @@ func NewConsole(w io.Writer, opts Options) *Console {
 func (c *Console) Line(src Source, text string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.pass && prefixed(text) {
+		fmt.Fprintf(c.w, "%s\n", text)
+		return
+	}
 	if c.window < 0 || len(text) > maxFoldedLine {
 		c.write(src, text)
 		return
@@ -106,6 +116,11 @@ func (c *Console) Line(src Source, text string) {
 		c.order = append(c.order, text)
 	}
 	c.write(src, text)
+}
+
+// prefixed reports whether a line comes from another trainyard's console.
+func prefixed(text string) bool {
+	return strings.HasPrefix(text, "[rank ") || strings.HasPrefix(text, "[ranks ") || strings.HasPrefix(text, "trainyard: ")
 }
 
 // Notice writes a line of Trainyard's own, outside any rank.

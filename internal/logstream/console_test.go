@@ -483,3 +483,27 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// A console of a run whose one process launched a gang (a Ray Train driver) writes the
+// gang's lines, prefixed already, as they are; its own lines still get their prefix.
+func TestConsolePassesPrefixedLines(t *testing.T) {
+	var b strings.Builder
+	c := NewConsole(&b, Options{PassPrefixed: true, Window: -1})
+	c.Line(Source{Rank: 0, PID: 7}, "[rank 1 pid 42] Train Epoch 0: 100%")
+	c.Line(Source{Rank: 0, PID: 7}, "[ranks 0,1,3] loss 0.5 [repeated 3x across workers]")
+	c.Line(Source{Rank: 0, PID: 7}, "trainyard: attempt 1: starting 4 worker(s)")
+	c.Line(Source{Rank: 0, PID: 7}, "Training result: Result(...)")
+	c.Close()
+	want := "[rank 1 pid 42] Train Epoch 0: 100%\n[ranks 0,1,3] loss 0.5 [repeated 3x across workers]\n" +
+		"trainyard: attempt 1: starting 4 worker(s)\n[rank 0 pid 7] Training result: Result(...)\n"
+	if b.String() != want {
+		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
+	}
+	var plain strings.Builder
+	c = NewConsole(&plain, Options{Window: -1})
+	c.Line(Source{Rank: 0, PID: 7}, "[rank 1 pid 42] x")
+	c.Close()
+	if plain.String() != "[rank 0 pid 7] [rank 1 pid 42] x\n" {
+		t.Errorf("without PassPrefixed: %q", plain.String())
+	}
+}

@@ -1,0 +1,99 @@
+package e2e
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// rayExamples prepares a home folder whose ~/data holds a small Fashion-MNIST (first 512
+// training and 128 test samples) where torchvision looks, with examples/ray-train's own
+// prepare_data.py, and returns it with the examples' folder.
+func rayExamples(t *testing.T) (home, examples string) {
+	t.Helper()
+	needTorch(t)
+	if err := exec.Command(python, "-c", "import torchvision, tqdm, filelock").Run(); err != nil {
+		t.Skipf("torchvision, tqdm or filelock is not installed for %s (%v): `make test` installs them", python, err)
+	}
+	home = t.TempDir()
+	examples = filepath.Join(repoRoot(t), "examples", "ray-train")
+	out, err := exec.Command(python, filepath.Join(examples, "prepare_data.py"), "--root", filepath.Join(home, "data"),
+		"--train", "512", "--test", "128").CombinedOutput()
+	if err != nil {
+		t.Fatalf("prepare_data.py: %v\n%s", err, out)
+	}
+	return home, examples
+}
+
+var doublePrefix = regexp.MustCompile(`(?m)^\[ranks? [^\]]*\] \[ranks? `)
+
+// KubeRay's own Ray Train sample, unmodified (it downloads Fashion-MNIST into ~/data and
+// finds it there), runs as the driver of `trainyard run`: fit() launches its 4 workers,
+// reports 10 epochs, prints Ray's Training result; every line has one rank prefix.
+func TestRayKubeRaySampleRunsUnmodified(t *testing.T) {
+	home, examples := rayExamples(t)
+	storage := t.TempDir()
+	code, out := run(t, home, []string{"HOME=" + home, "PYTHONPATH="},
+		"run", "--storage-path", storage, "--", python, filepath.Join(examples, "ray_train_pytorch_mnist.py"))
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	if !regexp.MustCompile(`Training result: Result\(metrics=\{'loss': [0-9.]+, 'accuracy': [0-9.]+\}`).MatchString(out) {
+		t.Errorf("no Training result with the last metrics:\n%s", out)
+	}
+	if rows := regexp.MustCompile(`(?m)^\[rank 0 pid \d+\]\s+10\s+[0-9.]+\s+[0-9.]+`).FindAllString(out, -1); len(rows) != 1 {
+		t.Errorf("want the results table's 10th row (10 epochs reported):\n%s", out)
+	}
+	for rank := range 4 {
+		if !regexp.MustCompile(`(?m)^\[rank ` + string(rune('0'+rank)) + ` pid \d+\] (Train|Test) Epoch`).MatchString(out) {
+			t.Errorf("no progress line of rank %d with its own prefix", rank)
+		}
+	}
+	if m := doublePrefix.FindString(out); m != "" {
+		t.Errorf("a line with two prefixes (%q):\n%s", m, out)
+	}
+}
+
+// The checkpointing fine-tune in the style of Ray's user guide survives a worker killed
+// mid-run: FailureConfig restarts the gang, which resumes from the last checkpoint, and
+// fit() returns the final metrics and the best kept checkpoint.
+func TestRayFinetuneSurvivesAKilledWorker(t *testing.T) {
+	home, examples := rayExamples(t)
+	storage := t.TempDir()
+	ty := start(t, home, []string{"HOME=" + home, "PYTHONPATH="}, "run", "--", python,
+		filepath.Join(examples, "finetune_checkpoints.py"), "--epochs", "5", "--storage-path", storage, "--sleep-per-step", "0.2")
+	gang := filepath.Join(storage, "finetune")
+	waitForFile(t, filepath.Join(gang, "checkpoint_000001"), 5*time.Minute, ty.out)
+	rec := readRecord(t, gang)
+	victim := rec.Attempts[0].Ranks[1]
+	if err := syscall.Kill(victim.PID, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill rank 1 (pid %d): %v", victim.PID, err)
+	}
+	code := ty.wait(t)
+	out := ty.out.String()
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	rec = readRecord(t, gang)
+	if len(rec.Attempts) != 2 || rec.Phase != "Succeeded" {
+		t.Fatalf("gang: %d attempts, phase %s; want a restart that succeeded:\n%s", len(rec.Attempts), rec.Phase, out)
+	}
+	if !strings.Contains(out, "resumed from the checkpoint of epoch") {
+		t.Errorf("attempt 2 did not resume from a checkpoint:\n%s", out)
+	}
+	m := regexp.MustCompile(`Final metrics: \{'loss': [0-9.]+, 'epoch': 4\}\S*\s.*Best checkpoint: (\S+)`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no final metrics of epoch 4 and best checkpoint:\n%s", out)
+	}
+	if _, err := os.Stat(filepath.Join(m[1], "model.pt")); err != nil {
+		t.Errorf("the best checkpoint %s: %v", m[1], err)
+	}
+	if kept := committedCheckpoints(t, gang); len(kept) != 2 {
+		t.Errorf("kept checkpoints %v; want 2 (num_to_keep=2)", kept)
+	}
+}
