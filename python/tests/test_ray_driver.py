@@ -57,7 +57,7 @@ class DriverTest(unittest.TestCase):
         with environment(TRAINYARD_BINARY="/bin/trainyard"):
             argv = _driver.command(trainer, "/runs", "exp")
         self.assertEqual(argv, [
-            "/bin/trainyard", "run", "--workers", "3", "--storage-path", "/runs", "--name", "exp",
+            "/bin/trainyard", "run", "--workers", "3", "--storage-path", "/runs", "--name", "exp", "--rerun",
             "--gpus-per-worker", "2", "--procs-per-worker", "1",
             "--max-restarts", str(_driver.UNLIMITED_RESTARTS), "--keep-checkpoints", "2",
             "--checkpoint-score", "loss", "--score-order", "min",
@@ -91,3 +91,30 @@ class DriverTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+def _loop(config):  # a top-level loop, as restore needs
+    return config
+
+
+class RestoreTest(unittest.TestCase):
+    def test_restore_continues_the_run_in_its_folder(self) -> None:
+        from ray.train.torch import TorchTrainer
+
+        with tempfile.TemporaryDirectory() as storage:
+            run = os.path.join(storage, "exp")
+            self.assertFalse(TorchTrainer.can_restore(run))
+            with self.assertRaisesRegex(ValueError, "no run there"):
+                TorchTrainer.restore(run, train_loop_per_worker=_loop)
+            os.makedirs(run)
+            with open(os.path.join(run, "run.json"), "w", encoding="utf-8") as f:
+                f.write('{"name": "exp", "attempts": [{"ranks": [{}, {}, {}]}]}')
+            self.assertTrue(TorchTrainer.can_restore(run))
+            with self.assertRaisesRegex(ValueError, "train_loop_per_worker"):
+                TorchTrainer.restore(run)
+            trainer = TorchTrainer.restore(run, train_loop_per_worker=_loop, train_loop_config={"lr": 1})
+            self.assertEqual((trainer.run_config.storage_path, trainer.run_config.name), (storage, "exp"))
+            self.assertEqual(trainer.scaling_config.num_workers, 3)
+            self.assertEqual(trainer.train_loop_config, {"lr": 1})
+            two = TorchTrainer.restore(run, train_loop_per_worker=_loop, scaling_config=ScalingConfig(num_workers=2))
+            self.assertEqual(two.scaling_config.num_workers, 2)

@@ -96,4 +96,12 @@ func TestRayFinetuneSurvivesAKilledWorker(t *testing.T) {
 	if kept := committedCheckpoints(t, gang); len(kept) != 2 {
 		t.Errorf("kept checkpoints %v; want 2 (num_to_keep=2)", kept)
 	}
+
+	// The same script again with the same RunConfig(name, storage_path) and more epochs
+	// continues the finished run from its latest checkpoint, as Ray Train V2 does.
+	code, out = run(t, home, []string{"HOME=" + home, "PYTHONPATH="}, "run", "--", python,
+		filepath.Join(examples, "finetune_checkpoints.py"), "--epochs", "6", "--storage-path", storage)
+	if code != 0 || !strings.Contains(out, "resumed from the checkpoint of epoch 4") || !strings.Contains(out, "'epoch': 5}") {
+		t.Errorf("rerun: exit %d; want it resumed from epoch 4 and trained epoch 5:\n%s", code, out)
+	}
 }

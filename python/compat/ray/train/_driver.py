@@ -90,7 +90,9 @@ def launch(trainer: Any) -> Result:
     code = subprocess.call(argv, env=_child_env())
     run_dir = os.path.join(storage, name)
     if code != 0:
-        raise RuntimeError(
+        from ray.train import TrainingFailedError  # pylint: disable=import-outside-toplevel
+
+        raise TrainingFailedError(
             f"TorchTrainer.fit(): the training gang (run {name!r}, folder {run_dir}) failed with exit "
             f"code {code}; see its output above"
         )
@@ -100,8 +102,10 @@ def launch(trainer: Any) -> Result:
 def command(trainer: Any, storage: str, name: str) -> list[str]:
     """Return the ``trainyard run`` flags that start the gang the trainer's configs ask for."""
     sc, rc = trainer.scaling_config, trainer.run_config
+    # --rerun: as in Ray Train V2, a run whose name exists already continues from its latest
+    # checkpoint, even when it finished.
     argv = [os.environ["TRAINYARD_BINARY"], "run", "--workers", str(sc.num_workers),
-            "--storage-path", storage, "--name", name]
+            "--storage-path", storage, "--name", name, "--rerun"]
     gpus = sc.gpus_per_worker
     if gpus > 0:
         if gpus != int(gpus):

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import datetime
 import inspect
+import json
 import os
 import socket
 from collections.abc import Callable
@@ -94,6 +95,43 @@ class TorchTrainer:
         self.run_config = run_config or RunConfig()
         self.resume_from_checkpoint = resume_from_checkpoint
         self.metadata = metadata or {}
+
+    @classmethod
+    def can_restore(cls, path: Any) -> bool:
+        """Whether path is the folder of an earlier fit()'s run (<storage_path>/<name>)."""
+        return os.path.isfile(os.path.join(os.fspath(path), "run.json"))
+
+    @classmethod
+    def restore(
+        cls,
+        path: Any,
+        train_loop_per_worker: Callable[..., Any] | None = None,
+        train_loop_config: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> "TorchTrainer":
+        """A trainer that continues the run in path from its latest checkpoint when fit.
+
+        Ray pickles the whole trainer into the run's folder; Trainyard does not, so the
+        loop must be given again (Ray's own advice for a loop that cannot be unpickled).
+        The run's name and storage path come from path; the number of workers, unless
+        scaling_config is given, from the run's last attempt.
+        """
+        path = os.path.abspath(os.fspath(path))
+        if not cls.can_restore(path):
+            raise ValueError(
+                f"TorchTrainer.restore({path!r}): no run there (no run.json); give the folder "
+                "<storage_path>/<name> of an earlier fit()"
+            )
+        if train_loop_per_worker is None:
+            raise ValueError(
+                "TorchTrainer.restore(): Trainyard does not save the trainer with the run; pass "
+                "train_loop_per_worker= (the original trainer's loop) and train_loop_config="
+            )
+        run_config = kwargs.pop("run_config", None) or RunConfig()
+        run_config.name, run_config.storage_path = os.path.basename(path), os.path.dirname(path)
+        if "scaling_config" not in kwargs:
+            kwargs["scaling_config"] = ScalingConfig(num_workers=_last_world_size(path))
+        return cls(train_loop_per_worker, train_loop_config=train_loop_config, run_config=run_config, **kwargs)
 
     def fit(self) -> Result:
         """Run the training loop (on this worker, or in a gang it launches) and return the Result."""
@@ -228,3 +266,13 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def _last_world_size(path: str) -> int:
+    """The number of ranks of the run's last attempt, from its run.json (1 if unknown)."""
+    try:
+        with open(os.path.join(path, "run.json"), encoding="utf-8") as f:
+            attempts = json.load(f).get("attempts") or []
+        return max(1, len(attempts[-1].get("ranks") or []))
+    except (OSError, ValueError, IndexError, AttributeError):
+        return 1
