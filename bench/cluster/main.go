@@ -1,0 +1,318 @@
+// Command cluster benchmarks the operator on the real single-node test cluster
+// (internal/testcluster; needs root and `make cluster-assets`), with real pods:
+//
+//   - submit to running: `trainyard submit --kube` of a 2-worker TrainJob until both worker
+//     pods run, against the floor: the same Indexed Job and headless Service (rendered by the
+//     operator's own code, without owner) created directly through the API, until both pods
+//     run; alternated, -runs times each;
+//   - restart: a 2-worker Fashion-MNIST TrainJob with one worker's Python killed (exec) after
+//     its first epoch, until the restarted gang's pods run and until its rank 0 has joined
+//     the process group again ("starting fashion-mnist" in attempt 2's log).
+//
+// Usage:
+//
+//	sudo go run ./bench/cluster -assets ./bin -trainyard ./bin/trainyard [-runs 3]
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/remotecommand"
+
+	v1 "github.com/trainyard/trainyard/api/v1alpha1"
+	"github.com/trainyard/trainyard/internal/testcluster"
+	"github.com/trainyard/trainyard/internal/workload"
+)
+
+type bench struct {
+	cl        *testcluster.Cluster
+	trainyard string
+	shared    string
+}
+
+func main() {
+	assets := flag.String("assets", "bin", "folder of the cluster's binaries (make cluster-assets)")
+	trainyard := flag.String("trainyard", "bin/trainyard", "the trainyard binary (its image is built from it)")
+	runs := flag.Int("runs", 3, "trials of each measurement")
+	flag.Parse()
+	if err := run(*assets, *trainyard, *runs); err != nil {
+		fmt.Fprintln(os.Stderr, "bench/cluster:", err)
+		os.Exit(1)
+	}
+}
+
+func run(assets, trainyard string, runs int) error {
+	assets, _ = filepath.Abs(assets)
+	trainyard, _ = filepath.Abs(trainyard)
+	images, err := testcluster.BuildImages(filepath.Join(assets, "images"), trainyard)
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	cl, err := testcluster.Start(ctx, testcluster.Config{Assets: assets, Root: "/tmp/trainyard-testcluster", Images: images, GPUs: 4})
+	if err != nil {
+		return err
+	}
+	defer cl.Stop()
+	b := &bench{cl: cl, trainyard: trainyard, shared: "/tmp/trainyard-bench-shared"}
+	_ = os.RemoveAll(b.shared)
+	if out, err := b.cli("install", "--image", testcluster.TrainyardImage); err != nil {
+		return fmt.Errorf("install: %v: %s", err, out)
+	}
+	if err := b.waitOperator(ctx); err != nil {
+		return err
+	}
+	var submit, floor []time.Duration
+	for i := range runs {
+		d, err := b.submitToRunning(ctx, fmt.Sprintf("sub-%d", i))
+		if err != nil {
+			return err
+		}
+		submit = append(submit, d)
+		d, err = b.floorToRunning(ctx, fmt.Sprintf("floor-%d", i))
+		if err != nil {
+			return err
+		}
+		floor = append(floor, d)
+	}
+	fmt.Printf("submit -> 2 workers running: operator median %s %v, floor (Job+Service by hand) median %s %v, ratio %.2f\n",
+		median(submit), submit, median(floor), floor, float64(median(submit))/float64(median(floor)))
+	var pods, joined []time.Duration
+	for i := range runs {
+		p, j, err := b.restart(ctx, fmt.Sprintf("kill-%d", i))
+		if err != nil {
+			return err
+		}
+		pods, joined = append(pods, p), append(joined, j)
+	}
+	fmt.Printf("worker killed -> restarted gang's pods running: median %s %v; -> rank 0 in the process group again: median %s %v\n",
+		median(pods), pods, median(joined), joined)
+	return nil
+}
+
+func median(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2].Round(time.Millisecond)
+}
+
+func (b *bench) cli(args ...string) (string, error) {
+	cmd := exec.Command(b.trainyard, args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+b.cl.Kubeconfig())
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+func (b *bench) waitOperator(ctx context.Context) error {
+	return poll(3*time.Minute, "the operator's Deployment ready", func() bool {
+		d, err := b.cl.Client.AppsV1().Deployments("trainyard-system").Get(ctx, "trainyard-operator", metav1.GetOptions{})
+		return err == nil && d.Status.ReadyReplicas >= 1
+	})
+}
+
+// poll checks ok every 50 ms until it holds or timeout passes.
+func poll(timeout time.Duration, what string, ok func() bool) error {
+	deadline := time.Now().Add(timeout)
+	for !ok() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s: not within %s", what, timeout)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return nil
+}
+
+// trainJob is a 2-worker TrainJob running command in the worker image.
+func (b *bench) trainJob(name string, command []string) *v1.TrainJob {
+	return &v1.TrainJob{
+		TypeMeta:   metav1.TypeMeta{APIVersion: v1.APIVersion, Kind: v1.Kind},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec: v1.TrainJobSpec{
+			Workers: ptr(int32(2)), Command: command, StoragePath: "/shared/results", MaxRestarts: 2,
+			Kubernetes: &v1.KubernetesSpec{
+				Image: testcluster.WorkerImage, ImagePullPolicy: corev1.PullIfNotPresent,
+				Volumes: []corev1.Volume{{Name: "shared", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{
+					Path: b.shared, Type: ptr(corev1.HostPathDirectoryOrCreate)}}}},
+				VolumeMounts: []corev1.VolumeMount{{Name: "shared", MountPath: "/shared"}},
+			},
+		},
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+var sleeper = []string{"python3", "-c", "import time; time.sleep(600)"}
+
+// running counts the running pods whose name starts with prefix.
+func (b *bench) running(ctx context.Context, prefix string) int {
+	pods, err := b.cl.Client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, p := range pods.Items {
+		if strings.HasPrefix(p.Name, prefix) && p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+			n++
+		}
+	}
+	return n
+}
+
+func (b *bench) submitToRunning(ctx context.Context, name string) (time.Duration, error) {
+	file, err := b.jobFile(b.trainJob(name, sleeper))
+	if err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	if out, err := b.cli("submit", "--kube", "-f", file); err != nil {
+		return 0, fmt.Errorf("submit: %v: %s", err, out)
+	}
+	if err := poll(3*time.Minute, name+" running", func() bool { return b.running(ctx, name+"-a1-") == 2 }); err != nil {
+		return 0, err
+	}
+	d := time.Since(start)
+	_, _ = b.cli("delete", "--kube", name)
+	return d, b.settle(ctx, name)
+}
+
+// floorToRunning creates the operator's rendering of the same job's first attempt by hand.
+func (b *bench) floorToRunning(ctx context.Context, name string) (time.Duration, error) {
+	tj := b.trainJob(name, sleeper)
+	tj.UID = "floor"
+	a, err := workload.Render(tj, 1, workload.Options{Image: testcluster.TrainyardImage})
+	if err != nil {
+		return 0, err
+	}
+	a.Job.OwnerReferences, a.Service.OwnerReferences = nil, nil
+	start := time.Now()
+	if _, err := b.cl.Client.CoreV1().Services("default").Create(ctx, a.Service, metav1.CreateOptions{}); err != nil {
+		return 0, err
+	}
+	if _, err := b.cl.Client.BatchV1().Jobs("default").Create(ctx, a.Job, metav1.CreateOptions{}); err != nil {
+		return 0, err
+	}
+	if err := poll(3*time.Minute, name+" running", func() bool { return b.running(ctx, a.Job.Name+"-") == 2 }); err != nil {
+		return 0, err
+	}
+	d := time.Since(start)
+	bg := metav1.DeletePropagationBackground
+	_ = b.cl.Client.BatchV1().Jobs("default").Delete(ctx, a.Job.Name, metav1.DeleteOptions{PropagationPolicy: &bg})
+	_ = b.cl.Client.CoreV1().Services("default").Delete(ctx, a.Service.Name, metav1.DeleteOptions{})
+	return d, b.settle(ctx, name)
+}
+
+// settle waits until no pod of name is left, so trials do not overlap.
+func (b *bench) settle(ctx context.Context, name string) error {
+	return poll(2*time.Minute, name+"'s pods gone", func() bool {
+		pods, err := b.cl.Client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false
+		}
+		return !slices.ContainsFunc(pods.Items, func(p corev1.Pod) bool { return strings.HasPrefix(p.Name, name+"-") })
+	})
+}
+
+func (b *bench) jobFile(tj *v1.TrainJob) (string, error) {
+	data, err := json.Marshal(tj)
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(os.TempDir(), tj.Name+".json")
+	return path, os.WriteFile(path, data, 0o600)
+}
+
+// restart trains the Fashion-MNIST example, kills worker 1's Python after the first
+// epoch and times the restarted gang.
+func (b *bench) restart(ctx context.Context, name string) (pods, joined time.Duration, err error) {
+	code := filepath.Join(b.shared, "code")
+	src, err := os.ReadFile("examples/fashion-mnist/train.py")
+	if err != nil {
+		return 0, 0, err
+	}
+	if err := os.MkdirAll(code, 0o755); err != nil {
+		return 0, 0, err
+	}
+	if err := os.WriteFile(filepath.Join(code, "train.py"), src, 0o644); err != nil {
+		return 0, 0, err
+	}
+	tj := b.trainJob(name, []string{"python3", "/shared/code/train.py", "--epochs", "20", "--train-subset", "2000", "--test-subset", "500"})
+	file, err := b.jobFile(tj)
+	if err != nil {
+		return 0, 0, err
+	}
+	if out, err := b.cli("submit", "--kube", "-f", file); err != nil {
+		return 0, 0, fmt.Errorf("submit: %v: %s", err, out)
+	}
+	defer func() {
+		_, _ = b.cli("delete", "--kube", name)
+		_ = b.settle(ctx, name)
+	}()
+	if err := poll(5*time.Minute, name+"'s first epoch", func() bool { return strings.Contains(b.logs(ctx, name+"-a1-0-"), "epoch 1/") }); err != nil {
+		return 0, 0, err
+	}
+	if err := b.killPython(ctx, name+"-a1-1-"); err != nil {
+		return 0, 0, err
+	}
+	start := time.Now()
+	if err := poll(3*time.Minute, name+" attempt 2 running", func() bool { return b.running(ctx, name+"-a2-") == 2 }); err != nil {
+		return 0, 0, err
+	}
+	pods = time.Since(start)
+	if err := poll(3*time.Minute, name+" attempt 2's rank 0 started", func() bool {
+		return strings.Contains(b.logs(ctx, name+"-a2-0-"), "starting fashion-mnist")
+	}); err != nil {
+		return 0, 0, err
+	}
+	return pods, time.Since(start), nil
+}
+
+// pod returns the name of the first pod whose name starts with prefix, or "".
+func (b *bench) pod(ctx context.Context, prefix string) string {
+	pods, err := b.cl.Client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return ""
+	}
+	for _, p := range pods.Items {
+		if strings.HasPrefix(p.Name, prefix) {
+			return p.Name
+		}
+	}
+	return ""
+}
+
+// logs returns the worker container's log of the pod named by prefix.
+func (b *bench) logs(ctx context.Context, prefix string) string {
+	name := b.pod(ctx, prefix)
+	if name == "" {
+		return ""
+	}
+	out, _ := b.cl.Client.CoreV1().Pods("default").GetLogs(name, &corev1.PodLogOptions{Container: "worker"}).DoRaw(ctx)
+	return string(out)
+}
+
+// killPython SIGKILLs the Python processes of the pod's worker container through exec.
+func (b *bench) killPython(ctx context.Context, prefix string) error {
+	name := b.pod(ctx, prefix)
+	script := `for p in /proc/[0-9]*; do if tr '\0' ' ' < $p/cmdline 2>/dev/null | grep -q '^python3 '; then kill -9 ${p#/proc/}; fi; done`
+	req := b.cl.Client.CoreV1().RESTClient().Post().Resource("pods").Namespace("default").Name(name).SubResource("exec").
+		VersionedParams(&corev1.PodExecOptions{Container: "worker", Command: []string{"/bin/bash", "-c", script}, Stdout: true, Stderr: true}, scheme.ParameterCodec)
+	ex, err := remotecommand.NewSPDYExecutor(b.cl.Config, "POST", req.URL())
+	if err != nil {
+		return err
+	}
+	var out bytes.Buffer
+	return ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &out, Stderr: &out})
+}
