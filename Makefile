@@ -95,8 +95,21 @@ cluster-apt:
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $(CLUSTER_APT); \
 	fi
 
+# Kueue (tools/kueue pins it): its manager, CRDs and webhook configurations, for the test
+# cluster's real Kueue (internal/testcluster/kueue.go). About 3 minutes cold.
+KUEUE_VERSION := v0.15.2
+KUEUE_DIR     := $(BIN)/kueue-$(KUEUE_VERSION)
+
+$(KUEUE_DIR)/kueue:
+	mkdir -p $(KUEUE_DIR)/crds
+	cd tools/kueue && CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $@.tmp sigs.k8s.io/kueue/cmd/kueue && \
+		src=$$($(GO) list -m -f '{{.Dir}}' sigs.k8s.io/kueue) && \
+		cp $$src/config/components/crd/bases/*.yaml $(KUEUE_DIR)/crds/ && \
+		cp $$src/config/components/webhook/manifests.yaml $(KUEUE_DIR)/webhooks.yaml && \
+		chmod -R u+w $(KUEUE_DIR) && mv $@.tmp $@
+
 ## cluster-assets: the binaries and packages of the test cluster (test/cluster), in ./bin
-cluster-assets: cluster-apt envtest-assets $(KUBE_NODE_BINS) $(COREDNS)
+cluster-assets: cluster-apt envtest-assets $(KUBE_NODE_BINS) $(COREDNS) $(KUEUE_DIR)/kueue
 
 ## envtest-assets: kube-apiserver and etcd for test/envtest in $(ENVTEST_ASSETS) (KUBEBUILDER_ASSETS)
 envtest-assets: $(KUBE_APISERVER) $(ETCD)

@@ -55,7 +55,9 @@ func (c *Cluster) startControlPlane(ctx context.Context, b binaries, _ Config) e
 		"--service-cluster-ip-range", serviceCIDR,
 		"--authorization-mode", "Node,RBAC", "--allow-privileged=true",
 		"--kubelet-client-certificate", p("kubelet-client.crt"), "--kubelet-client-key", p("kubelet-client.key"),
-		"--kubelet-preferred-address-types", "InternalIP"); err != nil {
+		"--kubelet-preferred-address-types", "InternalIP",
+		// Webhooks through their Services' endpoints: there is no kube-proxy for ClusterIPs.
+		"--enable-aggregator-routing=true"); err != nil {
 		return err
 	}
 	if err := c.admin(); err != nil {

@@ -13,6 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
 	"github.com/trainyard/trainyard/internal/testcluster"
 )
 
@@ -39,6 +42,7 @@ func run(m *testing.M) int {
 	if bin == "" {
 		bin = filepath.Join(assets, "trainyard")
 	}
+	ctrllog.SetLogger(logr.Discard()) // the controller-runtime clients the tests make
 	start := time.Now()
 	images, err := testcluster.BuildImages(filepath.Join(assets, "images"), bin)
 	if err != nil {

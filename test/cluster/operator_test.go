@@ -86,6 +86,8 @@ type job struct {
 	spec    string   // more spec fields, YAML at the spec's indentation
 	image   string   // instead of the worker image
 	volumes string   // more volumes, a YAML flow list's items
+	mounts  string   // more volume mounts, a YAML flow list's items
+	kube    string   // more spec.kubernetes fields, YAML at their indentation
 }
 
 // file writes the TrainJob and returns its path.
@@ -115,6 +117,10 @@ func (j job) file(t *testing.T) string {
 	if j.volumes != "" {
 		volumes += ", " + j.volumes
 	}
+	mounts := "{name: shared, mountPath: /shared}"
+	if j.mounts != "" {
+		mounts += ", " + j.mounts
+	}
 	text := fmt.Sprintf(`apiVersion: trainyard.dev/v1alpha1
 kind: TrainJob
 metadata: {name: %s}
@@ -127,8 +133,9 @@ spec:
     image: %s
     imagePullPolicy: IfNotPresent
     volumes: [%s]
-    volumeMounts: [{name: shared, mountPath: /shared}]
-`, j.name, commandJSON, j.spec, image, volumes)
+    volumeMounts: [%s]
+%s
+`, j.name, commandJSON, j.spec, image, volumes, mounts, j.kube)
 	path := filepath.Join(t.TempDir(), j.name+".yaml")
 	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
@@ -150,6 +157,7 @@ type trainJobStatus struct {
 	Reason           string         `json:"reason"`
 	Attempt          int            `json:"attempt"`
 	Restarts         int            `json:"restarts"`
+	Disruptions      int            `json:"disruptions"`
 	Iteration        int            `json:"iteration"`
 	LatestCheckpoint string         `json:"latestCheckpoint"`
 	LastMetrics      map[string]any `json:"lastMetrics"`
