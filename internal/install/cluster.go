@@ -7,6 +7,7 @@ import (
 	"io"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -113,6 +114,10 @@ func explain(verb string, obj *unstructured.Unstructured, err error) error {
 	where := Ref(obj)
 	if ns := obj.GetNamespace(); ns != "" {
 		where += " in namespace " + ns
+	}
+	if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+		return fmt.Errorf("%s %s: namespace %s is still being deleted (by an uninstall a moment ago?): "+
+			"wait until it is gone (kubectl get namespace %s) and install again: %w", verb, where, obj.GetNamespace(), obj.GetNamespace(), err)
 	}
 	if apierrors.IsForbidden(err) {
 		return fmt.Errorf("%s %s: %w (installing and uninstalling trainyard need cluster-admin: they manage "+

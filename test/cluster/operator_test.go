@@ -13,6 +13,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -58,6 +59,11 @@ func installOperator(t *testing.T) {
 		if code, out, errOut := trainyardCmd(t, ctx, "uninstall", "--yes"); code != 0 {
 			t.Logf("trainyard uninstall: exit %d\n%s%s", code, out, errOut)
 		}
+		// The next test installs again, which a namespace still being deleted refuses.
+		waitFor(t, "the operator's namespace to go", 3*time.Minute, func() bool {
+			_, err := cl.Client.CoreV1().Namespaces().Get(ctx, "trainyard-system", metav1.GetOptions{})
+			return apierrors.IsNotFound(err)
+		})
 	})
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
