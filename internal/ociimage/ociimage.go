@@ -9,7 +9,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -223,39 +222,4 @@ func addReader(tw *tar.Writer, name string, r io.Reader, size int64) error {
 		return fmt.Errorf("image archive entry %s: wrote %d of %d bytes: %v", name, n, size, err)
 	}
 	return nil
-}
-
-// ImageName returns the name an image archive written by Write gives its image (the
-// io.containerd.image.name of its index), or an error if the file is not such an archive.
-func ImageName(archive string) (string, error) {
-	f, err := os.Open(archive)
-	if err != nil {
-		return "", fmt.Errorf("image archive: %w", err)
-	}
-	defer f.Close()
-	tr := tar.NewReader(f) // skips the blobs by seeking, not reading
-	for {
-		hdr, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return "", fmt.Errorf("image archive %s: no index.json (not an OCI image layout)", archive)
-		}
-		if err != nil {
-			return "", fmt.Errorf("image archive %s: %w", archive, err)
-		}
-		if hdr.Name != "index.json" {
-			continue
-		}
-		var index struct {
-			Manifests []descriptor `json:"manifests"`
-		}
-		if err := json.NewDecoder(tr).Decode(&index); err != nil {
-			return "", fmt.Errorf("image archive %s: index.json: %w", archive, err)
-		}
-		for _, m := range index.Manifests {
-			if name := m.Annotations["io.containerd.image.name"]; name != "" {
-				return name, nil
-			}
-		}
-		return "", fmt.Errorf("image archive %s: its index names no image", archive)
-	}
 }

@@ -230,21 +230,3 @@ func TestWriteRefusesANameWithoutTag(t *testing.T) {
 		t.Fatalf("got %v, want an error asking for name:tag", err)
 	}
 }
-
-func TestImageName(t *testing.T) {
-	dir := t.TempDir()
-	layer := filepath.Join(dir, "layer.tar")
-	if err := FilesLayer(layer, []File{{Path: "/a", Data: []byte("a")}}); err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(dir, "img.tar")
-	if err := Write(out, Image{Name: "localhost/a:2", Layers: []string{layer}}); err != nil {
-		t.Fatal(err)
-	}
-	if name, err := ImageName(out); err != nil || name != "localhost/a:2" {
-		t.Errorf("ImageName = %q, %v; want localhost/a:2", name, err)
-	}
-	if _, err := ImageName(layer); err == nil || !strings.Contains(err.Error(), "not an OCI image layout") {
-		t.Errorf("ImageName of a plain layer: %v, want an error saying it is no image", err)
-	}
-}
