@@ -24,7 +24,6 @@ const (
 	mediaManifest = "application/vnd.oci.image.manifest.v1+json"
 	mediaConfig   = "application/vnd.oci.image.config.v1+json"
 	mediaLayer    = "application/vnd.oci.image.layer.v1.tar"
-	mediaLayerGz  = "application/vnd.oci.image.layer.v1.tar+gzip"
 )
 
 // Config is what the image runs; the fields of an OCI image config's "config".
@@ -37,15 +36,11 @@ type Config struct {
 }
 
 // Image is an image to write: its name (e.g. localhost/pause:1), what it runs, and its
-// layers as paths of uncompressed tar files, bottom first. A layer file is read as a
-// stream, never held in memory, so a root file system of gigabytes is fine.
+// layers as paths of uncompressed tar files, bottom first.
 type Image struct {
 	Name   string
 	Config Config
 	Layers []string
-	// Gzip stores the layers compressed (tar+gzip): a smaller archive and content store,
-	// for the time of compressing (about 40 s a gigabyte on one core).
-	Gzip bool
 }
 
 // descriptor is an OCI content descriptor.
@@ -62,14 +57,10 @@ func Write(out string, img Image) error {
 	if img.Name == "" || !strings.Contains(img.Name, ":") {
 		return fmt.Errorf("image name %q: want name:tag, e.g. localhost/pause:1", img.Name)
 	}
-	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
-		return fmt.Errorf("image archive: %w", err)
-	}
-	blobs, layers, diffIDs, done, err := prepareLayers(filepath.Dir(out), img)
+	layers, diffIDs, err := describeLayers(img.Layers)
 	if err != nil {
-		return fmt.Errorf("image %s: %w", img.Name, err)
+		return err
 	}
-	defer done()
 	cfg, err := json.Marshal(map[string]any{
 		"architecture": runtime.GOARCH,
 		"os":           "linux",
@@ -103,7 +94,7 @@ func Write(out string, img Image) error {
 			return err
 		}
 		for i, l := range layers {
-			if err := addFile(tw, blobPath(l.Digest), blobs[i], l.Size); err != nil {
+			if err := addFile(tw, blobPath(l.Digest), img.Layers[i], l.Size); err != nil {
 				return err
 			}
 		}
@@ -115,27 +106,6 @@ func Write(out string, img Image) error {
 		}
 		return addBytes(tw, "index.json", index)
 	})
-}
-
-// prepareLayers returns the files of the layer blobs, their descriptors and diff IDs, and
-// a function that removes what it made: the layers as they are, or compressed into a
-// temporary folder in dir.
-func prepareLayers(dir string, img Image) (blobs []string, descs []descriptor, diffIDs []string, done func(), err error) {
-	if !img.Gzip {
-		descs, diffIDs, err = describeLayers(img.Layers)
-		return img.Layers, descs, diffIDs, func() {}, err
-	}
-	tmp, err := os.MkdirTemp(dir, ".ociimage-gz-")
-	if err != nil {
-		return nil, nil, nil, nil, err
-	}
-	done = func() { os.RemoveAll(tmp) }
-	blobs, descs, diffIDs, err = compressLayers(tmp, img.Layers)
-	if err != nil {
-		done()
-		return nil, nil, nil, nil, err
-	}
-	return blobs, descs, diffIDs, done, nil
 }
 
 // describeLayers hashes each layer file; an uncompressed layer's digest is its diff ID.
@@ -153,7 +123,7 @@ func describeLayers(paths []string) ([]descriptor, []string, error) {
 		if err != nil {
 			return nil, nil, fmt.Errorf("image layer %s: %w", p, err)
 		}
-		d := digestOf(h)
+		d := "sha256:" + hex.EncodeToString(h.Sum(nil))
 		descs = append(descs, descriptor{MediaType: mediaLayer, Digest: d, Size: n})
 		diffIDs = append(diffIDs, d)
 	}
