@@ -15,7 +15,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -29,8 +28,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/tools/remotecommand"
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
 	"github.com/trainyard/trainyard/internal/testcluster"
@@ -303,16 +300,8 @@ func (b *bench) logs(ctx context.Context, prefix string) string {
 	return string(out)
 }
 
-// killPython SIGKILLs the Python processes of the pod's worker container through exec.
+// killPython SIGKILLs the Python processes of the pod's worker container.
 func (b *bench) killPython(ctx context.Context, prefix string) error {
-	name := b.pod(ctx, prefix)
-	script := `for p in /proc/[0-9]*; do if tr '\0' ' ' < $p/cmdline 2>/dev/null | grep -q '^python3 '; then kill -9 ${p#/proc/}; fi; done`
-	req := b.cl.Client.CoreV1().RESTClient().Post().Resource("pods").Namespace("default").Name(name).SubResource("exec").
-		VersionedParams(&corev1.PodExecOptions{Container: "worker", Command: []string{"/bin/bash", "-c", script}, Stdout: true, Stderr: true}, scheme.ParameterCodec)
-	ex, err := remotecommand.NewSPDYExecutor(b.cl.Config, "POST", req.URL())
-	if err != nil {
-		return err
-	}
-	var out bytes.Buffer
-	return ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &out, Stderr: &out})
+	_, err := b.cl.KillPython(ctx, "default", b.pod(ctx, prefix), "worker")
+	return err
 }
