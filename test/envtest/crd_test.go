@@ -101,6 +101,7 @@ func TestTrainJobCRD(t *testing.T) {
 			{"bad-pull-policy", func(j *v1alpha1.TrainJob) { j.Spec.Kubernetes.ImagePullPolicy = "Sometimes" },
 				"spec.kubernetes.imagePullPolicy"},
 			{"negative-restarts", func(j *v1alpha1.TrainJob) { j.Spec.MaxRestarts = -1 }, "spec.maxRestarts"},
+			{"negative-disruptions", func(j *v1alpha1.TrainJob) { j.Spec.MaxDisruptions = ptr(int32(-1)) }, "spec.maxDisruptions"},
 			{"bad-score-order", func(j *v1alpha1.TrainJob) { j.Spec.Checkpoints.ScoreOrder = "best" },
 				"spec.checkpoints.scoreOrder"},
 		} {
