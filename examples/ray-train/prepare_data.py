@@ -8,6 +8,7 @@ smaller counts).
 
     python3 prepare_data.py                      # ~/data, the whole data set
     python3 prepare_data.py --root /tmp/d --train 2000 --test 500
+    python3 prepare_data.py --source /my/fashion-mnist   # the .gz files from elsewhere
 """
 
 import argparse
@@ -23,11 +24,12 @@ FILES = {
 }
 
 
-def copy_idx(name, root, limit):
+def copy_idx(source, name, root, limit):
     """Decompress one idx file into root/FashionMNIST/raw, keeping its first limit items."""
-    src = os.path.join(SOURCE, name + ".gz")
+    src = os.path.join(source, name + ".gz")
     if not os.path.exists(src):
-        sys.exit(f"{src} is missing: install Debian's dataset-fashion-mnist (apt-get install dataset-fashion-mnist)")
+        sys.exit(f"{src} is missing: install Debian's dataset-fashion-mnist (apt-get install dataset-fashion-mnist), "
+                 f"or give --source a folder holding {name}.gz and the other Fashion-MNIST files")
     with gzip.open(src, "rb") as f:
         data = f.read()
     magic, count = struct.unpack(">II", data[:8])
@@ -51,9 +53,10 @@ def main():
     p.add_argument("--root", default=os.path.expanduser("~/data"), help="torchvision's root (default ~/data)")
     p.add_argument("--train", type=int, default=0, help="keep the first N training samples (0: all)")
     p.add_argument("--test", type=int, default=0, help="keep the first N test samples (0: all)")
+    p.add_argument("--source", default=SOURCE, help=f"the folder of the .gz files (default {SOURCE})")
     args = p.parse_args()
     for split, limit in (("train", args.train), ("test", args.test)):
-        kept = [copy_idx(name, args.root, limit) for name in FILES[split]]
+        kept = [copy_idx(args.source, name, args.root, limit) for name in FILES[split]]
         print(f"{split}: {kept[0]} samples in {os.path.join(args.root, 'FashionMNIST', 'raw')}")
 
 

@@ -208,6 +208,32 @@ class TrainerTest(unittest.TestCase):
                      "RunConfig(name='other')", "max_failures=3"):
             self.assertIn(want, text)
 
+    def test_ignored_options_are_named(self) -> None:
+        from ray.train.torch import TorchTrainer
+
+        trainer = TorchTrainer(
+            lambda: None,
+            scaling_config=train.ScalingConfig(num_workers=2, placement_strategy="SPREAD"),
+            run_config=train.RunConfig(
+                verbose=0,
+                checkpoint_config=train.CheckpointConfig(num_to_keep=2, checkpoint_frequency=5),
+                failure_config=train.FailureConfig(max_failures=1, fail_fast=True),
+            ),
+        )
+        err = io.StringIO()
+        with environment(RANK="0"), contextlib.redirect_stderr(err):
+            trainer._warn_ignored()
+        text = err.getvalue()
+        for want in ("only mean something on a Ray cluster", "ScalingConfig(placement_strategy='SPREAD')",
+                     "RunConfig(verbose=0)", "CheckpointConfig(checkpoint_frequency=5)", "FailureConfig(fail_fast=True)"):
+            self.assertIn(want, text)
+        for honoured in ("num_workers", "num_to_keep", "max_failures"):
+            self.assertNotIn(honoured, text)
+        quiet = io.StringIO()
+        with environment(RANK="0"), contextlib.redirect_stderr(quiet):
+            TorchTrainer(lambda: None, scaling_config=train.ScalingConfig(num_workers=2))._warn_ignored()
+        self.assertEqual(quiet.getvalue(), "")
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -30,6 +30,22 @@ func rayExamples(t *testing.T) (home, examples string) {
 	return home, examples
 }
 
+// prepare_data.py without the data set says where it looked and how to get it, and
+// writes nothing.
+func TestPrepareDataWithoutTheDataSet(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "data")
+	empty := t.TempDir()
+	out, err := exec.Command(python, filepath.Join(repoRoot(t), "examples", "ray-train", "prepare_data.py"),
+		"--root", root, "--source", empty).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), filepath.Join(empty, "train-images-idx3-ubyte.gz")+" is missing") ||
+		!strings.Contains(string(out), "apt-get install dataset-fashion-mnist") {
+		t.Errorf("want a failure naming the missing file and the package: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(root); !os.IsNotExist(err) {
+		t.Errorf("it wrote %s anyway (%v)", root, err)
+	}
+}
+
 var doublePrefix = regexp.MustCompile(`(?m)^\[ranks? [^\]]*\] \[ranks? `)
 
 // KubeRay's own Ray Train sample, unmodified (it downloads Fashion-MNIST into ~/data and
@@ -45,6 +61,12 @@ func TestRayKubeRaySampleRunsUnmodified(t *testing.T) {
 	}
 	if !regexp.MustCompile(`Training result: Result\(metrics=\{'loss': [0-9.]+, 'accuracy': [0-9.]+\}`).MatchString(out) {
 		t.Errorf("no Training result with the last metrics:\n%s", out)
+	}
+	for _, want := range []string{"Training started with configuration:", "│ train_loop_config/epochs",
+		"Training finished iteration 10 at ", "│ Training result", "│ training_iteration", "Training completed after 10 iterations at "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("Ray's output lacks %q:\n%s", want, out)
+		}
 	}
 	if rows := regexp.MustCompile(`(?m)^\[rank 0 pid \d+\]\s+10\s+[0-9.]+\s+[0-9.]+`).FindAllString(out, -1); len(rows) != 1 {
 		t.Errorf("want the results table's 10th row (10 epochs reported):\n%s", out)

@@ -8,10 +8,31 @@ wins. Arguments that only make sense on a Ray cluster are accepted and ignored.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 __all__ = ["ScalingConfig", "RunConfig", "CheckpointConfig", "FailureConfig"]
+
+
+def ignored_options(*configs: Any) -> list[str]:
+    """Return ``Class(option=value)`` for each option given a value Trainyard ignores.
+
+    Each config class names its ignored options in ``_IGNORED``; an option still at its
+    default is not listed, so a script that does not use one hears nothing of it.
+    """
+    out = []
+    for config in configs:
+        if config is None:
+            continue
+        for f in dataclasses.fields(config):
+            if f.name not in getattr(config, "_IGNORED", ()):
+                continue
+            default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+            value = getattr(config, f.name)
+            if value != default:
+                out.append(f"{type(config).__name__}({f.name}={value!r})")
+    return out
 
 
 @dataclass
@@ -33,6 +54,8 @@ class ScalingConfig:
     trainer_resources: dict[str, float] | None = None
     placement_strategy: str = "PACK"
     accelerator_type: str | None = None
+
+    _IGNORED: ClassVar[tuple[str, ...]] = ("trainer_resources", "placement_strategy", "accelerator_type")
 
     def __post_init__(self) -> None:
         if isinstance(self.num_workers, bool) or not isinstance(self.num_workers, int) or self.num_workers < 1:
@@ -77,6 +100,8 @@ class CheckpointConfig:
     checkpoint_frequency: int = 0
     checkpoint_at_end: bool | None = None
 
+    _IGNORED: ClassVar[tuple[str, ...]] = ("checkpoint_frequency", "checkpoint_at_end")
+
     def __post_init__(self) -> None:
         if self.num_to_keep is not None and (not isinstance(self.num_to_keep, int) or self.num_to_keep <= 0):
             raise ValueError(
@@ -99,6 +124,8 @@ class FailureConfig:
 
     max_failures: int = 0
     fail_fast: bool | str = False
+
+    _IGNORED: ClassVar[tuple[str, ...]] = ("fail_fast",)
 
     def __post_init__(self) -> None:
         if not isinstance(self.max_failures, int) or self.max_failures < -1:
@@ -131,6 +158,10 @@ class RunConfig:
     log_to_file: Any = False
     worker_runtime_env: dict[str, Any] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+
+    _IGNORED: ClassVar[tuple[str, ...]] = (
+        "storage_filesystem", "callbacks", "stop", "verbose", "sync_config", "log_to_file", "worker_runtime_env",
+    )
 
     def __post_init__(self) -> None:
         if self.failure_config is None:

@@ -18,6 +18,7 @@ from typing import Any
 import trainyard
 
 from ._checkpoint import Checkpoint
+from ._output import Printer
 
 __all__ = ["report", "get_checkpoint", "get_context", "TrainContext"]
 
@@ -36,6 +37,9 @@ class Session:
     checkpoints: collections.deque[tuple[str, dict[str, Any]]] = field(
         default_factory=lambda: collections.deque(maxlen=MAX_REMEMBERED)
     )
+    #: prints Ray's "Training result" table after each report (rank 0 of a fit()); None
+    #: outside fit().
+    printer: Printer | None = None
 
 
 _lock = threading.Lock()
@@ -68,7 +72,8 @@ def report(
     into the run's folder as ``checkpoint_NNNNNN`` (see :class:`Checkpoint`).
     Metrics that are not numbers (strings, lists, ...) stay in ``Result.metrics`` but are
     not sent to Trainyard's results, which hold numbers. ``checkpoint_dir_name`` (V2) is
-    accepted and ignored: Trainyard names checkpoints itself.
+    accepted and ignored: Trainyard names checkpoints itself. Inside fit(), rank 0 prints
+    Ray's "Training result" table for each report (see _output).
     """
     if not isinstance(metrics, dict):
         raise TypeError(f"ray.train.report: metrics must be a dict, not {type(metrics).__name__}")
@@ -76,6 +81,10 @@ def report(
     result = trainyard.report(numbers, checkpoint=checkpoint)
     session = _current()
     session.last_metrics = dict(metrics)
+    if session.printer is not None:
+        run_dir = trainyard.get_context().run_dir
+        path = os.path.join(run_dir, result.checkpoint) if run_dir and result.checkpoint else None
+        session.printer.reported(result.iteration, metrics, result.checkpoint, path)
     if result.checkpoint is not None:
         session.last_checkpoint = result.checkpoint
         session.checkpoints.append((result.checkpoint, dict(metrics)))

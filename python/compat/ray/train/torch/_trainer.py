@@ -35,7 +35,8 @@ import trainyard
 
 from .. import _driver, _worker
 from .._checkpoint import Checkpoint
-from .._config import RunConfig, ScalingConfig
+from .._config import RunConfig, ScalingConfig, ignored_options
+from .._output import Printer
 from .._result import Result, read_progress
 from .._session import Session, _open, _warn
 
@@ -135,22 +136,29 @@ class TorchTrainer:
 
     def fit(self) -> Result:
         """Run the training loop (on this worker, or in a gang it launches) and return the Result."""
+        if not os.environ.get(_worker.RESULT_ENV):  # not a gang its driver's fit() launched
+            self._warn_ignored()
         if _driver.is_driver(self.scaling_config):
             return _driver.launch(self)
         global _fits
         _fits += 1
         self._join_gang()
         self._warn_disagreements()
-        session = Session(experiment_name=self.run_config.name, resume_from=self.resume_from_checkpoint)
+        printer = Printer(enabled=trainyard.get_context().rank == 0)
+        session = Session(experiment_name=self.run_config.name, resume_from=self.resume_from_checkpoint,
+                          printer=printer)
         _open(session)
         cfg = self.torch_config
         trainyard.init_process_group(backend=cfg.backend, timeout=datetime.timedelta(seconds=cfg.timeout_s))
+        printer.started(self.train_loop_config)
         if self._params == 1:
             config = self.train_loop_config if self.train_loop_config is not None else {}
             self.train_loop_per_worker(config)
         else:
             self.train_loop_per_worker()
-        return _result(session)
+        result = _result(session)
+        printer.completed()
+        return result
 
     def _join_gang(self) -> None:
         """Check that this process is in a gang fit() can run in, or make it a gang of one."""
@@ -170,6 +178,16 @@ class TorchTrainer:
                                 ("LOCAL_WORLD_SIZE", "1"), ("GROUP_RANK", "0"),
                                 ("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", str(_free_port()))):
                 os.environ.setdefault(name, value)
+
+    def _warn_ignored(self) -> None:
+        """Name the options this trainer was given that only mean something on a Ray cluster."""
+        rc = self.run_config
+        ignored = ignored_options(self.scaling_config, rc, rc.checkpoint_config, rc.failure_config)
+        if ignored:
+            _warn(
+                "ignored, as they only mean something on a Ray cluster (Trainyard places, restarts "
+                "and checkpoints the gang itself): " + ", ".join(ignored)
+            )
 
     def _warn_disagreements(self) -> None:
         """Say plainly where the gang differs from the trainer's configs: the gang wins."""
