@@ -8,6 +8,8 @@ type (
 	SubmitRequest = server.SubmitRequest
 	// Job is a job as the server keeps it.
 	Job = server.Job
+	// Gang is the gang a running job's own process leased GPUs for.
+	Gang = server.Gang
 	// JobStatus is a job's state: PENDING, RUNNING, STOPPED, SUCCEEDED or FAILED.
 	JobStatus = server.JobStatus
 	// JobDetail is a job with its spec, run record, last result and checkpoints.

@@ -329,7 +329,6 @@ type TrainJobList struct {
 	Items           []TrainJob `json:"items"`
 }
 
-// WorkerCount returns the number of workers, 1 when unset.
 // DefaultMaxDisruptions is MaxDisruptions when the spec does not say.
 const DefaultMaxDisruptions = 10
 
@@ -341,6 +340,7 @@ func (s *TrainJobSpec) DisruptionLimit() int32 {
 	return DefaultMaxDisruptions
 }
 
+// WorkerCount returns the number of workers, 1 when unset.
 func (s *TrainJobSpec) WorkerCount() int {
 	if s.Workers == nil {
 		return 1
@@ -375,6 +375,21 @@ func (s *TrainJobSpec) GracePeriod() int64 {
 		return 5
 	}
 	return *s.TerminationGracePeriodSeconds
+}
+
+// AnnotationGang says how the job's gang was described. GangImplicit marks a job of one
+// process whose user gave no gang (no --workers, --procs-per-worker or job file: `trainyard
+// submit -- python3 train.py`, or a Ray Jobs API submission): there, Ray Train's
+// TorchTrainer.fit() may act as Ray's driver and start the gang its ScalingConfig asks for.
+const AnnotationGang = "trainyard.dev/gang"
+
+// GangImplicit is AnnotationGang's value for a gang the user did not describe.
+const GangImplicit = "implicit"
+
+// ImplicitGang reports whether the job is one process whose gang the user did not
+// describe (see AnnotationGang).
+func (j *TrainJob) ImplicitGang() bool {
+	return j.Annotations[AnnotationGang] == GangImplicit && j.Spec.WorldSize() == 1
 }
 
 // The condition types of a TrainJob.

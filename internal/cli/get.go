@@ -122,6 +122,9 @@ func jobFields(v view, d client.JobDetail) [][2]string {
 	if gpuCount(j.GPUs) > 0 {
 		fields = append(fields, [2]string{"GPUs", gpuIDs(j.GPUs)})
 	}
+	if g := j.Gang; g != nil {
+		fields = append(fields, [2]string{"Gang", leasedGang(g)})
+	}
 	fields = append(fields, [2]string{"Submitted", v.clock(j.SubmittedAt) + " (" + v.age(j.SubmittedAt) + ")"})
 	if j.StartedAt != nil {
 		fields = append(fields, [2]string{"Started", v.clock(*j.StartedAt)})
@@ -136,6 +139,18 @@ func jobFields(v view, d client.JobDetail) [][2]string {
 		fields = append(fields, [2]string{"Working dir", d.Spec.Spec.WorkingDir})
 	}
 	return append(fields, [2]string{"Run dir", orDash(j.RunDir)})
+}
+
+// leasedGang describes the gang a job's process leased GPUs for, and which it holds.
+func leasedGang(g *client.Gang) string {
+	out := fmt.Sprintf("%d workers x %d GPU", g.Workers, g.GPUsPerWorker)
+	if g.GPUsPerWorker != 1 {
+		out += "s"
+	}
+	if len(g.GPUs) == 0 {
+		return out + " each, waiting for GPUs"
+	}
+	return out + " each, on GPUs " + gpuIDs(g.GPUs)
 }
 
 // gangShape describes the workers: how many, with how many processes and GPUs each.

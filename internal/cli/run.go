@@ -78,10 +78,15 @@ func newRunCommand(g *globals) *cobra.Command {
 
 func runJob(ctx context.Context, g *globals, flags *jobspec.Flags, opts runOptions, command []string) error {
 	ctx, force := handleSignals(ctx)
-	job, place, err := prepare(ctx, flags, command)
-	if err != nil {
+	job, place, release, err := prepare(ctx, g, flags, command)
+	var ee *exitError
+	switch {
+	case errors.As(err, &ee):
+		return err
+	case err != nil:
 		return usageError(err)
 	}
+	defer release()
 	helper, removeHelper, err := python.Install(python.Options{Logger: g.logger()})
 	if err != nil {
 		return fmt.Errorf("install the Python helper: %w", err)
@@ -126,11 +131,12 @@ func runJob(ctx context.Context, g *globals, flags *jobspec.Flags, opts runOptio
 // driverEnv returns the variables every process of the run gets from the CLI: the helper
 // on PYTHONPATH, and what Ray's TorchTrainer.fit() needs to launch a gang from a plain
 // single process (the driver): TRAINYARD_GANG (implicit for one process started without
-// --workers, --procs-per-worker or a job file, else explicit), TRAINYARD_BINARY (this
+// --workers, --procs-per-worker or a job file, or whose job file says so (a server's job:
+// v1.AnnotationGang), else explicit), TRAINYARD_BINARY (this
 // binary) and TRAINYARD_HOST_CUDA_VISIBLE_DEVICES (the GPUs trainyard itself was given).
 func driverEnv(job *v1.TrainJob, opts runOptions, helper string) map[string]string {
 	env := map[string]string{"PYTHONPATH": helper, "TRAINYARD_GANG": "explicit"}
-	if !opts.gangGiven && job.Spec.WorldSize() == 1 {
+	if (!opts.gangGiven && job.Spec.WorldSize() == 1) || job.ImplicitGang() {
 		env["TRAINYARD_GANG"] = "implicit"
 	}
 	if self, err := os.Executable(); err == nil {
@@ -144,22 +150,32 @@ func driverEnv(job *v1.TrainJob, opts runOptions, helper string) map[string]stri
 
 // prepare turns flags into a job placed on this machine, checking everything that can be
 // checked before anything starts.
-func prepare(ctx context.Context, flags *jobspec.Flags, command []string) (*v1.TrainJob, launcher.Placement, error) {
-	job, err := flags.Resolve(command, jobspec.Env{})
-	if err != nil {
-		return nil, launcher.Placement{}, err
+// Inside a job of a trainyard server, the GPUs are leased from the server's scheduler
+// first (see leaseGPUs); release gives them back.
+func prepare(ctx context.Context, g *globals, flags *jobspec.Flags, command []string) (
+	job *v1.TrainJob, place launcher.Placement, release func(), err error) {
+	release = func() {}
+	if job, err = flags.Resolve(command, jobspec.Env{}); err != nil {
+		return nil, place, release, err
 	}
 	if err := launcher.Preflight(job); err != nil {
-		return nil, launcher.Placement{}, err
+		return nil, place, release, err
 	}
 	var inv device.Inventory
 	if job.Spec.Resources.GPU > 0 {
+		if release, err = leaseGPUs(ctx, g, job); err != nil {
+			return nil, place, func() {}, err
+		}
 		if inv, err = discoverGPUs(ctx); err != nil {
-			return nil, launcher.Placement{}, err
+			release()
+			return nil, place, func() {}, err
 		}
 	}
-	place, err := launcher.PlaceLocal(job, inv)
-	return job, place, err
+	if place, err = launcher.PlaceLocal(job, inv); err != nil {
+		release()
+		return nil, place, func() {}, err
+	}
+	return job, place, release, nil
 }
 
 func report(g *globals, job *v1.TrainJob, folder *rundir.Run, res launcher.Result) error {

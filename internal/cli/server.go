@@ -297,7 +297,8 @@ func newEngine(st *store.Store, node scheduler.Node, inv device.Inventory, token
 	if err != nil {
 		return nil, nil, fmt.Errorf("find the trainyard binary that supervises jobs: %w", err)
 	}
-	svc, err := jobs.New(jobs.Config{Store: st, Node: node, StateDir: opts.stateDir, Binary: self, Logger: log})
+	svc, err := jobs.New(jobs.Config{Store: st, Node: node, StateDir: opts.stateDir, Binary: self, Logger: log,
+		LeaseKey: []byte(token), LeaseSocket: filepath.Join(opts.stateDir, "lease.sock")})
 	if err != nil {
 		return nil, nil, err
 	}

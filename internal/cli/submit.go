@@ -79,6 +79,8 @@ type submitOptions struct {
 	noWait   bool
 	// workingDir is a local folder to upload, for the job to start in.
 	workingDir string
+	// gangGiven is whether the user described the gang (as runOptions.gangGiven).
+	gangGiven bool
 }
 
 func newSubmitCommand(g *globals) *cobra.Command {
@@ -107,6 +109,8 @@ func newSubmitCommand(g *globals) *cobra.Command {
 					return usageError(err)
 				}
 			}
+			fs := cmd.Flags()
+			opts.gangGiven = flags.File != "" || fs.Changed("workers") || fs.Changed("procs-per-worker")
 			return submitJob(cmd.Context(), g, &flags, &remote, opts, args)
 		},
 	}
@@ -133,6 +137,14 @@ func submitJob(ctx context.Context, g *globals, flags *jobspec.Flags, remote *re
 	job, err := remoteJob(flags, command, opts.workingDir != "")
 	if err != nil {
 		return usageError(err)
+	}
+	if !opts.gangGiven && job.Spec.WorldSize() == 1 {
+		// One plain process, as `trainyard run -- python3 train.py` starts: a Ray Train
+		// script in it is Ray's driver, whose fit() leases its gang's GPUs from the server.
+		if job.Annotations == nil {
+			job.Annotations = map[string]string{}
+		}
+		job.Annotations[v1.AnnotationGang] = v1.GangImplicit
 	}
 	c, err := remote.client()
 	if err != nil {

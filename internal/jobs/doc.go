@@ -13,6 +13,11 @@
 // (SIGKILL, a crash of the machine) leaves a job that is queued again to continue its run
 // folder from the latest checkpoint, while its maxRestarts allow (restart.go).
 //
+// A running job's own process may lease GPUs for a gang it starts (a Ray Train driver's
+// fit()) through the lease socket (lease.go, package gpulease): the scheduler queues the
+// gang with the pending jobs, and its GPUs are recorded before they are handed over and
+// freed when the lease's connection closes.
+//
 // The HTTP layer (internal/server) turns requests into calls of Service; nothing here
 // knows about HTTP.
 package jobs

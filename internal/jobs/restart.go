@@ -22,6 +22,7 @@ func ended(j *store.Job, waitErr error, now time.Time) {
 	if err != nil {
 		rec = rundir.Record{} // no attempt recorded: the supervisor died before its first
 	}
+	j.Gang = nil // the gang ended with its job's supervisor
 	died := diedUnfinished(j, rec, waitErr)
 	limit, used := maxRestarts(j), restartsUsed(j, rec)
 	if died && used < limit {

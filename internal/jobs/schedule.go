@@ -32,23 +32,25 @@ func decodeSpec(j *store.Job) (*v1.TrainJob, error) {
 	return &job, nil
 }
 
-// reconcile starts the pending jobs the scheduler places, and records why the others wait.
+// reconcile starts the pending jobs the scheduler places and grants the GPU leases of
+// running jobs' gangs it places, and records why the others wait.
 func (s *Service) reconcile() {
 	s.checkRunning()
 	pending, err := s.cfg.Store.List(store.Filter{Statuses: []store.Status{store.Pending}})
-	if err != nil || len(pending) == 0 {
-		if err != nil {
-			s.log.Error("list pending jobs", "err", err)
-		}
+	if err != nil {
+		s.log.Error("list pending jobs", "err", err)
 		return
 	}
-	state, err := s.state()
+	state, gangs, err := s.state()
 	if err != nil {
 		s.log.Error("read running jobs", "err", err)
 		return
 	}
-	queue := make([]scheduler.Job, 0, len(pending))
-	byID := map[string]*store.Job{}
+	if len(pending) == 0 && len(gangs) == 0 {
+		return
+	}
+	queue := make([]scheduler.Job, 0, len(pending)+len(gangs))
+	byID, gangByName := map[string]*store.Job{}, map[string]*store.Job{}
 	for _, j := range pending {
 		spec, err := decodeSpec(j)
 		if err != nil {
@@ -58,24 +60,39 @@ func (s *Service) reconcile() {
 		queue = append(queue, schedJob(j.ID, j.Priority, j.Seq, spec))
 		byID[j.ID] = j
 	}
+	for _, j := range gangs {
+		if name := gangName(j.ID); byID[name] == nil { // a job named like a gang waits a round
+			queue = append(queue, gangJob(j))
+			gangByName[name] = j
+		}
+	}
 	d := scheduler.Schedule(state, queue)
 	for _, p := range d.Start {
-		s.start(byID[p.JobID], p.GPUs)
+		if j := gangByName[p.JobID]; j != nil {
+			s.grantLease(j.ID, p.GPUs)
+		} else {
+			s.start(byID[p.JobID], p.GPUs)
+		}
 	}
 	for id, reason := range d.Waiting {
-		if byID[id] != nil && byID[id].Message != reason {
+		if j := gangByName[id]; j != nil {
+			s.leaseWaits(j, reason)
+		} else if byID[id] != nil && byID[id].Message != reason {
 			s.setMessage(id, reason)
 		}
 	}
 }
 
-// state is the scheduler's view: this machine and the running jobs.
-func (s *Service) state() (scheduler.State, error) {
+// state is the scheduler's view: this machine, the running jobs and the gangs they hold.
+// It also returns the running jobs whose gang waits for its GPUs, forgetting those whose
+// process no longer waits (it asked before this server started).
+func (s *Service) state() (scheduler.State, []*store.Job, error) {
 	running, err := s.cfg.Store.List(store.Filter{Statuses: []store.Status{store.Running}})
 	if err != nil {
-		return scheduler.State{}, err
+		return scheduler.State{}, nil, err
 	}
 	st := scheduler.State{Node: s.cfg.Node, Now: time.Now()}
+	var waiting []*store.Job
 	for _, j := range running {
 		spec, err := decodeSpec(j)
 		if err != nil {
@@ -87,8 +104,17 @@ func (s *Service) state() (scheduler.State, error) {
 		}
 		st.Running = append(st.Running, scheduler.Running{Job: schedJob(j.ID, j.Priority, j.Seq, spec),
 			GPUs: j.GPUs, Started: started})
+		switch {
+		case j.Gang == nil:
+		case j.Gang.GPUs != nil:
+			st.Running = append(st.Running, scheduler.Running{Job: gangJob(j), GPUs: j.Gang.GPUs, Started: j.Gang.RequestedAt})
+		case s.leases.waiter(j.ID) == nil:
+			s.dropStaleLease(j)
+		default:
+			waiting = append(waiting, j)
+		}
 	}
-	return st, nil
+	return st, waiting, nil
 }
 
 func (s *Service) setMessage(id, msg string) {

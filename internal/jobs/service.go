@@ -42,6 +42,11 @@ type Config struct {
 	Logger *slog.Logger
 	// Poll is how often running supervisors are checked; 0 means 500 ms.
 	Poll time.Duration
+	// LeaseKey signs each job's secret for GPU leases (see ServeLeases and package
+	// gpulease); when set, every supervisor gets the lease environment.
+	LeaseKey []byte
+	// LeaseSocket is the path ServeLeases listens on, given to supervisors.
+	LeaseSocket string
 }
 
 // Service runs jobs on this machine. Its methods are safe for concurrent use.
@@ -53,6 +58,7 @@ type Service struct {
 
 	mu       sync.Mutex
 	children map[string]bool // jobs whose supervisor is this process's child, or being started
+	leases   leases
 
 	crash func(point string) // the test fault hook (see FaultEnv); nil in production
 }
@@ -73,7 +79,7 @@ func New(cfg Config) (*Service, error) {
 		return nil, err
 	}
 	return &Service{cfg: cfg, log: cfg.Logger, wake: make(chan struct{}, 1), exits: make(chan exited, 64),
-		children: map[string]bool{}, crash: crash}, nil
+		children: map[string]bool{}, leases: leases{waiters: map[string]*leaseWaiter{}}, crash: crash}, nil
 }
 
 // Submission is a job to submit.
@@ -178,6 +184,13 @@ const ConsoleLog = "console.log"
 func (s *Service) Run(ctx context.Context) error {
 	if err := s.reattach(); err != nil {
 		return err
+	}
+	if s.cfg.LeaseSocket != "" {
+		stop, err := s.serveLeases(ctx, s.cfg.LeaseSocket)
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 	tick := time.NewTicker(s.cfg.Poll)
 	defer tick.Stop()

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
+	"github.com/trainyard/trainyard/internal/gpulease"
 	"github.com/trainyard/trainyard/internal/rundir"
 	"github.com/trainyard/trainyard/internal/store"
 )
@@ -86,6 +86,13 @@ func (s *Service) startSupervisor(j *store.Job) (*exec.Cmd, error) {
 		return nil, err
 	}
 	spec.Spec.MaxRestarts = max(0, spec.Spec.MaxRestarts-int32(j.Restarts))
+	if s.cfg.LeaseSocket != "" {
+		// The job's processes (not its supervisor, whose GPUs are placed) may lease GPUs
+		// for a gang of their own: a Ray Train driver's fit().
+		spec.Spec.Env = append(spec.Spec.Env, v1.EnvVar{Name: gpulease.EnvSocket, Value: s.cfg.LeaseSocket},
+			v1.EnvVar{Name: gpulease.EnvJob, Value: j.ID},
+			v1.EnvVar{Name: gpulease.EnvSecret, Value: gpulease.Secret(s.cfg.LeaseKey, j.ID)})
+	}
 	if err := s.writeSpec(j.ID, spec); err != nil {
 		return nil, err
 	}
@@ -131,7 +138,7 @@ func (s *Service) launch(j *store.Job, gpus [][]int) (*exec.Cmd, error) {
 	cmd := exec.Command(s.cfg.Binary, "run", "-f", s.specPath(j.ID))
 	cmd.Stdout, cmd.Stderr, cmd.Dir = log, log, j.RunDir
 	cmd.Env = append(os.Environ(), "NO_COLOR=1")
-	if ids := flatten(gpus); ids != "" {
+	if ids := gpulease.Visible(gpus); ids != "" {
 		cmd.Env = append(cmd.Env, "CUDA_VISIBLE_DEVICES="+ids)
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
@@ -139,16 +146,6 @@ func (s *Service) launch(j *store.Job, gpus [][]int) (*exec.Cmd, error) {
 		return nil, fmt.Errorf("start supervisor: %w", err)
 	}
 	return cmd, nil
-}
-
-func flatten(gpus [][]int) string {
-	var ids []string
-	for _, w := range gpus {
-		for _, g := range w {
-			ids = append(ids, strconv.Itoa(g))
-		}
-	}
-	return strings.Join(ids, ",")
 }
 
 // signal asks a job's supervisor to stop its gang.

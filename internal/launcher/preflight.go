@@ -131,7 +131,11 @@ func checkDir(dir string) error {
 // LookPath finds the job's program as the workers will: a name with a slash is taken
 // relative to the working folder, a bare name is searched in the PATH the workers get.
 func LookPath(job *v1.TrainJob) (string, error) {
-	name := job.Spec.Command[0]
+	return lookName(job, job.Spec.Command[0])
+}
+
+// lookName finds the program name as LookPath does for the job's command.
+func lookName(job *v1.TrainJob, name string) (string, error) {
 	if strings.Contains(name, "/") {
 		p := name
 		if !filepath.IsAbs(p) {

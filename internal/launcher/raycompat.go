@@ -7,9 +7,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
+
+	v1 "github.com/trainyard/trainyard/api/v1alpha1"
 )
 
 // rayProbe prints "found" when the Python running it can import ray by itself.
@@ -22,11 +25,15 @@ const rayProbeTimeout = 60 * time.Second
 // offerRay reports whether the workers get the ray compatibility package (l.RayCompat):
 // only when the job runs Python (the command is a Python interpreter, or a script whose
 // #! line names one, such as torchrun) and that Python, with the workers' environment
-// and working folder, cannot import ray. A folder on PYTHONPATH comes before
+// and working folder, cannot import ray. A shell command (sh -c "python3 train.py", as
+// Ray's job entrypoints are run) counts as Python when its first word is. A folder on PYTHONPATH comes before
 // site-packages, so offering the package to a Python that has Ray would shadow it; the
 // probe asks the job's own Python once, before the first attempt.
 func (l *Launcher) offerRay(ctx context.Context) (bool, error) {
 	argv := pythonArgv(l.path)
+	if argv == nil {
+		argv = shellPythonArgv(l.Job, l.path)
+	}
 	if argv == nil {
 		return false, nil
 	}
@@ -70,4 +77,32 @@ func pythonArgv(path string) []string {
 		return nil
 	}
 	return argv
+}
+
+// shellNames are the shells whose -c STRING commands offerRay looks into.
+var shellNames = map[string]bool{"sh": true, "bash": true, "dash": true}
+
+// assignment is a VAR=value word before a shell command's program.
+var assignment = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*=`)
+
+// shellPythonArgv returns how to start the Python that a job's `sh -c STRING` command
+// runs first: the string's first word after VAR=value assignments (and exec or env),
+// found on the job's PATH and taken as pythonArgv takes a program. It returns nil when
+// the command is not a shell's -c or its first word is not Python.
+func shellPythonArgv(job *v1.TrainJob, shell string) []string {
+	cmd := job.Spec.Command
+	if !shellNames[filepath.Base(shell)] || len(cmd) < 3 || cmd[1] != "-c" {
+		return nil
+	}
+	for _, word := range strings.Fields(cmd[2]) {
+		if assignment.MatchString(word) || word == "exec" || word == "env" {
+			continue
+		}
+		path, err := lookName(job, word)
+		if err != nil {
+			return nil
+		}
+		return pythonArgv(path)
+	}
+	return nil
 }

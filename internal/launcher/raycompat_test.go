@@ -37,6 +37,7 @@ func TestRayCompatNeverShadowsARealRay(t *testing.T) {
 		jobPath, inherited string // the job's PYTHONPATH, the caller's
 		inWorkdir          bool
 		inSitePackages     bool // after PYTHONPATH in sys.path: what an appended folder would shadow
+		shell              bool // the command is sh -c "python3 ...", as Ray's job entrypoints
 		want               string
 	}{
 		"ray in site-packages":             {inSitePackages: true, want: "user"},
@@ -45,6 +46,8 @@ func TestRayCompatNeverShadowsARealRay(t *testing.T) {
 		"ray on the inherited PYTHONPATH":  {inherited: "user", want: "user"},
 		"ray in the working folder":        {inWorkdir: true, want: "user"},
 		"another folder on the job's path": {jobPath: "empty", want: "trainyard"},
+		"no ray, run by a shell":           {shell: true, want: "trainyard"},
+		"ray in site-packages, by a shell": {shell: true, inSitePackages: true, want: "user"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -54,6 +57,9 @@ func TestRayCompatNeverShadowsARealRay(t *testing.T) {
 			b := makeJob(t, "")
 			job := b.job
 			job.Spec.Command = []string{systemPython, "-c", "import ray; print('ray is', ray.WHO)"}
+			if c.shell {
+				job.Spec.Command = []string{"/bin/sh", "-c", `X=1 python3 -c "import ray; print('ray is', ray.WHO)"`}
+			}
 			if c.jobPath != "" {
 				job.Spec.Env = []v1.EnvVar{{Name: "PYTHONPATH", Value: paths[c.jobPath]}}
 			}
@@ -121,6 +127,36 @@ func TestPythonArgv(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			if diff := cmp.Diff(c.want, pythonArgv(c.path)); diff != "" {
 				t.Errorf("pythonArgv(%s) (-want +got):\n%s", c.path, diff)
+			}
+		})
+	}
+}
+
+func TestShellPythonArgv(t *testing.T) {
+	dir := t.TempDir()
+	torchrun := filepath.Join(dir, "torchrun")
+	if err := os.WriteFile(torchrun, []byte("#!/usr/bin/python3\nimport sys\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]struct {
+		command []string
+		want    []string
+	}{
+		"python on the PATH":         {command: []string{"/bin/sh", "-c", "python3 train.py"}, want: []string{systemPython}},
+		"after assignments and exec": {command: []string{"bash", "-c", "A=1 B=2 exec python3 -u train.py"}, want: []string{systemPython}},
+		"a Python script by path":    {command: []string{"sh", "-c", torchrun + " train.py"}, want: []string{"/usr/bin/python3"}},
+		"not Python":                 {command: []string{"sh", "-c", "echo hi; python3 x.py"}},
+		"a program that is missing":  {command: []string{"sh", "-c", "no-such-program x"}},
+		"a shell script file":        {command: []string{"sh", "run.sh"}},
+		"not a shell":                {command: []string{"env", "-c", "python3"}},
+		"an empty string":            {command: []string{"sh", "-c", ""}},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			job := &v1.TrainJob{Spec: v1.TrainJobSpec{Command: c.command, WorkingDir: dir,
+				Env: []v1.EnvVar{{Name: "PATH", Value: "/usr/bin:/bin"}}}}
+			if diff := cmp.Diff(c.want, shellPythonArgv(job, c.command[0])); diff != "" {
+				t.Errorf("shellPythonArgv(%q) (-want +got):\n%s", c.command, diff)
 			}
 		})
 	}

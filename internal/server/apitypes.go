@@ -60,6 +60,9 @@ type Job struct {
 	Resources *v1.WorkerResources `json:"resources,omitempty"`
 	// GPUs are the GPU indices allocated to the job, one list per worker.
 	GPUs [][]int `json:"gpus,omitempty"`
+	// Gang is the gang a running job's own process leased GPUs for (a Ray Train
+	// driver's fit()), apart from the job's own GPUs; nil when it holds or awaits none.
+	Gang *Gang `json:"gang,omitempty"`
 	// RunDir is the job's run folder on the server's machine.
 	RunDir string `json:"runDir,omitempty"`
 	// StopRequested is set when a stop was asked and the job has not stopped yet.
@@ -69,6 +72,14 @@ type Job struct {
 	EndedAt       *time.Time `json:"endedAt,omitempty"`
 	// Version increases with every change of the job.
 	Version uint64 `json:"version"`
+}
+
+// Gang is a running job's lease of GPUs for a gang its process starts.
+type Gang struct {
+	Workers       int `json:"workers"`
+	GPUsPerWorker int `json:"gpusPerWorker"`
+	// GPUs are the indices granted, one list per worker; empty while the gang waits.
+	GPUs [][]int `json:"gpus,omitempty"`
 }
 
 // JobList is the answer of GET /api/v1/jobs: jobs in submit order.

@@ -34,7 +34,15 @@ func toJob(j *store.Job) Job {
 	return Job{ID: j.ID, Name: j.Name, Status: JobStatus(j.Status), Message: j.Message, Priority: j.Priority,
 		Entrypoint: j.Entrypoint, Metadata: j.Metadata, RuntimeEnv: j.RuntimeEnv, Workers: workers, Resources: resources,
 		GPUs: j.GPUs, RunDir: j.RunDir, StopRequested: j.StopRequested, SubmittedAt: j.SubmittedAt,
-		StartedAt: j.StartedAt, EndedAt: j.EndedAt, Version: j.Version}
+		StartedAt: j.StartedAt, EndedAt: j.EndedAt, Version: j.Version, Gang: toGang(j.Gang)}
+}
+
+// toGang converts a stored job's gang lease.
+func toGang(g *store.Gang) *Gang {
+	if g == nil {
+		return nil
+	}
+	return &Gang{Workers: g.Workers, GPUsPerWorker: g.GPUsPerWorker, GPUs: g.GPUs}
 }
 
 // gang reads the number of workers and what each asks for from a stored job's spec, and

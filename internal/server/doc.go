@@ -26,7 +26,8 @@
 //	PUT    /api/packages/{protocol}/{name}      stores a zip archive (protocol "gcs" only)
 //
 // A submitted job is one worker running one process, `/bin/sh -c <entrypoint>`, with
-// entrypoint_num_gpus whole GPUs (a fraction is refused: GPUs are not shared),
+// entrypoint_num_gpus whole GPUs (a fraction is refused: GPUs are not shared; a Ray
+// Train script's fit() in it leases its gang's GPUs from the scheduler, see jobs),
 // entrypoint_num_cpus cores (when not given or 0, the default share of every job that
 // names no CPU: jobs.DefaultCPU) and entrypoint_memory bytes. Of runtime_env, working_dir
 // (a folder on this machine, or a gcs:// package uploaded before, unpacked into the job's

@@ -11,11 +11,14 @@ import (
 )
 
 // rayTrainJob is the TrainJob of a Ray submission: one worker, one process running the
-// entrypoint with /bin/sh, with the resources and environment the submission asks for.
+// entrypoint with /bin/sh, with the resources and environment the submission asks for;
+// a Ray Train script in it is Ray's driver (v1.AnnotationGang).
 func rayTrainJob(req *raySubmit) *v1.TrainJob {
 	one := int32(1)
 	job := &v1.TrainJob{Spec: v1.TrainJobSpec{Workers: &one, ProcsPerWorker: &one,
 		Command: []string{"/bin/sh", "-c", req.Entrypoint}, Env: envList(req.Env.EnvVars)}}
+	// The entrypoint is Ray's driver: a TorchTrainer's fit() in it starts its gang.
+	job.Annotations = map[string]string{v1.AnnotationGang: v1.GangImplicit}
 	setResources(&job.Spec.Resources, req)
 	return job
 }

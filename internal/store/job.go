@@ -69,6 +69,9 @@ type Job struct {
 	RuntimeEnv json.RawMessage `json:"runtimeEnv,omitempty"`
 	// GPUs are the GPU indices allocated to the job, one list per worker.
 	GPUs [][]int `json:"gpus,omitempty"`
+	// Gang is the GPU lease a running job's own process asked for to start a gang of
+	// its own (a Ray Train driver's fit()), nil when it holds or awaits none.
+	Gang *Gang `json:"gang,omitempty"`
 	// RunDir is the job's run folder.
 	RunDir string `json:"runDir,omitempty"`
 	// SupervisorPID is the process id of the job's supervisor while it runs; 0 while the
@@ -94,6 +97,18 @@ type Job struct {
 	// Version is 1 after Create and incremented by every Update, so a client can tell
 	// whether the job changed since it read it (optimistic concurrency).
 	Version uint64 `json:"version"`
+}
+
+// Gang is a running job's lease of GPUs for a gang its process starts (a `trainyard run
+// --workers N --gpus-per-worker G` inside the job), held apart from the job's own GPUs.
+type Gang struct {
+	// Workers and GPUsPerWorker are what the gang asks for.
+	Workers       int `json:"workers"`
+	GPUsPerWorker int `json:"gpusPerWorker"`
+	// GPUs are the indices granted, one list per worker; nil while the lease waits.
+	GPUs [][]int `json:"gpus,omitempty"`
+	// RequestedAt is when the lease was asked for.
+	RequestedAt time.Time `json:"requestedAt"`
 }
 
 // validate checks what the store relies on: an ID, a known status, and JSON in Spec (and

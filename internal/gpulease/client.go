@@ -1,0 +1,104 @@
+package gpulease
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+)
+
+// RefusedError is the server's refusal of a request: asking again would not help.
+type RefusedError struct {
+	// Reason is the server's message.
+	Reason string
+}
+
+func (e *RefusedError) Error() string { return "the server refused the GPUs: " + e.Reason }
+
+// Lease is a grant of GPUs; the server holds them for the gang until Release.
+type Lease struct {
+	// GPUs are the GPUs granted, one list per worker.
+	GPUs [][]int
+	body io.Closer
+}
+
+// Release gives the GPUs back to the server. It is safe to call more than once.
+func (l *Lease) Release() {
+	if l != nil && l.body != nil {
+		_ = l.body.Close()
+		l.body = nil
+	}
+}
+
+// FromEnv returns the request a process of a server's job makes for a gang, and the
+// socket to send it on, from the environment; ok is false outside a server's job.
+func FromEnv(workers, gpusPerWorker int) (socket string, req Request, ok bool) {
+	socket = os.Getenv(EnvSocket)
+	if socket == "" {
+		return "", Request{}, false
+	}
+	return socket, Request{Job: os.Getenv(EnvJob), Secret: os.Getenv(EnvSecret), Workers: workers,
+		GPUsPerWorker: gpusPerWorker}, true
+}
+
+// Acquire asks the server listening on socket for the request's GPUs and waits until it
+// grants them, calling waiting (if not nil) with each new reason the lease waits, or
+// until ctx ends.
+func Acquire(ctx context.Context, socket string, req Request, waiting func(string)) (*Lease, error) {
+	if err := req.Check(); err != nil {
+		return nil, &RefusedError{Reason: err.Error()}
+	}
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	c := &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", socket)
+		},
+		DisableKeepAlives: true,
+	}}
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://trainyard"+Path, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	resp, err := c.Do(hreq)
+	if err != nil {
+		return nil, fmt.Errorf("ask the server for GPUs (%s): %w", socket, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		defer resp.Body.Close()
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return nil, &RefusedError{Reason: strings.TrimSpace(string(msg))}
+	}
+	dec := json.NewDecoder(resp.Body)
+	for {
+		var ev Event
+		if err := dec.Decode(&ev); err != nil {
+			resp.Body.Close()
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, fmt.Errorf("wait for GPUs from the server: %w", err)
+		}
+		switch {
+		case ev.Error != "":
+			resp.Body.Close()
+			return nil, &RefusedError{Reason: ev.Error}
+		case ev.GPUs != nil:
+			return &Lease{GPUs: ev.GPUs, body: resp.Body}, nil
+		case ev.Waiting != "" && waiting != nil:
+			waiting(ev.Waiting)
+		}
+	}
+}
