@@ -24,14 +24,16 @@ func (e *RefusedError) Error() string { return "the server refused the GPUs: " +
 // Lease is a grant of GPUs; the server holds them for the gang until Release.
 type Lease struct {
 	// GPUs are the GPUs granted, one list per worker.
-	GPUs [][]int
-	body io.Closer
+	GPUs   [][]int
+	body   io.Closer
+	cancel context.CancelFunc // ends the request, which outlives Acquire's ctx
 }
 
 // Release gives the GPUs back to the server. It is safe to call more than once.
 func (l *Lease) Release() {
 	if l != nil && l.body != nil {
 		_ = l.body.Close()
+		l.cancel()
 		l.body = nil
 	}
 }
@@ -49,7 +51,8 @@ func FromEnv(workers, gpusPerWorker int) (socket string, req Request, ok bool) {
 
 // Acquire asks the server listening on socket for the request's GPUs and waits until it
 // grants them, calling waiting (if not nil) with each new reason the lease waits, or
-// until ctx ends.
+// until ctx ends. Once granted, the GPUs stay leased until Release, even after ctx ends
+// (a run that is stopping its gang still uses them).
 func Acquire(ctx context.Context, socket string, req Request, waiting func(string)) (*Lease, error) {
 	if err := req.Check(); err != nil {
 		return nil, &RefusedError{Reason: err.Error()}
@@ -58,13 +61,31 @@ func Acquire(ctx context.Context, socket string, req Request, waiting func(strin
 	if err != nil {
 		return nil, err
 	}
+	// The request's context ends with ctx only until the GPUs are granted.
+	hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	detach := context.AfterFunc(ctx, cancel)
+	lease, err := acquire(ctx, hctx, socket, body, waiting)
+	if err == nil && !detach() { // ctx ended as the GPUs came: give them back
+		lease.body.Close()
+		err = ctx.Err()
+	}
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	lease.cancel = cancel
+	return lease, nil
+}
+
+// acquire is Acquire's exchange with the server, over a request whose context is hctx.
+func acquire(ctx, hctx context.Context, socket string, body []byte, waiting func(string)) (*Lease, error) {
 	c := &http.Client{Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			return (&net.Dialer{}).DialContext(ctx, "unix", socket)
 		},
 		DisableKeepAlives: true,
 	}}
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://trainyard"+Path, bytes.NewReader(body))
+	hreq, err := http.NewRequestWithContext(hctx, http.MethodPost, "http://trainyard"+Path, bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}

@@ -243,10 +243,12 @@ func (s *Service) dropWaiter(id string, waiter *leaseWaiter) {
 	}
 }
 
-// grantLease records the GPUs of a job's gang, then hands them to its waiter.
-func (s *Service) grantLease(id string, gpus [][]int) {
+// grantLease records the GPUs of a job's gang, then hands them to its waiter; waiting
+// is the job as reconcile read it: the GPUs are for its lease, not for a later one.
+func (s *Service) grantLease(waiting *store.Job, gpus [][]int) {
+	id := waiting.ID
 	waiter := s.leases.waiter(id)
-	if waiter == nil {
+	if waiter == nil || !waiting.Gang.RequestedAt.Equal(waiter.since) {
 		return
 	}
 	_, err := s.cfg.Store.Update(id, func(j *store.Job) error {
@@ -277,16 +279,16 @@ func (s *Service) leaseWaits(j *store.Job, why string) {
 }
 
 // dropStaleLease forgets a waiting lease whose connection is gone (one recorded before
-// this server started).
-func (s *Service) dropStaleLease(j *store.Job) {
-	_, err := s.cfg.Store.Update(j.ID, func(j *store.Job) error {
-		if j.Gang != nil && j.Gang.GPUs == nil {
+// this server started), as stale read it: not one asked for since.
+func (s *Service) dropStaleLease(stale *store.Job) {
+	_, err := s.cfg.Store.Update(stale.ID, func(j *store.Job) error {
+		if j.Gang != nil && j.Gang.GPUs == nil && j.Gang.RequestedAt.Equal(stale.Gang.RequestedAt) {
 			j.Gang, j.Message = nil, ""
 		}
 		return nil
 	})
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		s.log.Warn("forget a gang's lease", "job", j.ID, "err", err)
+		s.log.Warn("forget a gang's lease", "job", stale.ID, "err", err)
 	}
 }
 

@@ -69,7 +69,7 @@ func (s *Service) reconcile() {
 	d := scheduler.Schedule(state, queue)
 	for _, p := range d.Start {
 		if j := gangByName[p.JobID]; j != nil {
-			s.grantLease(j.ID, p.GPUs)
+			s.grantLease(j, p.GPUs)
 		} else {
 			s.start(byID[p.JobID], p.GPUs)
 		}
