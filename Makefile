@@ -13,8 +13,10 @@ LDFLAGS      := -s -w -X github.com/trainyard/trainyard/internal/cli.Version=$(V
                 -X github.com/trainyard/trainyard/internal/cli.BuildDate=$(BUILD_DATE)
 # libopenblas0-pthread: Debian's torch falls back to the reference BLAS without it (50x slower).
 # python3-torchvision, -tqdm, -filelock: what Ray's own examples import (examples/ray-train).
+# chromium: the real browser that test/browser drives headless (the dashboard).
 APT_PACKAGES := python3-torch python3-numpy libopenblas0-pthread dataset-fashion-mnist \
-                python3-torchvision python3-tqdm python3-filelock
+                python3-torchvision python3-tqdm python3-filelock \
+                chromium
 SUDO         := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 # Test modules of their own, kept out of the main module's dependencies (test/helm: the

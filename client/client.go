@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -31,9 +32,10 @@ type Client struct {
 	// that replaces the server's answer to a 401.
 	withheld string
 	http     *http.Client
-	tls      *tls.Config   // for https servers, also used by the log WebSocket
-	poll     time.Duration // how often Follow reads a rank's log again
-	retry    time.Duration // how long Follow tries to reach a server that went away
+	tls      *tls.Config                                                       // for https servers, also used by the log WebSocket
+	poll     time.Duration                                                     // how often Follow reads a rank's log again
+	retry    time.Duration                                                     // how long Follow tries to reach a server that went away
+	dial     func(ctx context.Context, network, addr string) (net.Conn, error) // nil: the network
 }
 
 // Option adjusts a Client.
@@ -53,6 +55,16 @@ func WithTLSConfig(cfg *tls.Config) Option {
 		tr.TLSClientConfig = cfg
 		c.http = &http.Client{Transport: tr}
 		c.tls = cfg
+	}
+}
+
+// WithDialer makes every connection to the server, requests and the log WebSocket,
+// with dial: a server in the same process (trainyard server's dashboard) is reached
+// through an in-memory listener that way. Plain http only.
+func WithDialer(dial func(ctx context.Context, network, addr string) (net.Conn, error)) Option {
+	return func(c *Client) {
+		c.dial = dial
+		c.http = &http.Client{Transport: &http.Transport{DialContext: dial}}
 	}
 }
 

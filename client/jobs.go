@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -59,6 +60,42 @@ func (c *Client) List(ctx context.Context, status ...JobStatus) ([]Job, error) {
 	return list.Jobs, err
 }
 
+// ListOptions choose a page of the job list.
+type ListOptions struct {
+	// Statuses keeps the jobs in these statuses; none keeps all.
+	Statuses []JobStatus
+	// Search keeps the jobs whose ID, name, entrypoint, message or status holds every word.
+	Search string
+	// Sort is "newest", "name" or "status"; "" is submit order.
+	Sort string
+	// Offset skips that many jobs; Limit keeps that many (0: all).
+	Offset, Limit int
+}
+
+// ListPage returns a page of the job list and how many jobs match in all (JobList.Total).
+func (c *Client) ListPage(ctx context.Context, opts ListOptions) (JobList, error) {
+	q := url.Values{}
+	if len(opts.Statuses) > 0 {
+		names := make([]string, len(opts.Statuses))
+		for i, s := range opts.Statuses {
+			names[i] = string(s)
+		}
+		q.Set("status", strings.Join(names, ","))
+	}
+	set := func(k, v string) {
+		if v != "" && v != "0" {
+			q.Set(k, v)
+		}
+	}
+	set("q", opts.Search)
+	set("sort", opts.Sort)
+	set("limit", strconv.Itoa(opts.Limit))
+	q.Set("offset", strconv.Itoa(opts.Offset)) // a page: Total counts every match
+	var list JobList
+	err := c.do(ctx, request{method: http.MethodGet, path: "/api/v1/jobs", query: q, want: http.StatusOK}, &list)
+	return list, err
+}
+
 // Get returns a job with its spec and what its run folder holds. Here and in Stop,
 // Delete, Logs and Follow, ref is a job's ID or its name: the server looks up the job
 // with that ID, or else the one with that name (a 404 APIError for neither, a 409 for a
@@ -92,6 +129,33 @@ func (c *Client) Delete(ctx context.Context, ref string) error {
 		return err
 	}
 	return c.do(ctx, request{method: http.MethodDelete, path: path, want: http.StatusNoContent}, nil)
+}
+
+// ResultOptions choose which of a job's results to read.
+type ResultOptions struct {
+	// After keeps the results of iterations after After.
+	After int
+	// Max thins the results to at most Max (always keeping the last); 0 is the server's
+	// default (5,000).
+	Max int
+}
+
+// Results returns a job's reported results, in order.
+func (c *Client) Results(ctx context.Context, ref string, opts ResultOptions) (ResultList, error) {
+	path, err := jobPath(ref, "/results")
+	if err != nil {
+		return ResultList{}, err
+	}
+	q := url.Values{}
+	if opts.After > 0 {
+		q.Set("after", strconv.Itoa(opts.After))
+	}
+	if opts.Max > 0 {
+		q.Set("max", strconv.Itoa(opts.Max))
+	}
+	var out ResultList
+	err = c.do(ctx, request{method: http.MethodGet, path: path, query: q, want: http.StatusOK}, &out)
+	return out, err
 }
 
 // Node returns what the server's machine offers to jobs and what running jobs hold.

@@ -140,7 +140,7 @@ func (c *Client) streamLog(ctx context.Context, id string, out io.Writer) (diale
 	if err != nil {
 		return false, err
 	}
-	conn, err := cfg.DialContext(ctx)
+	conn, err := c.dialWebSocket(ctx, cfg)
 	if err != nil {
 		return false, fmt.Errorf("follow the log of job %s: %w", id, err)
 	}
@@ -160,6 +160,23 @@ func (c *Client) streamLog(ctx context.Context, id string, out io.Writer) (diale
 			return true, err
 		}
 	}
+}
+
+// dialWebSocket opens the WebSocket cfg names, through the client's dialer if it has one.
+func (c *Client) dialWebSocket(ctx context.Context, cfg *websocket.Config) (*websocket.Conn, error) {
+	if c.dial == nil {
+		return cfg.DialContext(ctx)
+	}
+	raw, err := c.dial(ctx, "tcp", cfg.Location.Host)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := websocket.NewClient(cfg, raw)
+	if err != nil {
+		raw.Close()
+		return nil, err
+	}
+	return conn, nil
 }
 
 // wsConfig returns the WebSocket configuration of the job's log tail: ws or wss, the

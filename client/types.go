@@ -12,6 +12,8 @@ type (
 	Gang = server.Gang
 	// JobStatus is a job's state: PENDING, RUNNING, STOPPED, SUCCEEDED or FAILED.
 	JobStatus = server.JobStatus
+	// JobList is a page of the job list and how many jobs match in all.
+	JobList = server.JobList
 	// JobDetail is a job with its spec, run record, last result and checkpoints.
 	JobDetail = server.JobDetail
 	// Run is what happened to a job's run: its attempts, each with its ranks.
@@ -22,6 +24,8 @@ type (
 	Rank = server.Rank
 	// Result is the last iteration a job reported.
 	Result = server.Result
+	// ResultList is a job's results, thinned to a maximum.
+	ResultList = server.ResultList
 	// Metrics are reported values by name.
 	Metrics = server.Metrics
 	// Node is what the server's machine offers to jobs and what running jobs hold.

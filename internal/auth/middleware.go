@@ -194,3 +194,21 @@ func writeText(w http.ResponseWriter, status int, msg string) {
 	w.WriteHeader(status)
 	_, _ = io.WriteString(w, msg)
 }
+
+// HostCheck returns a handler that passes to next only requests that name an allowed
+// Host (as Middleware checks it) and refuses the others with 403: the dashboard's pages,
+// which check their session themselves, get the same defence against DNS rebinding.
+func HostCheck(opts Options, next http.Handler) http.Handler {
+	hosts := newHostSet(opts)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !hosts.allows(r.Host) {
+			msg := hosts.refusal(r.Host)
+			if opts.OnRefuse != nil {
+				opts.OnRefuse(r, http.StatusForbidden, msg)
+			}
+			writeText(w, http.StatusForbidden, "Forbidden: "+msg)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}

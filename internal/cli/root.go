@@ -162,7 +162,7 @@ On Kubernetes:
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageError(fmt.Errorf("%w%s (see '%s --help')", err, flagHint(c, err), c.CommandPath()))
 	})
-	root.AddCommand(newRunCommand(g), newResultsCommand(g), newDevicesCommand(g), newVersionCommand(g))
+	root.AddCommand(newRunCommand(g), newResultsCommand(g), newDashboardCommand(g), newDevicesCommand(g), newVersionCommand(g))
 	root.AddCommand(newServerCommand(g), newSubmitCommand(g), newListCommand(g), newGetCommand(g), newLogsCommand(g), newStopCommand(g), newDeleteCommand(g), newTopCommand(g))
 	root.AddCommand(newInstallCommand(g), newUninstallCommand(g), newOperatorCommand(g))
 	root.AddCommand(newWorkerCommand(g), newCopySelfCommand(g))

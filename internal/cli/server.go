@@ -47,6 +47,14 @@ warning, as the token would cross the network in clear text. Requests must name 
 server in Host (localhost, its address, or an --allow-host), which keeps web pages out
 (DNS rebinding).
 
+The dashboard is on the same port, at / (http://127.0.0.1:8265/): sign in with the
+token once (an HttpOnly session cookie, 12 hours), then see the jobs, a job's attempts,
+live log and metric curves, compare runs, watch the GPUs, and stop jobs.
+
+A job may lease GPUs for a gang of its own: a Ray Train script run as one process (a Ray
+job's entrypoint, or 'trainyard submit -- python3 train.py') is Ray's driver, and its
+TorchTrainer.fit() asks the server for its gang's GPUs, waiting in the queue like any job.
+
 Jobs get the GPUs in CUDA_VISIBLE_DEVICES (all the GPUs nvidia-smi finds when it is not
 set), all CPU cores and all memory. The server keeps its jobs in <state dir>/jobs.db;
 one server at a time can use a state folder, and no job may keep its runs in it. It
@@ -180,7 +188,12 @@ func runServer(ctx context.Context, g *globals, opts serverOptions) error {
 	if err != nil {
 		return failed(err)
 	}
-	hs, ln, err := listen(api.Handler(), opts, log)
+	handler, closeUI, err := withDashboard(ctx, api.Handler(), token, auth.Options{ListenAddr: opts.address, AllowHosts: opts.allowHosts}, log)
+	if err != nil {
+		return failed(err)
+	}
+	defer closeUI()
+	hs, ln, err := listen(handler, opts, log)
 	if err != nil {
 		return usageError(err)
 	}

@@ -82,9 +82,20 @@ type Gang struct {
 	GPUs [][]int `json:"gpus,omitempty"`
 }
 
+// ResultList is the answer of GET /api/v1/jobs/{id}/results: the job's results in
+// order, thinned to the asked maximum (always with the last), and how many there are.
+type ResultList struct {
+	Results []Result `json:"results"`
+	// Total is how many results the job has (after the asked iteration).
+	Total int `json:"total"`
+}
+
 // JobList is the answer of GET /api/v1/jobs: jobs in submit order.
 type JobList struct {
 	Jobs []Job `json:"jobs"`
+	// Total is how many jobs match before ?offset and ?limit, when the query pages the
+	// list (?q, ?sort or ?offset); otherwise how many are in Jobs.
+	Total int `json:"total"`
 }
 
 // JobDetail is the answer of GET /api/v1/jobs/{id}: the job and what its run folder says.

@@ -65,8 +65,8 @@ func gang(j *store.Job) (int, *v1.WorkerResources) {
 	return workers, &doc.Spec.Resources
 }
 
-// toRun converts a run record.
-func toRun(rec rundir.Record) *Run {
+// RunOf converts a run record.
+func RunOf(rec rundir.Record) *Run {
 	run := &Run{Phase: rec.Phase, Reason: rec.Reason, Created: rec.Created, Updated: rec.Updated,
 		Finished: rec.Finished, Attempts: make([]Attempt, 0, len(rec.Attempts))}
 	for _, a := range rec.Attempts {
@@ -82,8 +82,8 @@ func toRun(rec rundir.Record) *Run {
 	return run
 }
 
-// toResult converts a reported result.
-func toResult(r reporting.Result) *Result {
+// ResultOf converts a reported result.
+func ResultOf(r reporting.Result) *Result {
 	return &Result{Iteration: r.Iteration, Timestamp: r.Timestamp, TimeThisIterS: r.TimeThisIterS,
 		TimeTotalS: r.TimeTotalS, Attempt: r.Attempt, Checkpoint: r.Checkpoint, Metrics: Metrics(r.Metrics)}
 }
@@ -101,16 +101,16 @@ func toDetail(j *store.Job) (JobDetail, error) {
 		return d, nil
 	}
 	if rec, err := rundir.ReadRecord(j.RunDir); err == nil {
-		d.Run = toRun(rec)
+		d.Run = RunOf(rec)
 	}
 	last, ok, err := reporting.LastResult(j.RunDir)
 	if err != nil {
 		return JobDetail{}, fmt.Errorf("job %s: %w", j.ID, err)
 	}
 	if ok {
-		d.Results = toResult(last)
+		d.Results = ResultOf(last)
 	}
-	d.Checkpoints, err = checkpointNames(j.RunDir)
+	d.Checkpoints, err = CheckpointNames(j.RunDir)
 	if err != nil {
 		return JobDetail{}, fmt.Errorf("job %s: %w", j.ID, err)
 	}
@@ -120,10 +120,10 @@ func toDetail(j *store.Job) (JobDetail, error) {
 // committedCheckpoint matches the name of a committed checkpoint's folder.
 var committedCheckpoint = regexp.MustCompile(`^checkpoint_[0-9]{6,}$`)
 
-// checkpointNames lists the committed checkpoints of a run folder, those with a manifest,
+// CheckpointNames lists the committed checkpoints of a run folder, those with a manifest,
 // in order. It only reads: checkpoint.Open would create the folder's staging area and
 // remove what is in it, which is a commit in progress while the job runs.
-func checkpointNames(runDir string) ([]string, error) {
+func CheckpointNames(runDir string) ([]string, error) {
 	entries, err := os.ReadDir(runDir)
 	if os.IsNotExist(err) {
 		return nil, nil

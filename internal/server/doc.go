@@ -63,12 +63,14 @@
 //
 //	POST   /api/v1/jobs                 {"id"?, "job": TrainJob, "priority"?} as JSON, or the TrainJob
 //	                                    as YAML (Content-Type: application/yaml; ?id= and ?priority=)
-//	GET    /api/v1/jobs?status=S&limit=N {"jobs": [Job, ...]}
+//	GET    /api/v1/jobs?status=S&limit=N {"jobs": [Job, ...], "total": N}; a page of a long list with
+//	                                    ?q=words&sort=newest|name|status&offset=N (total: all that match)
 //	GET    /api/v1/jobs/{id}            JobDetail: the job, its spec, its run record, last result, checkpoints
 //	POST   /api/v1/jobs/{id}/stop       Job
 //	DELETE /api/v1/jobs/{id}            204
 //	GET    /api/v1/jobs/{id}/logs?rank=R&tail=N   a rank's log of the last attempt, or the console log
 //	GET    /api/v1/jobs/{id}/logs/tail              a WebSocket of the console log as it grows, as Ray's tail
+//	GET    /api/v1/jobs/{id}/results?after=N&max=M  the reported results in order (ResultList), thinned to M (5,000) keeping the last
 //	GET    /api/v1/node                 GPUs, CPU and memory: total, allocated, free
 //
 // In the native API, {id} is a job's ID or its name: the job with that ID if there is

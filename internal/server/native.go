@@ -122,19 +122,37 @@ func (s *Server) unpackNative(id, pkg, dir string) (workdir, error) {
 }
 
 // list answers GET /api/v1/jobs, in submit order: ?status= (repeated or comma-separated)
-// keeps the jobs in those statuses, ?limit= the first ones.
+// keeps the jobs in those statuses, ?limit= the first ones. For a page of a long list
+// (the dashboard's): ?q= keeps the jobs whose ID, name, entrypoint, message or status
+// holds every word, ?sort=newest|name|status orders them, ?offset= skips that many, and
+// Total says how many there are before offset and limit.
 func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	f, err := listFilter(r)
 	if err != nil {
 		s.writeError(w, r, native, err)
 		return
 	}
+	p, err := readPageQuery(r.URL.Query())
+	if err != nil {
+		s.writeError(w, r, native, err)
+		return
+	}
+	limit := f.Limit
+	if p.paged() {
+		f.Limit = 0 // search and order everything, then take the page
+	}
 	list, err := s.cfg.Jobs.List(f)
 	if err != nil {
 		s.writeError(w, r, native, err)
 		return
 	}
-	out := JobList{Jobs: make([]Job, 0, len(list))}
+	out := JobList{Total: len(list)}
+	if p.paged() {
+		list = p.apply(list)
+		out.Total = len(list)
+		list = window(list, p.offset, limit)
+	}
+	out.Jobs = make([]Job, 0, len(list))
 	for _, j := range list {
 		out.Jobs = append(out.Jobs, toJob(j))
 	}

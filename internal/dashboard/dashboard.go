@@ -1,0 +1,164 @@
+package dashboard
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"html/template"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/trainyard/trainyard/client"
+)
+
+// Backend is where the dashboard reads jobs and stops them: the job server's client.
+type Backend interface {
+	List(ctx context.Context, status ...client.JobStatus) ([]client.Job, error)
+	ListPage(ctx context.Context, opts client.ListOptions) (client.JobList, error)
+	Get(ctx context.Context, ref string) (client.JobDetail, error)
+	Stop(ctx context.Context, ref string) (client.Job, error)
+	Logs(ctx context.Context, id string, opts client.LogOptions) (string, error)
+	Follow(ctx context.Context, ref string, w io.Writer, opts client.LogOptions) error
+	Results(ctx context.Context, ref string, opts client.ResultOptions) (client.ResultList, error)
+	Node(ctx context.Context) (client.Node, error)
+}
+
+// Config is what a dashboard needs.
+type Config struct {
+	// Backend serves the jobs.
+	Backend Backend
+	// Token is the server's token: sign-in asks for it, and sessions are MACs under it.
+	Token string
+	// Logger receives sign-ins, refusals and errors; nil discards them.
+	Logger *slog.Logger
+	// Now is the clock; nil is time.Now.
+	Now func() time.Time
+	// ReadOnly hides the buttons that change jobs (local runs are only watched).
+	ReadOnly bool
+	// Place names where the jobs live, shown in every page's header: "gpu-box:8265",
+	// "~/trainyard_results".
+	Place string
+}
+
+//go:embed assets
+var assets embed.FS
+
+// Handler serves the dashboard's pages.
+type Handler struct {
+	cfg      Config
+	log      *slog.Logger
+	sessions sessions
+	pages    *template.Template
+	mux      *http.ServeMux
+	samples  *history
+}
+
+// New returns the dashboard's handler.
+func New(cfg Config) (*Handler, error) {
+	if cfg.Backend == nil || cfg.Token == "" {
+		return nil, errors.New("dashboard: a backend and a token are required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	pages, err := template.New("").Funcs(funcs).ParseFS(assets, "assets/*.html")
+	if err != nil {
+		return nil, err
+	}
+	h := &Handler{cfg: cfg, log: cfg.Logger, sessions: sessions{key: []byte(cfg.Token), now: cfg.Now}, pages: pages,
+		mux: http.NewServeMux(), samples: newHistory(HistorySamples)}
+	static, err := fs.Sub(assets, "assets/static")
+	if err != nil {
+		return nil, err
+	}
+	h.mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
+	h.mux.HandleFunc("GET /login", h.loginPage)
+	h.mux.HandleFunc("POST /login", h.login)
+	h.mux.HandleFunc("POST /logout", h.signedIn(h.logout))
+	h.mux.HandleFunc("GET /{$}", h.signedIn(h.jobsPage))
+	h.mux.HandleFunc("GET /jobs/{id}", h.signedIn(h.jobPage))
+	h.mux.HandleFunc("GET /jobs/{id}/log", h.signedIn(h.logText))
+	h.mux.HandleFunc("GET /jobs/{id}/follow", h.signedIn(h.follow))
+	h.mux.HandleFunc("POST /jobs/{id}/stop", h.signedIn(h.stop))
+	h.mux.HandleFunc("GET /jobs/{id}/results.json", h.signedIn(h.resultsJSON))
+	h.mux.HandleFunc("GET /compare", h.signedIn(h.comparePage))
+	h.mux.HandleFunc("GET /machine", h.signedIn(h.machinePage))
+	h.mux.HandleFunc("GET /machine/samples.json", h.signedIn(h.samplesJSON))
+	h.mux.HandleFunc("/", h.signedIn(func(w http.ResponseWriter, r *http.Request, _ string) {
+		h.fail(w, r, http.StatusNotFound, "There is no page "+r.URL.Path+".")
+	}))
+	return h, nil
+}
+
+// ServeHTTP serves a request, with the headers every page gets.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	hd := w.Header()
+	hd.Set("Content-Security-Policy", "default-src 'self'; connect-src 'self'; img-src 'self' data:; frame-ancestors 'none'; form-action 'self'")
+	hd.Set("X-Content-Type-Options", "nosniff")
+	hd.Set("Referrer-Policy", "same-origin")
+	h.mux.ServeHTTP(w, r)
+}
+
+// signedIn wraps a page that needs a session: without one, a GET goes to the sign-in page
+// and anything else is refused; a POST must carry the session's CSRF token.
+func (h *Handler) signedIn(next func(http.ResponseWriter, *http.Request, string)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		session, ok := h.sessions.valid(r)
+		switch {
+		case !ok && r.Method == http.MethodGet:
+			http.Redirect(w, r, "/login?next="+urlQueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+		case !ok:
+			h.fail(w, r, http.StatusUnauthorized, "Sign in first.")
+		case r.Method != http.MethodGet && !h.sessions.checkCSRF(r, session):
+			h.log.Warn("dashboard: refused a request without its CSRF token", "path", r.URL.Path, "client", r.RemoteAddr)
+			h.fail(w, r, http.StatusForbidden, "This request did not come from a dashboard page (its CSRF token or origin is wrong). Reload the page and try again.")
+		default:
+			next(w, r, session)
+		}
+	}
+}
+
+// page is what every template gets.
+type page struct {
+	Title    string
+	CSRF     string
+	Data     any
+	Message  string
+	ReadOnly bool
+	Place    string
+}
+
+func (h *Handler) render(w http.ResponseWriter, status int, name string, p page) {
+	p.ReadOnly, p.Place = h.cfg.ReadOnly, h.cfg.Place
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	if err := h.pages.ExecuteTemplate(w, name, p); err != nil {
+		h.log.Error("dashboard: render a page", "page", name, "err", err)
+	}
+}
+
+// fail answers an error page.
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, status int, msg string) {
+	csrf := ""
+	if s, ok := h.sessions.valid(r); ok {
+		csrf = h.sessions.csrf(s)
+	}
+	h.render(w, status, "error.html", page{Title: http.StatusText(status), CSRF: csrf, Message: msg})
+}
+
+// backendError answers an error of the backend: 404 for a job it does not know.
+func (h *Handler) backendError(w http.ResponseWriter, r *http.Request, err error) {
+	if client.IsNotFound(err) {
+		h.fail(w, r, http.StatusNotFound, err.Error())
+		return
+	}
+	h.log.Error("dashboard: the server's API failed", "path", r.URL.Path, "err", err)
+	h.fail(w, r, http.StatusBadGateway, err.Error())
+}

@@ -1,0 +1,92 @@
+package dashboard
+
+import (
+	"fmt"
+	"html/template"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/trainyard/trainyard/client"
+)
+
+// funcs are the templates' helpers.
+var funcs = template.FuncMap{
+	"age":     age,
+	"clock":   func(t time.Time) string { return t.Local().Format("2006-01-02 15:04:05") },
+	"gpus":    gpuList,
+	"metrics": metricsText,
+	"lower":   strings.ToLower,
+	"duration": func(start *time.Time, end *time.Time) string {
+		if start == nil {
+			return "-"
+		}
+		stop := time.Now()
+		if end != nil {
+			stop = *end
+		}
+		return stop.Sub(*start).Round(time.Second).String()
+	},
+	"workers": func(j client.Job) string {
+		if j.Resources == nil || j.Workers == 0 {
+			return "-"
+		}
+		if j.Resources.GPU > 0 {
+			return fmt.Sprintf("%d × %d GPU", j.Workers, j.Resources.GPU)
+		}
+		return strconv.Itoa(j.Workers)
+	},
+	"deref": func(p *int) string {
+		if p == nil {
+			return "-"
+		}
+		return strconv.Itoa(*p)
+	},
+	"itoa":  strconv.Itoa,
+	"mib":   mib,
+	"cores": func(milli int64) string { return strconv.FormatFloat(float64(milli)/1000, 'f', -1, 64) },
+}
+
+// age writes how long ago t was: 5s, 3m, 2h, 4d.
+func age(t time.Time) string {
+	d := time.Since(t)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds ago", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm ago", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh ago", int(d.Hours()))
+	}
+	return fmt.Sprintf("%dd ago", int(d.Hours()/24))
+}
+
+// gpuList writes GPU indices per worker: "0,1 | 2,3".
+func gpuList(gpus [][]int) string {
+	var parts []string
+	for _, w := range gpus {
+		if len(w) == 0 {
+			continue
+		}
+		var ids []string
+		for _, g := range w {
+			ids = append(ids, strconv.Itoa(g))
+		}
+		parts = append(parts, strings.Join(ids, ","))
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, " | ")
+}
+
+// metricsText writes metrics sorted by name: "acc=0.91 loss=0.25".
+func metricsText(m client.Metrics) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, k+"="+strconv.FormatFloat(m[k], 'g', 5, 64))
+	}
+	return strings.Join(parts, " ")
+}

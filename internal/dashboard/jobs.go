@@ -1,0 +1,222 @@
+package dashboard
+
+import (
+	"cmp"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/trainyard/trainyard/client"
+)
+
+// PageSize is how many jobs a page of the job list shows.
+const PageSize = 50
+
+// listQuery is what the job list shows: a filter, a search, an order and a page.
+type listQuery struct {
+	Status string // one status, or "" for all
+	Search string
+	Sort   string // "submitted" (newest first), "name", "status"
+	Page   int    // 1-based
+}
+
+// readListQuery reads the job list's query, or says what is wrong with it.
+func readListQuery(q url.Values) (listQuery, error) {
+	lq := listQuery{Status: strings.ToUpper(q.Get("status")), Search: strings.TrimSpace(q.Get("q")),
+		Sort: cmp.Or(q.Get("sort"), "submitted"), Page: 1}
+	if lq.Status != "" && !slices.Contains(statuses, lq.Status) {
+		return lq, fmt.Errorf("status %q: choose one of %s", lq.Status, strings.Join(statuses, ", "))
+	}
+	if !slices.Contains([]string{"submitted", "name", "status"}, lq.Sort) {
+		return lq, fmt.Errorf("sort %q: choose submitted, name or status", lq.Sort)
+	}
+	if v := q.Get("page"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return lq, fmt.Errorf("page %q: a whole number from 1", v)
+		}
+		lq.Page = n
+	}
+	return lq, nil
+}
+
+var statuses = []string{"PENDING", "RUNNING", "SUCCEEDED", "FAILED", "STOPPED"}
+
+// link returns the list's URL with one parameter changed (and the page reset unless it
+// is the page that changes).
+func (lq listQuery) link(key, value string) string {
+	v := url.Values{}
+	set := func(k, val string) {
+		if val != "" {
+			v.Set(k, val)
+		}
+	}
+	set("status", lq.Status)
+	set("q", lq.Search)
+	if lq.Sort != "submitted" {
+		set("sort", lq.Sort)
+	}
+	if key == "page" {
+		set("page", value)
+	} else {
+		v.Del(key)
+		set(key, value)
+	}
+	if len(v) == 0 {
+		return "/"
+	}
+	return "/?" + v.Encode()
+}
+
+// jobRow is one row of the job list.
+type jobRow struct {
+	client.Job
+	Result *client.Result
+}
+
+// jobList is the job list page's data.
+type jobList struct {
+	Query       listQuery
+	Statuses    []string
+	Rows        []jobRow
+	Total       int
+	Page, Pages int
+	Prev, Next  string
+}
+
+func (l jobList) Link(key, value string) string { return l.Query.link(key, value) }
+
+func (h *Handler) jobsPage(w http.ResponseWriter, r *http.Request, session string) {
+	lq, err := readListQuery(r.URL.Query())
+	if err != nil {
+		h.fail(w, r, http.StatusBadRequest, err.Error())
+		return
+	}
+	opts := client.ListOptions{Search: lq.Search, Sort: apiSort[lq.Sort], Offset: (lq.Page - 1) * PageSize, Limit: PageSize}
+	if lq.Status != "" {
+		opts.Statuses = []client.JobStatus{client.JobStatus(lq.Status)}
+	}
+	list, err := h.cfg.Backend.ListPage(r.Context(), opts)
+	if err != nil {
+		h.backendError(w, r, err)
+		return
+	}
+	l := jobList{Query: lq, Statuses: statuses, Total: list.Total, Page: lq.Page}
+	l.Pages = max(1, (list.Total+PageSize-1)/PageSize)
+	for _, j := range list.Jobs {
+		row := jobRow{Job: j}
+		if j.StartedAt != nil {
+			if d, err := h.cfg.Backend.Get(r.Context(), j.ID); err == nil {
+				row.Result = d.Results
+			}
+		}
+		l.Rows = append(l.Rows, row)
+	}
+	if lq.Page > 1 {
+		l.Prev = lq.link("page", strconv.Itoa(lq.Page-1))
+	}
+	if lq.Page < l.Pages {
+		l.Next = lq.link("page", strconv.Itoa(lq.Page+1))
+	}
+	h.render(w, http.StatusOK, "jobs.html", page{Title: "Jobs", CSRF: h.sessions.csrf(session), Data: l})
+}
+
+// apiSort maps the list's orders to the API's.
+var apiSort = map[string]string{"submitted": "newest", "name": "name", "status": "status"}
+
+// jobView is a job's page data.
+type jobView struct {
+	client.JobDetail
+	Ranks   []int
+	Rank    string // the rank whose log is shown, "" for the console
+	LogTail string
+	Ended   bool
+}
+
+// LogLines is how many lines of the log a job's page shows before following it.
+const LogLines = 500
+
+func (h *Handler) jobPage(w http.ResponseWriter, r *http.Request, session string) {
+	d, err := h.cfg.Backend.Get(r.Context(), r.PathValue("id"))
+	if err != nil {
+		h.backendError(w, r, err)
+		return
+	}
+	v := jobView{JobDetail: d, Rank: r.URL.Query().Get("rank"), Ended: d.Job.EndedAt != nil}
+	if d.Run != nil && len(d.Run.Attempts) > 0 {
+		for _, rk := range d.Run.Attempts[len(d.Run.Attempts)-1].Ranks {
+			v.Ranks = append(v.Ranks, rk.Rank)
+		}
+	}
+	opts, err := logOptions(v.Rank, LogLines)
+	if err != nil {
+		h.fail(w, r, http.StatusBadRequest, err.Error())
+		return
+	}
+	if d.Job.StartedAt != nil {
+		if v.LogTail, err = h.cfg.Backend.Logs(r.Context(), d.Job.ID, opts); err != nil && !client.IsNotFound(err) {
+			v.LogTail = "(the log cannot be read: " + err.Error() + ")"
+		}
+	}
+	title := cmp.Or(d.Job.Name, d.Job.ID)
+	h.render(w, http.StatusOK, "job.html", page{Title: title, CSRF: h.sessions.csrf(session), Data: v})
+}
+
+// logOptions reads a rank ("" for the console log) and a number of lines.
+func logOptions(rank string, tail int) (client.LogOptions, error) {
+	opts := client.LogOptions{Tail: tail}
+	if rank == "" {
+		return opts, nil
+	}
+	n, err := strconv.Atoi(rank)
+	if err != nil || n < 0 {
+		return opts, fmt.Errorf("rank %q: a rank number, 0 or more", rank)
+	}
+	opts.Rank = &n
+	return opts, nil
+}
+
+// logText answers a job's whole log (its last 16 MiB) as text; ?download=1 saves it.
+func (h *Handler) logText(w http.ResponseWriter, r *http.Request, _ string) {
+	id := r.PathValue("id")
+	opts, err := logOptions(r.URL.Query().Get("rank"), 0)
+	if err != nil {
+		h.fail(w, r, http.StatusBadRequest, err.Error())
+		return
+	}
+	text, err := h.cfg.Backend.Logs(r.Context(), id, opts)
+	if err != nil {
+		h.backendError(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if r.URL.Query().Get("download") != "" {
+		name := "trainyard-" + safeFileName(id) + ".log"
+		w.Header().Set("Content-Disposition", `attachment; filename="`+name+`"`)
+	}
+	_, _ = w.Write([]byte(text))
+}
+
+// safeFileName keeps letters, digits, '-', '_' and '.' of s.
+func safeFileName(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '-' || r == '_' || r == '.' || ('a' <= r && r <= 'z') || ('A' <= r && r <= 'Z') || ('0' <= r && r <= '9') {
+			return r
+		}
+		return '_'
+	}, s)
+}
+
+// stop stops a job and goes back to its page.
+func (h *Handler) stop(w http.ResponseWriter, r *http.Request, _ string) {
+	j, err := h.cfg.Backend.Stop(r.Context(), r.PathValue("id"))
+	if err != nil {
+		h.backendError(w, r, err)
+		return
+	}
+	h.log.Info("dashboard: stop", "job", j.ID, "client", r.RemoteAddr)
+	http.Redirect(w, r, "/jobs/"+url.PathEscape(j.ID), http.StatusSeeOther)
+}
