@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/trainyard/trainyard/bench/internal/seed"
 	"github.com/trainyard/trainyard/client"
 )
 
@@ -52,7 +53,7 @@ func measureLatency(ctx context.Context, cfg *config) (_ []latencyTrial, err err
 func serverTrial(ctx context.Context, cfg *config, c *client.Client) (latencyTrial, error) {
 	var tr latencyTrial
 	start := time.Now()
-	j, err := c.Submit(ctx, client.SubmitRequest{Job: shellJob(0, "sleep", "1")})
+	j, err := c.Submit(ctx, client.SubmitRequest{Job: seed.ShellJob(0, "sleep", "1")})
 	if err != nil {
 		return tr, err
 	}

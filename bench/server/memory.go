@@ -2,18 +2,15 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"time"
 
-	v1 "github.com/trainyard/trainyard/api/v1alpha1"
 	"github.com/trainyard/trainyard/bench/internal/host"
+	"github.com/trainyard/trainyard/bench/internal/seed"
 	"github.com/trainyard/trainyard/client"
-	"github.com/trainyard/trainyard/internal/rundir"
-	"github.com/trainyard/trainyard/internal/store"
 )
 
 // memoryResult is what the memory trial measured.
@@ -47,7 +44,7 @@ func measureMemory(ctx context.Context, cfg *config) (res memoryResult, err erro
 	stateFile := filepath.Join(dir, "state", "jobs.db")
 	res.finished, res.queued = cfg.finished, cfg.queued
 	start := time.Now()
-	if err := seedFinished(stateFile, dir, cfg.finished); err != nil {
+	if err := seed.FinishedJobs(stateFile, dir, cfg.finished, nil); err != nil {
 		return res, err
 	}
 	res.seed = time.Since(start)
@@ -76,67 +73,6 @@ func measureMemory(ctx context.Context, cfg *config) (res memoryResult, err erro
 	}
 	res.stateBytes, err = fileSize(stateFile)
 	return res, err
-}
-
-// seedFinished creates n finished jobs in the state file, one store.Create each, as the
-// server would have left them: 9 in 10 SUCCEEDED, the others FAILED, one a minute, each
-// having run ten minutes, each with a run folder that holds its run.json.
-func seedFinished(stateFile, dir string, n int) error {
-	st, err := store.Open(stateFile, store.Options{})
-	if err != nil {
-		return err
-	}
-	first := time.Now().Add(-time.Duration(n+60) * time.Minute)
-	for i := range n {
-		j, err := finishedRecord(dir, first.Add(time.Duration(i)*time.Minute), i%10 == 9)
-		if err == nil {
-			err = writeRunRecord(j)
-		}
-		if err == nil {
-			err = st.Create(j)
-		}
-		if err != nil {
-			_ = st.Close()
-			return fmt.Errorf("seed job %d: %w", i, err)
-		}
-	}
-	return st.Close()
-}
-
-// finishedRecord is the record of a finished training job submitted at submitted.
-func finishedRecord(dir string, submitted time.Time, failed bool) (*store.Job, error) {
-	j, err := pendingRecord(dir, submitted, "python3", "train.py", "--epochs", "3", "--lr", "0.001")
-	if err != nil {
-		return nil, err
-	}
-	started, ended := submitted.Add(2*time.Second), submitted.Add(10*time.Minute)
-	j.Status, j.Message = store.Succeeded, "all 1 ranks exited 0 in attempt 1"
-	if failed {
-		j.Status, j.Message = store.Failed, "rank 0 exited with status 1 in attempt 1: Traceback (most recent call last)"
-	}
-	j.StartedAt, j.EndedAt = &started, &ended
-	return j, nil
-}
-
-// writeRunRecord writes the run.json that a finished job's supervisor leaves in its run
-// folder: one attempt of one rank, which exited 0, or 1 for a failed job.
-func writeRunRecord(j *store.Job) error {
-	code, outcome, phase := 0, "succeeded", v1.PhaseSucceeded
-	if j.Status == store.Failed {
-		code, outcome, phase = 1, "failed", v1.PhaseFailed
-	}
-	rank := rundir.Rank{Log: rundir.LogPath(1, 0), PID: 4242, Started: *j.StartedAt, Ended: j.EndedAt, ExitCode: &code}
-	rec := rundir.Record{Name: j.ID, Phase: phase, Reason: j.Message, Created: *j.StartedAt, Updated: *j.EndedAt,
-		Finished: j.EndedAt, Attempts: []rundir.Attempt{{Number: 1, MasterAddr: "127.0.0.1", MasterPort: 29500,
-			Started: *j.StartedAt, Ended: j.EndedAt, Outcome: outcome, Reason: j.Message, Ranks: []rundir.Rank{rank}}}}
-	data, err := json.MarshalIndent(rec, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(j.RunDir, 0o755); err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(j.RunDir, rundir.RecordFile), append(data, '\n'), 0o644)
 }
 
 // queueBehindBlocker submits a blocker, then cfg.queued jobs from cfg.clients clients,

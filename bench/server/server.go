@@ -15,10 +15,8 @@ import (
 	"syscall"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/resource"
-
-	v1 "github.com/trainyard/trainyard/api/v1alpha1"
 	"github.com/trainyard/trainyard/bench/internal/host"
+	"github.com/trainyard/trainyard/bench/internal/seed"
 	"github.com/trainyard/trainyard/client"
 )
 
@@ -160,21 +158,10 @@ func (s *serverProc) getRaw(ctx context.Context, path string) (int64, time.Durat
 	return n, took, err
 }
 
-// shellJob is a TrainJob of one worker that runs command, with cpus cores (none asked
-// for when 0); the server fills in the rest.
-func shellJob(cpus int, command ...string) *v1.TrainJob {
-	job := &v1.TrainJob{Spec: v1.TrainJobSpec{Command: command}}
-	job.APIVersion, job.Kind = v1.APIVersion, v1.Kind
-	if cpus > 0 {
-		job.Spec.Resources.CPU = resource.NewQuantity(int64(cpus), resource.DecimalSI)
-	}
-	return job
-}
-
 // submitBlocker submits a job that holds every CPU of the machine for 300 seconds and
 // waits until it runs, so that no job submitted after it can start.
 func submitBlocker(ctx context.Context, c *client.Client) (string, error) {
-	j, err := c.Submit(ctx, client.SubmitRequest{Job: shellJob(runtime.NumCPU(), "sleep", "300")})
+	j, err := c.Submit(ctx, client.SubmitRequest{Job: seed.ShellJob(runtime.NumCPU(), "sleep", "300")})
 	if err != nil {
 		return "", fmt.Errorf("submit the blocker: %w", err)
 	}

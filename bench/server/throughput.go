@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -10,9 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/trainyard/trainyard/bench/internal/seed"
 	"github.com/trainyard/trainyard/client"
-	"github.com/trainyard/trainyard/internal/jobs"
-	"github.com/trainyard/trainyard/internal/jobspec"
 	"github.com/trainyard/trainyard/internal/store"
 )
 
@@ -63,7 +61,7 @@ func hammer(n, workers int, op func(i int) error) (rate, error) {
 func submitQueued(ctx context.Context, c *client.Client, n, workers int) (rate, []string, error) {
 	ids := make([]string, n)
 	r, err := hammer(n, workers, func(i int) error {
-		j, err := c.Submit(ctx, client.SubmitRequest{Job: shellJob(1, "sh", "-c", "true")})
+		j, err := c.Submit(ctx, client.SubmitRequest{Job: seed.ShellJob(1, "sh", "-c", "true")})
 		ids[i] = j.ID
 		return err
 	})
@@ -113,32 +111,9 @@ func measureStoreCreates(cfg *config) (rate, error) {
 	defer st.Close()
 	recs := make([]*store.Job, cfg.submissions)
 	for i := range recs {
-		if recs[i], err = pendingRecord(dir, time.Now(), "sh", "-c", "true"); err != nil {
+		if recs[i], err = seed.Pending(dir, time.Now(), "sh", "-c", "true"); err != nil {
 			return rate{}, err
 		}
 	}
 	return hammer(len(recs), cfg.clients, func(i int) error { return st.Create(recs[i]) })
-}
-
-// pendingRecord is the store record the server makes for a submitted job of one worker
-// with 1 CPU that runs command, its runs under dir/runs: the TrainJob defaulted as the
-// server defaults it, as JSON.
-func pendingRecord(dir string, now time.Time, command ...string) (*store.Job, error) {
-	id := jobs.NewID()
-	job := shellJob(1, command...)
-	job.Spec.StoragePath = filepath.Join(dir, "runs")
-	job.Spec.RunName = id
-	workdir := filepath.Join(dir, "workdirs", id+"-1234567890")
-	if err := jobspec.Default(job, jobspec.Env{WorkDir: workdir}); err != nil {
-		return nil, err
-	}
-	if err := jobspec.Validate(job); err != nil {
-		return nil, err
-	}
-	spec, err := json.Marshal(job)
-	if err != nil {
-		return nil, err
-	}
-	return &store.Job{ID: id, Name: job.Name, Status: store.Pending, Spec: spec,
-		RunDir: filepath.Join(job.Spec.StoragePath, id), SubmittedAt: now}, nil
 }

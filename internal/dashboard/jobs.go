@@ -134,7 +134,11 @@ type jobView struct {
 	Rank    string // the rank whose log is shown, "" for the console
 	LogTail string
 	Ended   bool
+	Points  int // the most points per curve, 0 for the server's default (?points=)
 }
+
+// MaxPoints is the most points per curve a job's page may ask for (?points=).
+const MaxPoints = 200000
 
 // LogLines is how many lines of the log a job's page shows before following it.
 const LogLines = 500
@@ -146,6 +150,14 @@ func (h *Handler) jobPage(w http.ResponseWriter, r *http.Request, session string
 		return
 	}
 	v := jobView{JobDetail: d, Rank: r.URL.Query().Get("rank"), Ended: d.Job.EndedAt != nil}
+	if p := r.URL.Query().Get("points"); p != "" {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 2 || n > MaxPoints {
+			h.fail(w, r, http.StatusBadRequest, fmt.Sprintf("points %q: a whole number from 2 to %d", p, MaxPoints))
+			return
+		}
+		v.Points = n
+	}
 	if d.Run != nil && len(d.Run.Attempts) > 0 {
 		for _, rk := range d.Run.Attempts[len(d.Run.Attempts)-1].Ranks {
 			v.Ranks = append(v.Ranks, rk.Rank)

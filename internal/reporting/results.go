@@ -394,6 +394,66 @@ func ReadResults(dir string) ([]Result, error) {
 	return rows, err
 }
 
+// ScanResultLines calls fn with the iteration and the JSON line of each result of
+// result.json in a run folder, in order, without decoding the line (the iteration is read
+// from its "training_iteration" field; a line where that fails is decoded): for readers
+// that decode few of many results. The line is only valid during the call. A line cut
+// short by a crash is skipped.
+func ScanResultLines(dir string, fn func(iteration int, line []byte) error) error {
+	f, err := os.Open(filepath.Join(dir, ResultFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read results: %w", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	for sc.Scan() {
+		it, ok := lineIteration(sc.Bytes())
+		if !ok {
+			var r Result
+			if json.Unmarshal(sc.Bytes(), &r) != nil {
+				continue // a line cut short by a crash
+			}
+			it = r.Iteration
+		}
+		if err := fn(it, sc.Bytes()); err != nil {
+			return err
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("read results: %w", err)
+	}
+	return nil
+}
+
+// iterationKey precedes a result line's iteration; a metric's name that holds it is
+// escaped (\"), so it cannot match there.
+var iterationKey = []byte(`"training_iteration":`)
+
+// lineIteration reads the iteration of a whole result line written by Result.MarshalJSON.
+func lineIteration(line []byte) (int, bool) {
+	if len(line) == 0 || line[len(line)-1] != '}' {
+		return 0, false
+	}
+	i := bytes.Index(line, iterationKey)
+	if i < 0 {
+		return 0, false
+	}
+	rest := line[i+len(iterationKey):]
+	n, end := 0, 0
+	for end < len(rest) && rest[end] >= '0' && rest[end] <= '9' && end < 10 {
+		n = n*10 + int(rest[end]-'0')
+		end++
+	}
+	if end == 0 || end == len(rest) || (rest[end] != ',' && rest[end] != '}') {
+		return 0, false
+	}
+	return n, true
+}
+
 // ScanResults calls fn with each result of result.json in a run folder, in order, holding
 // one at a time; it stops at fn's first error and returns it. A folder without results has
 // none; a line cut short by a crash is skipped.

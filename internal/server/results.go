@@ -1,6 +1,7 @@
 package server
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 
@@ -52,15 +53,16 @@ func (s *Server) results(w http.ResponseWriter, r *http.Request) {
 }
 
 // ReadResultList reads the results of a run folder after iteration after, thinned to at
-// most limit (always keeping the last). It reads the file twice (count, then keep) and
-// holds no more than limit results.
+// most limit (always keeping the last). It reads the file twice, first only counting (no
+// line decoded), then decoding only the results it keeps, of which it holds no more
+// than limit.
 func ReadResultList(dir string, after, limit int) (ResultList, error) {
 	out := ResultList{Results: []Result{}}
 	if dir == "" {
 		return out, nil
 	}
-	err := reporting.ScanResults(dir, func(r reporting.Result) error {
-		if r.Iteration > after {
+	err := reporting.ScanResultLines(dir, func(it int, _ []byte) error {
+		if it > after {
 			out.Total++
 		}
 		return nil
@@ -74,14 +76,20 @@ func ReadResultList(dir string, after, limit int) (ResultList, error) {
 		stride = (out.Total + limit - 2) / (limit - 1)
 	}
 	i := 0
-	err = reporting.ScanResults(dir, func(r reporting.Result) error {
-		if r.Iteration <= after {
+	err = reporting.ScanResultLines(dir, func(it int, line []byte) error {
+		if it <= after {
 			return nil
 		}
-		if i == out.Total-1 || limit > 1 && i%stride == 0 {
-			out.Results = append(out.Results, *ResultOf(r))
-		}
+		keep := i == out.Total-1 || limit > 1 && i%stride == 0
 		i++
+		if !keep {
+			return nil
+		}
+		var r reporting.Result
+		if err := json.Unmarshal(line, &r); err != nil {
+			return nil // a line cut short by a crash
+		}
+		out.Results = append(out.Results, *ResultOf(r))
 		return nil
 	})
 	return out, err

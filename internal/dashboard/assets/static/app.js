@@ -128,9 +128,11 @@ function startCurves() {
       }, data, box);
     }
     if (points) points.textContent = runs.map((r) => `${r.xs.length} points`).join(", ");
+    window.trainyardCurvesDrawn = performance.now(); // for bench/dashboard
   };
 
-  const load = (i) => fetch(`/jobs/${encodeURIComponent(ids[i])}/results.json?after=${runs[i].last}`,
+  const most = el.dataset.max ? `&max=${encodeURIComponent(el.dataset.max)}` : "";
+  const load = (i) => fetch(`/jobs/${encodeURIComponent(ids[i])}/results.json?after=${runs[i].last}${most}`,
     { credentials: "same-origin" }).then((resp) => (resp.ok ? resp.json() : { results: [] }))
     .then((list) => add(runs[i], list));
 
