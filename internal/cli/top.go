@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -135,13 +136,16 @@ func newTopJobCommand(g *globals) *cobra.Command {
 		Short: "Show the GPUs each pending or running job asks for and holds",
 		Long: `Show, for each job that is pending or running, its workers, the GPUs it asks for in
 all (workers x GPUs per worker), the GPUs it holds and their indices, and the totals
-against the machine's GPUs.` + remoteHelp + kubeHelp + `
+against the machine's GPUs. With a NAME (or ID), that job's ranks of its last attempt:
+each rank's worker, PID, GPUs, and their utilization and memory now (from nvidia-smi),
+as Arena's top job shows them.` + remoteHelp + kubeHelp + `
 
 On a cluster: each TrainJob of the namespace (-A: of all) with its phase, workers ready,
 the GPUs it asks for and those its pods on nodes hold, its last iteration and metrics;
 with a NAME, that job's worker pods of its current attempt with their node, state and
 the GPUs, CPU and memory they request.`,
 		Example: `  trainyard top job
+  trainyard top job fashion-mnist
   trainyard top job -o json
   trainyard top job --kube -A
   trainyard top job --kube mnist`,
@@ -154,15 +158,15 @@ the GPUs, CPU and memory they request.`,
 			if on {
 				return kubeTopJob(cmd.Context(), g, &kube, args, all, output)
 			}
-			if len(args) > 0 {
-				return usageError(fmt.Errorf("top job %s: a job's NAME only with --kube (a Kubernetes cluster)", args[0]))
-			}
 			if err := checkOutput(output, "json", "yaml"); err != nil {
 				return err
 			}
 			c, err := remote.client()
 			if err != nil {
 				return err
+			}
+			if len(args) > 0 {
+				return topRanks(cmd.Context(), newView(g, output), c, args[0], output)
 			}
 			usage, node, err := jobUsages(cmd.Context(), c)
 			if err != nil {
@@ -246,4 +250,57 @@ func printJobTop(v view, usage []jobUsage, n client.Node) error {
 	_, err := fmt.Fprintf(v.out, "\nGPUs: %d requested, %d allocated, of %d on the machine (%d free).\n",
 		requested, allocated, n.GPUs.Total, n.GPUs.Free)
 	return err
+}
+
+// rankUse is one rank of a job and what its GPUs are doing, as top job NAME prints it.
+type rankUse struct {
+	Rank   int            `json:"rank"`
+	Worker int            `json:"worker"`
+	PID    int            `json:"pid,omitempty"`
+	GPUs   []int          `json:"gpus"`
+	Use    *client.GPUUse `json:"use,omitempty"`
+}
+
+// topRanks writes the ranks of a job's last attempt with their GPUs' use.
+func topRanks(ctx context.Context, v view, c *client.Client, ref, output string) error {
+	d, err := c.Get(ctx, ref)
+	if err != nil {
+		return failed(err)
+	}
+	node, err := c.Node(ctx)
+	if err != nil {
+		return failed(err)
+	}
+	ranks := []rankUse{}
+	if d.Run != nil && len(d.Run.Attempts) > 0 {
+		for _, r := range d.Run.Attempts[len(d.Run.Attempts)-1].Ranks {
+			ru := rankUse{Rank: r.Rank, Worker: r.Worker, PID: r.PID, GPUs: client.GPUList(r.GPUs)}
+			if u, ok := client.UseOf(ru.GPUs, node.GPUs.Utilization); ok {
+				ru.Use = &u
+			}
+			ranks = append(ranks, ru)
+		}
+	}
+	if output != "" {
+		return printData(v.out, output, ranks)
+	}
+	if len(ranks) == 0 {
+		_, err := fmt.Fprintf(v.out, "Job %s has no attempt yet (%s).\n", d.Job.ID, d.Job.Status)
+		return err
+	}
+	tw := v.table()
+	fmt.Fprintln(tw, "RANK\tWORKER\tPID\tGPUS\tGPU UTIL\tGPU MEMORY")
+	for _, r := range ranks {
+		util, mem := "-", "-"
+		if r.Use != nil {
+			util = fmt.Sprintf("%.0f%%", r.Use.Percent)
+			mem = fmt.Sprintf("%d/%d MiB", r.Use.UsedBytes>>20, r.Use.TotalBytes>>20)
+		}
+		ids := make([]string, len(r.GPUs))
+		for i, g := range r.GPUs {
+			ids[i] = strconv.Itoa(g)
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%s\t%s\n", r.Rank, r.Worker, r.PID, orDash(strings.Join(ids, ",")), util, mem)
+	}
+	return tw.Flush()
 }

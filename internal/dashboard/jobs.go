@@ -135,6 +135,9 @@ type jobView struct {
 	LogTail string
 	Ended   bool
 	Points  int // the most points per curve, 0 for the server's default (?points=)
+	// Use is what each rank's GPUs of the last attempt are doing now, by rank, while the
+	// job runs and the machine measures its GPUs.
+	Use map[int]*client.GPUUse
 }
 
 // MaxPoints is the most points per curve a job's page may ask for (?points=).
@@ -163,6 +166,9 @@ func (h *Handler) jobPage(w http.ResponseWriter, r *http.Request, session string
 			v.Ranks = append(v.Ranks, rk.Rank)
 		}
 	}
+	if v.Ranks != nil && !v.Ended {
+		v.Use = h.rankUse(r, d)
+	}
 	opts, err := logOptions(v.Rank, LogLines)
 	if err != nil {
 		h.fail(w, r, http.StatusBadRequest, err.Error())
@@ -175,6 +181,22 @@ func (h *Handler) jobPage(w http.ResponseWriter, r *http.Request, session string
 	}
 	title := cmp.Or(d.Job.Name, d.Job.ID)
 	h.render(w, http.StatusOK, "job.html", page{Title: title, CSRF: h.sessions.csrf(session), Data: v})
+}
+
+// rankUse returns what the GPUs of each rank of the job's last attempt are doing, or nil
+// when the machine does not say.
+func (h *Handler) rankUse(r *http.Request, d client.JobDetail) map[int]*client.GPUUse {
+	n, err := h.cfg.Backend.Node(r.Context())
+	if err != nil || len(n.GPUs.Utilization) == 0 {
+		return nil
+	}
+	out := map[int]*client.GPUUse{}
+	for _, rk := range d.Run.Attempts[len(d.Run.Attempts)-1].Ranks {
+		if u, ok := client.UseOf(client.GPUList(rk.GPUs), n.GPUs.Utilization); ok {
+			out[rk.Rank] = &u
+		}
+	}
+	return out
 }
 
 // logOptions reads a rank ("" for the console log) and a number of lines.

@@ -1,11 +1,13 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/trainyard/trainyard/internal/rundir"
 	"github.com/trainyard/trainyard/internal/store"
@@ -36,6 +38,7 @@ func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintf(&b, "# HELP trainyard_job_restarts_total Restarts of the gang: attempts after the first, over the jobs with a run record.\n"+
 		"# TYPE trainyard_job_restarts_total counter\ntrainyard_job_restarts_total %d\n", s.restartsTotal(all))
 	writeQueueWait(&b, all)
+	s.writeGPUUse(r.Context(), &b, running)
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	_, _ = io.WriteString(w, b.String())
@@ -82,6 +85,65 @@ func writeQueueWait(b *strings.Builder, all []*store.Job) {
 		fmt.Fprintf(b, "%s_bucket{le=%q} %d\n", name, formatFloat(le), counts[i])
 	}
 	fmt.Fprintf(b, "%s_bucket{le=\"+Inf\"} %d\n%s_sum %s\n%s_count %d\n", name, total, name, formatFloat(sum), name, total)
+}
+
+// gpuScrapeTimeout bounds the nvidia-smi call of a scrape.
+const gpuScrapeTimeout = 5 * time.Second
+
+// writeGPUUse writes each GPU's utilization and memory now (when the server can measure
+// them), labelled with the job and worker that hold it ("" when free): the per-rank
+// figures of `trainyard top job NAME` for Prometheus.
+func (s *Server) writeGPUUse(ctx context.Context, b *strings.Builder, running []*store.Job) {
+	use := s.cfg.Node.Utilization
+	if use == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, gpuScrapeTimeout)
+	defer cancel()
+	util, err := use(ctx)
+	if err != nil {
+		s.log.Warn("metrics: measure the GPUs", "err", err)
+		return
+	}
+	type holder struct{ job, worker string }
+	held := map[int]holder{}
+	for _, j := range running {
+		hold := func(gpus [][]int) {
+			for w, list := range gpus {
+				for _, g := range list {
+					held[g] = holder{j.ID, strconv.Itoa(w)}
+				}
+			}
+		}
+		hold(j.GPUs)
+		if j.Gang != nil {
+			hold(j.Gang.GPUs)
+		}
+	}
+	series := []struct {
+		name, help string
+		value      func(GPUUtilization) float64
+	}{
+		{"trainyard_gpu_utilization_percent", "Share of the last sample period each GPU was busy (nvidia-smi), by the job and worker that hold it.",
+			func(u GPUUtilization) float64 { return u.Percent }},
+		{"trainyard_gpu_memory_used_bytes", "Memory used on each GPU (nvidia-smi), by the job and worker that hold it.",
+			func(u GPUUtilization) float64 { return float64(u.MemoryUsedBytes) }},
+		{"trainyard_gpu_memory_total_bytes", "Memory of each GPU.",
+			func(u GPUUtilization) float64 { return float64(u.MemoryTotalBytes) }},
+	}
+	for _, m := range series {
+		fmt.Fprintf(b, "# HELP %s %s\n# TYPE %s gauge\n", m.name, m.help, m.name)
+		for _, u := range util {
+			h := held[u.Index]
+			fmt.Fprintf(b, "%s{gpu=\"%d\",job=\"%s\",worker=\"%s\"} %s\n", m.name, u.Index, labelValue(h.job), h.worker,
+				formatFloat(m.value(u)))
+		}
+	}
+}
+
+// labelValue escapes a Prometheus label value: backslash, double quote and newline.
+func labelValue(v string) string {
+	return strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(v)
 }
 
 // formatFloat writes a sample value as Prometheus reads it.

@@ -54,6 +54,11 @@ func (s *Server) allocated(running []*store.Job) held {
 		for _, w := range j.GPUs {
 			h.gpus += int64(len(w))
 		}
+		if j.Gang != nil { // the GPUs its own process leased for a gang
+			for _, w := range j.Gang.GPUs {
+				h.gpus += int64(len(w))
+			}
+		}
 		spec, err := decodeSpec(j)
 		if err != nil {
 			continue

@@ -73,6 +73,10 @@ func TestDashboardCurvesCompareAndMachine(t *testing.T) {
 		first = n
 		return err == nil && n > 0, err
 	})
+	if use := run(t, ctx, "read rank 0's GPU use", chromedp.Evaluate[string](
+		`document.querySelector('table.ranks tr[data-rank="0"]').cells[5].textContent`)); use != "37%, 2048 MiB of 81559 MiB" {
+		t.Errorf("rank 0's GPU use %q, want 37%%, 2048 MiB of 81559 MiB", use)
+	}
 	charts := run(t, ctx, "list the charts", chromedp.Evaluate[[]string](
 		`[...document.querySelectorAll("#curves .curve")].map((c) => c.dataset.metric)`))
 	if strings.Join(charts, ",") != "acc,loss" {

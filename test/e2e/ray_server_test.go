@@ -123,6 +123,23 @@ func TestRayJobLeasesItsGangsGPUs(t *testing.T) {
 	}
 	s.waitStatus(t, holder, 30*time.Second, "RUNNING")
 
+	// The holder's rank and its GPUs' use, as Arena's top job shows them, and in /metrics.
+	rank0 := regexp.MustCompile(`(?m)^0\s+0\s+\d+\s+0,1,2\s+0%\s+3/244677 MiB$`)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		code, out := s.cli(t, "top", "job", holder)
+		if code == 0 && rank0.MatchString(out) {
+			break
+		}
+		if time.Now().After(deadline) || !strings.Contains(out, "no attempt yet") {
+			t.Errorf("top job %s: exit %d, want rank 0 on GPUs 0,1,2:\n%s", holder, code, out)
+			break
+		}
+	}
+	if code, body := s.ray(t, http.MethodGet, "/metrics", nil); code != http.StatusOK ||
+		!strings.Contains(string(body), `trainyard_gpu_memory_used_bytes{gpu="2",job="`+holder+`",worker="0"} 1.048576e+06`) {
+		t.Errorf("/metrics: %d, want GPU 2's memory held by %s:\n%s", code, holder, body)
+	}
+
 	script := filepath.Join(repoRoot(t), "test", "e2e", "testdata", "ray_server_gang.py")
 	s.raySubmit(t, "ray-gang", python+" "+script+" 2")
 	waiting := s.waitRay(t, "ray-gang", 60*time.Second, func(j rayJob) bool {
