@@ -194,4 +194,3 @@ func (s *serverProc) stop() {
 		<-done
 	}
 }
-
