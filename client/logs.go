@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/net/websocket"
 
+	"github.com/trainyard/trainyard/internal/logstream"
 	"github.com/trainyard/trainyard/internal/pause"
 )
 
@@ -126,7 +127,7 @@ func (c *Client) skipBacklog(ctx context.Context, id string, out *resumeWriter, 
 		// older lines again.
 		_, whole, _ = strings.Cut(whole, "\n")
 	}
-	if _, err := io.WriteString(out.w, lastLines(whole, tail)); err != nil {
+	if _, err := io.WriteString(out.w, logstream.LastLines(whole, tail)); err != nil {
 		return err
 	}
 	out.done = position{lines: strings.Count(whole, "\n")}
@@ -220,7 +221,7 @@ func (c *Client) followRank(ctx context.Context, id string, w io.Writer, opts Lo
 		default:
 			if first && opts.Tail > 0 {
 				whole := text[:strings.LastIndexByte(text, '\n')+1]
-				written = len(whole) - len(lastLines(whole, opts.Tail))
+				written = len(whole) - len(logstream.LastLines(whole, opts.Tail))
 			}
 			if _, err := io.WriteString(w, text[min(written, len(text)):]); err != nil {
 				return err
@@ -234,20 +235,6 @@ func (c *Client) followRank(ctx context.Context, id string, w io.Writer, opts Lo
 			return err
 		}
 	}
-}
-
-// lastLines returns the last n lines of text, which ends with a newline or is empty.
-func lastLines(text string, n int) string {
-	end := len(text) - 1
-	for i := end - 1; i >= 0; i-- {
-		if text[i] == '\n' {
-			n--
-			if n == 0 {
-				return text[i+1:]
-			}
-		}
-	}
-	return text
 }
 
 // position is a place in a log: a line number (from 0) and a byte offset in that line.

@@ -14,6 +14,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/net/websocket"
+
+	"github.com/trainyard/trainyard/internal/logstream"
 )
 
 // logServer is a fake server of one job's log. Each WebSocket connection sends the next
@@ -234,8 +236,8 @@ func TestLastLines(t *testing.T) {
 		"one line only": {text: "a\n", n: 1, want: "a\n"},
 	}
 	for name, tc := range cases {
-		if got := lastLines(tc.text, tc.n); got != tc.want {
-			t.Errorf("%s: lastLines(%q, %d) = %q, want %q", name, tc.text, tc.n, got, tc.want)
+		if got := logstream.LastLines(tc.text, tc.n); got != tc.want {
+			t.Errorf("%s: logstream.LastLines(%q, %d) = %q, want %q", name, tc.text, tc.n, got, tc.want)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -195,4 +196,25 @@ func (l *consoleLine) end() {
 func (l *consoleLine) show(text []byte) {
 	l.c.Line(l.src, string(text))
 	l.any = true
+}
+
+// LastLines returns the last n lines of text (all of it when n <= 0); a newline that
+// ends text ends its last line.
+func LastLines(text string, n int) string {
+	if n <= 0 {
+		return text
+	}
+	end := len(text)
+	if strings.HasSuffix(text, "\n") {
+		end--
+	}
+	for i := end - 1; i >= 0; i-- {
+		if text[i] == '\n' {
+			n--
+			if n == 0 {
+				return text[i+1:]
+			}
+		}
+	}
+	return text
 }

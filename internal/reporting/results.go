@@ -458,27 +458,11 @@ func lineIteration(line []byte) (int, bool) {
 // one at a time; it stops at fn's first error and returns it. A folder without results has
 // none; a line cut short by a crash is skipped.
 func ScanResults(dir string, fn func(Result) error) error {
-	f, err := os.Open(filepath.Join(dir, ResultFile))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("read results: %w", err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 16<<20)
-	for sc.Scan() {
+	return ScanResultLines(dir, func(_ int, line []byte) error {
 		var r Result
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			continue // a line cut short by a crash
+		if err := json.Unmarshal(line, &r); err != nil {
+			return nil // a line cut short by a crash
 		}
-		if err := fn(r); err != nil {
-			return err
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return fmt.Errorf("read results: %w", err)
-	}
-	return nil
+		return fn(r)
+	})
 }

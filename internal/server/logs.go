@@ -56,23 +56,3 @@ func humanBytes(n int64) string {
 	}
 	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
 }
-
-// lastLines returns the last n lines of text (all of it when n <= 0).
-func lastLines(text string, n int) string {
-	if n <= 0 {
-		return text
-	}
-	end := len(text)
-	if strings.HasSuffix(text, "\n") {
-		end--
-	}
-	for i := end - 1; i >= 0; i-- {
-		if text[i] == '\n' {
-			n--
-			if n == 0 {
-				return text[i+1:]
-			}
-		}
-	}
-	return text
-}

@@ -10,6 +10,7 @@ import (
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
 	"github.com/trainyard/trainyard/internal/jobs"
+	"github.com/trainyard/trainyard/internal/logstream"
 	"github.com/trainyard/trainyard/internal/rundir"
 	"github.com/trainyard/trainyard/internal/store"
 	"github.com/trainyard/trainyard/internal/upload"
@@ -262,7 +263,7 @@ func (s *Server) readLogs(r *http.Request) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return lastLines(text, tail), nil
+	return logstream.LastLines(text, tail), nil
 }
 
 // queryInt reads a query parameter that must be 0 or more; "" is 0.

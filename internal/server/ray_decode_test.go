@@ -12,6 +12,7 @@ import (
 
 	"github.com/trainyard/trainyard/internal/jobs"
 	"github.com/trainyard/trainyard/internal/jobspec"
+	"github.com/trainyard/trainyard/internal/logstream"
 	"github.com/trainyard/trainyard/internal/store"
 	"github.com/trainyard/trainyard/internal/upload"
 )
@@ -146,7 +147,7 @@ func TestLastLines(t *testing.T) {
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
-			if diff := cmp.Diff(c.want, lastLines(c.text, c.n)); diff != "" {
+			if diff := cmp.Diff(c.want, logstream.LastLines(c.text, c.n)); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})

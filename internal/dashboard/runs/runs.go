@@ -22,6 +22,7 @@ import (
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
 	"github.com/trainyard/trainyard/client"
 	"github.com/trainyard/trainyard/internal/device"
+	"github.com/trainyard/trainyard/internal/logstream"
 	"github.com/trainyard/trainyard/internal/reporting"
 	"github.com/trainyard/trainyard/internal/rundir"
 	"github.com/trainyard/trainyard/internal/server"
@@ -208,7 +209,7 @@ func (s *Source) Logs(_ context.Context, id string, opts client.LogOptions) (str
 	if err != nil {
 		return "", err
 	}
-	return lastLines(text, opts.Tail), nil
+	return logstream.LastLines(text, opts.Tail), nil
 }
 
 // readEnd reads a file from offset (its last maxLogBytes at most) and returns the text
@@ -234,26 +235,6 @@ func readEnd(path string, offset int64) (string, int64, error) {
 	return string(data), offset + int64(len(data)), err
 }
 
-// lastLines keeps the last n lines of text (all of it for n <= 0).
-func lastLines(text string, n int) string {
-	if n <= 0 {
-		return text
-	}
-	end := len(text)
-	if strings.HasSuffix(text, "\n") {
-		end--
-	}
-	for i := end - 1; i >= 0; i-- {
-		if text[i] == '\n' {
-			n--
-			if n == 0 {
-				return text[i+1:]
-			}
-		}
-	}
-	return text
-}
-
 // Follow writes a run's log as it grows until the run has finished.
 func (s *Source) Follow(ctx context.Context, ref string, w io.Writer, opts client.LogOptions) error {
 	path, _, err := s.logPath(ref, opts.Rank)
@@ -264,7 +245,7 @@ func (s *Source) Follow(ctx context.Context, ref string, w io.Writer, opts clien
 	if err != nil {
 		return err
 	}
-	if _, err := io.WriteString(w, lastLines(text, opts.Tail)); err != nil {
+	if _, err := io.WriteString(w, logstream.LastLines(text, opts.Tail)); err != nil {
 		return err
 	}
 	poll := cmp.Or(s.Poll, time.Second)
