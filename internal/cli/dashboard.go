@@ -21,6 +21,7 @@ import (
 	"github.com/trainyard/trainyard/client"
 	"github.com/trainyard/trainyard/internal/auth"
 	"github.com/trainyard/trainyard/internal/dashboard"
+	"github.com/trainyard/trainyard/internal/dashboard/cluster"
 	"github.com/trainyard/trainyard/internal/dashboard/runs"
 	"github.com/trainyard/trainyard/internal/jobspec"
 )
@@ -102,20 +103,46 @@ default --storage-path), read-only, on localhost: the runs with their status, pr
 and last metrics, each run's attempts and ranks, its log (followed while it runs), its
 metric curves, comparisons of runs, and this machine's GPUs.
 
+With --kube, serve the dashboard of a cluster's TrainJobs instead (the namespace of
+--kubeconfig's context, or -n), through the kubeconfig like kubectl proxy: each job's
+worker pods, events and conditions, its logs from the pods, and the cluster's GPUs,
+CPU and memory; Stop suspends a job (as 'trainyard stop --kube'). Curves come from the
+run folder when this machine mounts the storage volume at the same path; otherwise they
+start with the last metrics the operator records, while the dashboard runs.
+
 The job server serves the same dashboard on its own port ('trainyard server', then
 http://127.0.0.1:8265/). This command makes a new token for each start and prints it:
 sign in with it once; the page keeps an HttpOnly session cookie.`
 
 func newDashboardCommand(g *globals) *cobra.Command {
-	var address string
+	var (
+		address string
+		kube    kubeOptions
+	)
 	cmd := &cobra.Command{
 		Use:   "dashboard [STORAGE PATH]",
-		Short: "Serve the dashboard of the local runs in a storage path",
+		Short: "Serve the web dashboard of local runs, or of a cluster's TrainJobs (--kube)",
 		Long:  dashboardLong,
 		Example: `  trainyard dashboard
-  trainyard dashboard ~/experiments --address 127.0.0.1:9000`,
+  trainyard dashboard ~/experiments --address 127.0.0.1:9000
+  trainyard dashboard --kube -n research`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			on, err := kube.enabled()
+			if err != nil {
+				return err
+			}
+			if on {
+				if len(args) > 0 {
+					return usageError(fmt.Errorf("dashboard --kube shows a cluster's TrainJobs: give no storage path (%s)", args[0]))
+				}
+				c, err := kube.connect(g)
+				if err != nil {
+					return err
+				}
+				src := &cluster.Source{Cluster: c}
+				return serveDashboard(cmd.Context(), g, src, "namespace "+c.Namespace, address, false)
+			}
 			storage := jobspec.DefaultStoragePath
 			if len(args) == 1 {
 				storage = args[0]
@@ -127,22 +154,23 @@ func newDashboardCommand(g *globals) *cobra.Command {
 			if st, err := os.Stat(dir); err != nil || !st.IsDir() {
 				return usageError(fmt.Errorf("storage path %s is not a folder: give the folder that holds your runs (trainyard run --storage-path)", dir))
 			}
-			return serveLocalDashboard(cmd.Context(), g, dir, address)
+			return serveDashboard(cmd.Context(), g, &runs.Source{Storage: dir}, dir, address, true)
 		},
 	}
 	cmd.Flags().StringVar(&address, "address", "127.0.0.1:8266", "host:port to listen on (loopback unless you need otherwise)")
+	kube.bind(cmd.Flags())
 	return cmd
 }
 
-// serveLocalDashboard serves the read-only dashboard of dir's runs until SIGINT or SIGTERM.
-func serveLocalDashboard(ctx context.Context, g *globals, dir, address string) error {
+// serveDashboard serves the dashboard of src (whose jobs are at place) until SIGINT or
+// SIGTERM.
+func serveDashboard(ctx context.Context, g *globals, src dashboard.Backend, place, address string, readOnly bool) error {
 	log := g.logger()
 	token, err := randomToken()
 	if err != nil {
 		return failed(err)
 	}
-	ui, err := dashboard.New(dashboard.Config{Backend: &runs.Source{Storage: dir}, Token: token, Logger: log,
-		ReadOnly: true, Place: dir})
+	ui, err := dashboard.New(dashboard.Config{Backend: src, Token: token, Logger: log, ReadOnly: readOnly, Place: place})
 	if err != nil {
 		return failed(err)
 	}
@@ -155,7 +183,7 @@ func serveLocalDashboard(ctx context.Context, g *globals, dir, address string) e
 	go ui.Sample(ctx, 0)
 	hs := &http.Server{Handler: auth.HostCheck(auth.Options{ListenAddr: ln.Addr().String()}, ui),
 		ReadHeaderTimeout: 10 * time.Second}
-	fmt.Fprintf(g.io.Out, "trainyard dashboard of %s on http://%s/\n  sign in with the token %s\n", dir, ln.Addr(), token)
+	fmt.Fprintf(g.io.Out, "trainyard dashboard of %s on http://%s/\n  sign in with the token %s\n", place, ln.Addr(), token)
 	go func() {
 		<-ctx.Done()
 		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -26,6 +26,23 @@ type Backend interface {
 	Node(ctx context.Context) (client.Node, error)
 }
 
+// Happening is an event or a condition of a job, as Kubernetes records them.
+type Happening struct {
+	Time time.Time
+	// Kind is "Normal" or "Warning" for an event, "Condition" for a condition.
+	Kind    string
+	Reason  string
+	Message string
+	// Count is how many times an event happened (1 for a condition).
+	Count int
+}
+
+// HappeningSource is a Backend that also knows its jobs' events and conditions (a
+// cluster's): a job's page shows them.
+type HappeningSource interface {
+	Happenings(ctx context.Context, ref string) ([]Happening, error)
+}
+
 // Config is what a dashboard needs.
 type Config struct {
 	// Backend serves the jobs.

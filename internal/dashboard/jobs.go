@@ -138,6 +138,8 @@ type jobView struct {
 	// Use is what each rank's GPUs of the last attempt are doing now, by rank, while the
 	// job runs and the machine measures its GPUs.
 	Use map[int]*client.GPUUse
+	// Happenings are the job's events and conditions, when the backend knows them.
+	Happenings []Happening
 }
 
 // MaxPoints is the most points per curve a job's page may ask for (?points=).
@@ -164,6 +166,11 @@ func (h *Handler) jobPage(w http.ResponseWriter, r *http.Request, session string
 	if d.Run != nil && len(d.Run.Attempts) > 0 {
 		for _, rk := range d.Run.Attempts[len(d.Run.Attempts)-1].Ranks {
 			v.Ranks = append(v.Ranks, rk.Rank)
+		}
+	}
+	if hs, ok := h.cfg.Backend.(HappeningSource); ok {
+		if v.Happenings, err = hs.Happenings(r.Context(), d.Job.ID); err != nil {
+			h.log.Warn("dashboard: read a job's events", "job", d.Job.ID, "err", err)
 		}
 	}
 	if v.Ranks != nil && !v.Ended {

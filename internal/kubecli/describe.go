@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -253,3 +254,6 @@ func printEvents(v View, d *Detail) error {
 	}
 	return tw.Flush()
 }
+
+// EventTime is when an event was last seen, whichever API recorded it.
+func EventTime(e *corev1.Event) time.Time { return eventTime(e).Time }

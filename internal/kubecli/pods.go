@@ -212,3 +212,10 @@ func amount(list corev1.ResourceList, name corev1.ResourceName) int64 {
 
 // gpus is how many GPUs a resource list holds.
 func gpus(list corev1.ResourceList) int64 { return amount(list, GPUResource) }
+
+// WorkerSummary says which worker a pod is (-1 when its labels do not say), what it is
+// doing in a word, and why: as 'get --kube' shows it.
+func WorkerSummary(p *corev1.Pod) (worker int, state, message string) {
+	state, message = podState(p)
+	return workerIndex(p), state, message
+}

@@ -21,6 +21,7 @@ import (
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
 	"github.com/trainyard/trainyard/client"
+	"github.com/trainyard/trainyard/internal/dashboard"
 	"github.com/trainyard/trainyard/internal/device"
 	"github.com/trainyard/trainyard/internal/logstream"
 	"github.com/trainyard/trainyard/internal/reporting"
@@ -130,41 +131,13 @@ func (s *Source) ListPage(_ context.Context, opts client.ListOptions) (client.Jo
 	if err != nil {
 		return client.JobList{}, err
 	}
-	words := strings.Fields(strings.ToLower(opts.Search))
 	var jobs []client.Job
 	for _, name := range names {
-		d, err := s.run(name)
-		if err != nil {
-			continue // a run folder being written, or broken: not listed
+		if d, err := s.run(name); err == nil { // else a run folder being written, or broken: not listed
+			jobs = append(jobs, d.Job)
 		}
-		j := d.Job
-		if len(opts.Statuses) > 0 && !slices.Contains(opts.Statuses, j.Status) {
-			continue
-		}
-		text := strings.ToLower(j.ID + " " + j.Entrypoint + " " + j.Message + " " + string(j.Status))
-		if slices.ContainsFunc(words, func(w string) bool { return !strings.Contains(text, w) }) {
-			continue
-		}
-		jobs = append(jobs, j)
 	}
-	slices.SortStableFunc(jobs, func(a, b client.Job) int {
-		switch opts.Sort {
-		case "name":
-			return cmp.Compare(a.Name, b.Name)
-		case "status":
-			return cmp.Or(cmp.Compare(a.Status, b.Status), b.SubmittedAt.Compare(a.SubmittedAt))
-		case "newest":
-			return b.SubmittedAt.Compare(a.SubmittedAt)
-		}
-		return a.SubmittedAt.Compare(b.SubmittedAt)
-	})
-	out := client.JobList{Total: len(jobs)}
-	jobs = jobs[min(opts.Offset, len(jobs)):]
-	if opts.Limit > 0 && len(jobs) > opts.Limit {
-		jobs = jobs[:opts.Limit]
-	}
-	out.Jobs = jobs
-	return out, nil
+	return dashboard.PageOf(jobs, opts), nil
 }
 
 // Get returns a run.
