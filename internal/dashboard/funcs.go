@@ -44,9 +44,10 @@ var funcs = template.FuncMap{
 		}
 		return strconv.Itoa(*p)
 	},
-	"itoa":  strconv.Itoa,
-	"mib":   mib,
-	"cores": func(milli int64) string { return strconv.FormatFloat(float64(milli)/1000, 'f', -1, 64) },
+	"itoa":     strconv.Itoa,
+	"progress": progressOf,
+	"mib":      mib,
+	"cores":    func(milli int64) string { return strconv.FormatFloat(float64(milli)/1000, 'f', -1, 64) },
 }
 
 // age writes how long ago t was: 5s, 3m, 2h, 4d.
@@ -89,4 +90,31 @@ func metricsText(m client.Metrics) string {
 		parts = append(parts, k+"="+strconv.FormatFloat(m[k], 'g', 5, 64))
 	}
 	return strings.Join(parts, " ")
+}
+
+// TotalMetric is the metric a job reports to say how many iterations it runs in all:
+// the job list then shows how far it is and when it should end.
+const TotalMetric = "total_iterations"
+
+// progress is how far a job that reports TotalMetric is.
+type progress struct {
+	Percent int    // 0 to 100
+	ETA     string // "4m10s left", "" when not known
+}
+
+// progressOf reads a result's progress; nil without TotalMetric.
+func progressOf(r *client.Result) *progress {
+	if r == nil {
+		return nil
+	}
+	total, ok := r.Metrics[TotalMetric]
+	if !ok || total <= 0 || r.Iteration <= 0 {
+		return nil
+	}
+	p := &progress{Percent: int(min(100, 100*float64(r.Iteration)/total))}
+	if left := total - float64(r.Iteration); left > 0 && r.TimeTotalS > 0 {
+		per := r.TimeTotalS / float64(r.Iteration)
+		p.ETA = time.Duration(left*per*float64(time.Second)).Round(time.Second).String() + " left"
+	}
+	return p
 }

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/trainyard/trainyard/client"
 )
 
 func TestReadListQuery(t *testing.T) {
@@ -54,5 +56,29 @@ func TestHistory(t *testing.T) {
 	}
 	if !cmp.Equal(got, []int64{2, 3, 4}) {
 		t.Errorf("history %v", got)
+	}
+}
+
+// A job that reports total_iterations shows how far it is and when it should end.
+func TestProgress(t *testing.T) {
+	r := &client.Result{Iteration: 25, TimeTotalS: 50, Metrics: client.Metrics{TotalMetric: 100, "loss": 1}}
+	if p := progressOf(r); p == nil || p.Percent != 25 || p.ETA != "2m30s left" {
+		t.Errorf("progress %+v, want 25%% and 2m30s left (75 iterations of 2s)", p)
+	}
+	if progressOf(&client.Result{Iteration: 3, Metrics: client.Metrics{"loss": 1}}) != nil || progressOf(nil) != nil {
+		t.Error("a job without total_iterations has a progress")
+	}
+	if p := progressOf(&client.Result{Iteration: 120, TimeTotalS: 10, Metrics: client.Metrics{TotalMetric: 100}}); p.Percent != 100 || p.ETA != "" {
+		t.Errorf("past the total: %+v", p)
+	}
+}
+
+// The pages' templates parse, with every function they use.
+func TestNewParsesThePages(t *testing.T) {
+	if _, err := New(Config{Backend: nil, Token: "t"}); err == nil {
+		t.Error("a dashboard without a backend was made")
+	}
+	if _, err := New(Config{Backend: struct{ Backend }{}, Token: "t"}); err != nil {
+		t.Fatalf("New: %v", err)
 	}
 }

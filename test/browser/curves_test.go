@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -18,7 +19,7 @@ const reporter = `import time, trainyard
 i = 0
 while True:
     i += 1
-    trainyard.report({"loss": 1.0 / i, "acc": min(1.0, i / 100)})
+    trainyard.report({"loss": 1.0 / i, "acc": min(1.0, i / 100), "total_iterations": 1000})
     time.sleep(0.5)
 `
 
@@ -79,8 +80,8 @@ func TestDashboardCurvesCompareAndMachine(t *testing.T) {
 	}
 	charts := run(t, ctx, "list the charts", chromedp.Evaluate[[]string](
 		`[...document.querySelectorAll("#curves .curve")].map((c) => c.dataset.metric)`))
-	if strings.Join(charts, ",") != "acc,loss" {
-		t.Errorf("charts %v, want acc and loss", charts)
+	if strings.Join(charts, ",") != "acc,loss,total_iterations" {
+		t.Errorf("charts %v, want acc, loss and total_iterations", charts)
 	}
 	poll(t, 30*time.Second, fmt.Sprintf("the curves to gain points after %d, without a reload", first), func() (bool, error) {
 		n, err := points(ctx)
@@ -88,13 +89,18 @@ func TestDashboardCurvesCompareAndMachine(t *testing.T) {
 	})
 	do(t, ctx, "turn on smoothing and the log scale", chromedp.SetValue(chromedp.ID("smoothing"), "0.9"),
 		chromedp.Click(chromedp.ID("log-scale")))
-	if n := run(t, ctx, "count the charts", chromedp.Evaluate[int](`document.querySelectorAll("#curves .curve canvas").length`)); n != 2 {
-		t.Errorf("%d charts after switching to the log scale, want 2", n)
+	if n := run(t, ctx, "count the charts", chromedp.Evaluate[int](`document.querySelectorAll("#curves .curve canvas").length`)); n != 3 {
+		t.Errorf("%d charts after switching to the log scale, want 3", n)
 	}
 	screenshot(t, ctx, "job-curves.png")
 
 	// Compare the two finished runs, ticked in the job list.
 	load(t, ctx, "open the job list", chromedp.Navigate(s.url+"/"))
+	// The reporter says it runs 1000 iterations: its row shows how far it is, and an ETA.
+	progress := run(t, ctx, "read the reporter's progress", chromedp.TextContent(chromedp.CSS(`#jobs tr[data-id="`+live+`"] td.progress`)))
+	if !regexp.MustCompile(`^\s*\d+%\s+\d+%, (\d+m)?\d+s left`).MatchString(progress) {
+		t.Errorf("the reporter's progress %q, want a percentage and the time left", progress)
+	}
 	load(t, ctx, "compare the two runs", chromedp.Click(chromedp.CSS(`input[name=id][value="`+runA+`"]`)),
 		chromedp.Click(chromedp.CSS(`input[name=id][value="`+runB+`"]`)), chromedp.Click(chromedp.ID("compare")))
 	table := run(t, ctx, "read the final metrics", chromedp.Evaluate[[][]string](
