@@ -158,6 +158,17 @@ func (c *Client) Results(ctx context.Context, ref string, opts ResultOptions) (R
 	return out, err
 }
 
+// Checkpoints returns every checkpoint a job committed, kept or since deleted.
+func (c *Client) Checkpoints(ctx context.Context, ref string) (Checkpoints, error) {
+	path, err := jobPath(ref, "/checkpoints")
+	if err != nil {
+		return Checkpoints{}, err
+	}
+	var out Checkpoints
+	err = c.do(ctx, request{method: http.MethodGet, path: path, want: http.StatusOK}, &out)
+	return out, err
+}
+
 // Node returns what the server's machine offers to jobs and what running jobs hold.
 func (c *Client) Node(ctx context.Context) (Node, error) {
 	var n Node

@@ -24,6 +24,10 @@ type (
 	Rank = server.Rank
 	// Result is the last iteration a job reported.
 	Result = server.Result
+	// Checkpoints are the checkpoints a job committed.
+	Checkpoints = server.Checkpoints
+	// Checkpoint is one checkpoint a job committed, kept or deleted.
+	Checkpoint = server.Checkpoint
 	// ResultList is a job's results, thinned to a maximum.
 	ResultList = server.ResultList
 	// Metrics are reported values by name.

@@ -149,3 +149,6 @@ func writeManifest(dir string, m Manifest) error {
 	}
 	return nil
 }
+
+// ReadManifest reads and checks the manifest of the committed checkpoint in dir.
+func ReadManifest(dir string) (Manifest, error) { return readManifest(dir) }

@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"bytes"
 	"context"
 	"embed"
 	"errors"
@@ -41,6 +42,12 @@ type Happening struct {
 // cluster's): a job's page shows them.
 type HappeningSource interface {
 	Happenings(ctx context.Context, ref string) ([]Happening, error)
+}
+
+// CheckpointSource is a Backend that also lists every checkpoint a job committed, kept or
+// deleted (the server, local runs): a job's page shows them.
+type CheckpointSource interface {
+	Checkpoints(ctx context.Context, ref string) (client.Checkpoints, error)
 }
 
 // Config is what a dashboard needs.
@@ -153,12 +160,16 @@ type page struct {
 
 func (h *Handler) render(w http.ResponseWriter, status int, name string, p page) {
 	p.ReadOnly, p.Place = h.cfg.ReadOnly, h.cfg.Place
+	var b bytes.Buffer // whole, so that a failed render is a 500, not half a page
+	if err := h.pages.ExecuteTemplate(&b, name, p); err != nil {
+		h.log.Error("dashboard: render a page", "page", name, "err", err)
+		http.Error(w, "the dashboard failed to render this page: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
-	if err := h.pages.ExecuteTemplate(w, name, p); err != nil {
-		h.log.Error("dashboard: render a page", "page", name, "err", err)
-	}
+	_, _ = b.WriteTo(w)
 }
 
 // fail answers an error page.

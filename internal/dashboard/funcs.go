@@ -46,6 +46,8 @@ var funcs = template.FuncMap{
 	},
 	"itoa":     strconv.Itoa,
 	"progress": progressOf,
+	"deref64":  func(p *float64) string { return strconv.FormatFloat(*p, 'g', 6, 64) },
+	"bytes":    byteSize,
 	"mib":      mib,
 	"cores":    func(milli int64) string { return strconv.FormatFloat(float64(milli)/1000, 'f', -1, 64) },
 }
@@ -117,4 +119,17 @@ func progressOf(r *client.Result) *progress {
 		p.ETA = time.Duration(left*per*float64(time.Second)).Round(time.Second).String() + " left"
 	}
 	return p
+}
+
+// byteSize writes a size in B, KiB, MiB or GiB.
+func byteSize(n int64) string {
+	switch {
+	case n < 1<<10:
+		return fmt.Sprintf("%d B", n)
+	case n < 1<<20:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	case n < 1<<30:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	}
+	return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
 }

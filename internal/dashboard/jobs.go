@@ -140,6 +140,8 @@ type jobView struct {
 	Use map[int]*client.GPUUse
 	// Happenings are the job's events and conditions, when the backend knows them.
 	Happenings []Happening
+	// Checkpoints are every checkpoint the job committed, when the backend knows them.
+	CheckpointList *client.Checkpoints
 }
 
 // MaxPoints is the most points per curve a job's page may ask for (?points=).
@@ -166,6 +168,13 @@ func (h *Handler) jobPage(w http.ResponseWriter, r *http.Request, session string
 	if d.Run != nil && len(d.Run.Attempts) > 0 {
 		for _, rk := range d.Run.Attempts[len(d.Run.Attempts)-1].Ranks {
 			v.Ranks = append(v.Ranks, rk.Rank)
+		}
+	}
+	if cs, ok := h.cfg.Backend.(CheckpointSource); ok && d.Job.StartedAt != nil {
+		if list, err := cs.Checkpoints(r.Context(), d.Job.ID); err == nil {
+			v.CheckpointList = &list
+		} else {
+			h.log.Warn("dashboard: read a job's checkpoints", "job", d.Job.ID, "err", err)
 		}
 	}
 	if hs, ok := h.cfg.Backend.(HappeningSource); ok {

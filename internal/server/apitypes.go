@@ -90,6 +90,27 @@ type ResultList struct {
 	Total int `json:"total"`
 }
 
+// Checkpoints is the answer of GET /api/v1/jobs/{id}/checkpoints.
+type Checkpoints struct {
+	// ScoreMetric is the metric the job's retention ranks checkpoints by, if any.
+	ScoreMetric string       `json:"scoreMetric,omitempty"`
+	Checkpoints []Checkpoint `json:"checkpoints"`
+}
+
+// Checkpoint is one checkpoint a job committed.
+type Checkpoint struct {
+	Name      string    `json:"name"`
+	Iteration int       `json:"iteration"`
+	Time      time.Time `json:"time"`
+	Metrics   Metrics   `json:"metrics,omitempty"`
+	// Score is the value of the job's score metric at this checkpoint, if it has one.
+	Score *float64 `json:"score,omitempty"`
+	// SizeBytes is the size of its files, for a kept one.
+	SizeBytes int64 `json:"sizeBytes,omitempty"`
+	// Kept is false for a checkpoint the retention policy has deleted since.
+	Kept bool `json:"kept"`
+}
+
 // JobList is the answer of GET /api/v1/jobs: jobs in submit order.
 type JobList struct {
 	Jobs []Job `json:"jobs"`

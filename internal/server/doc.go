@@ -71,6 +71,7 @@
 //	GET    /api/v1/jobs/{id}/logs?rank=R&tail=N   a rank's log of the last attempt, or the console log
 //	GET    /api/v1/jobs/{id}/logs/tail              a WebSocket of the console log as it grows, as Ray's tail
 //	GET    /api/v1/jobs/{id}/results?after=N&max=M  the reported results in order (ResultList), thinned to M (5,000) keeping the last
+//	GET    /api/v1/jobs/{id}/checkpoints            every checkpoint committed (Checkpoints): iteration, score, size, kept or deleted
 //	GET    /api/v1/node                 GPUs, CPU and memory: total, allocated, free
 //
 // In the native API, {id} is a job's ID or its name: the job with that ID if there is

@@ -155,6 +155,7 @@ func (s *Server) nativeRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /api/v1/jobs/{id}/stop", s.stop)
 	mux.HandleFunc("DELETE /api/v1/jobs/{id}", s.delete)
 	mux.HandleFunc("GET /api/v1/jobs/{id}/results", s.results)
+	mux.HandleFunc("GET /api/v1/jobs/{id}/checkpoints", s.checkpoints)
 	mux.HandleFunc("GET /api/v1/jobs/{id}/logs", s.logs)
 	mux.HandleFunc("GET /api/v1/jobs/{id}/logs/tail", s.nativeTail)
 	mux.HandleFunc("GET /api/v1/node", s.node)

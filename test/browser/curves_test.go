@@ -57,9 +57,16 @@ func TestDashboardCurvesCompareAndMachine(t *testing.T) {
 	}
 	live := strings.TrimSpace(out)
 	runA := s.submit(t, "lr-small", "/usr/bin/python3", "-c", "import trainyard\nfor i in range(20): trainyard.report({'loss': 1/(1+i)})")
+	ckpt, err := s.cli("submit", "--no-wait", "--name", "ckpt", "--keep-checkpoints", "1", "--", "/usr/bin/python3", "-c",
+		"import os, trainyard\nfor i in range(3):\n    d = trainyard.new_checkpoint_dir()\n    open(os.path.join(d, 'm'), 'w').write('x' * 100)\n    trainyard.report({'loss': 1 / (i + 1)}, checkpoint=d)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ckpt = strings.TrimSpace(ckpt)
 	runB := s.submit(t, "lr-large", "/usr/bin/python3", "-c", "import trainyard\nfor i in range(30): trainyard.report({'loss': 1/(1+3*i), 'acc': i/30})")
 	s.waitStatus(t, runA, "SUCCEEDED")
 	s.waitStatus(t, runB, "SUCCEEDED")
+	s.waitStatus(t, ckpt, "SUCCEEDED")
 	s.waitStatus(t, live, "RUNNING")
 
 	ctx := newBrowser(t, chromium)
@@ -93,6 +100,16 @@ func TestDashboardCurvesCompareAndMachine(t *testing.T) {
 		t.Errorf("%d charts after switching to the log scale, want 3", n)
 	}
 	screenshot(t, ctx, "job-curves.png")
+
+	// A job that kept 1 of its 3 checkpoints lists all three, with the two it deleted.
+	load(t, ctx, "open the checkpointing job's page", chromedp.Navigate(s.url+"/jobs/"+ckpt))
+	ckpts := run(t, ctx, "read the checkpoints", chromedp.Evaluate[[][]string](
+		`[...document.querySelectorAll("#checkpoints tbody tr")].map((r) => [...r.cells].map((c) => c.textContent.trim()))`))
+	wantCkpts := [][]string{{"checkpoint_000001", "1", "loss=1", "-", "deleted"}, {"checkpoint_000002", "2", "loss=0.5", "-", "deleted"},
+		{"checkpoint_000003", "3", "loss=0.33333", "100 B", "kept"}}
+	if fmt.Sprint(ckpts) != fmt.Sprint(wantCkpts) {
+		t.Errorf("checkpoints\n%v\nwant\n%v", ckpts, wantCkpts)
+	}
 
 	// Compare the two finished runs, ticked in the job list.
 	load(t, ctx, "open the job list", chromedp.Navigate(s.url+"/"))

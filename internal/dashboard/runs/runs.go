@@ -254,6 +254,19 @@ func (s *Source) Results(_ context.Context, ref string, opts client.ResultOption
 	return server.ReadResultList(d.Job.RunDir, opts.After, cmp.Or(opts.Max, server.DefaultResultPoints))
 }
 
+// Checkpoints lists every checkpoint a run committed, kept or deleted.
+func (s *Source) Checkpoints(_ context.Context, ref string) (client.Checkpoints, error) {
+	d, err := s.run(ref)
+	if err != nil {
+		return client.Checkpoints{}, err
+	}
+	metric := ""
+	if d.Spec != nil {
+		metric = d.Spec.Spec.Checkpoints.ScoreMetric
+	}
+	return server.CheckpointList(d.Job.RunDir, metric)
+}
+
 // Node returns this machine's GPUs (NVML through nvidia-smi), none allocated: local runs
 // are not scheduled.
 func (s *Source) Node(ctx context.Context) (client.Node, error) {
