@@ -150,8 +150,8 @@ type request struct {
 	want   int        // the status of success
 }
 
-// do sends r and decodes the answer into out: a *string gets the body as text, anything
-// else non-nil gets it decoded from JSON.
+// do sends r and decodes the answer into out: a *string gets the body as text, an
+// io.Writer has it copied to it, anything else non-nil gets it decoded from JSON.
 func (c *Client) do(ctx context.Context, r request, out any) error {
 	resp, err := c.send(ctx, r)
 	if err != nil {
@@ -163,6 +163,11 @@ func (c *Client) do(ctx context.Context, r request, out any) error {
 	}
 	switch out := out.(type) {
 	case nil:
+		return nil
+	case io.Writer:
+		if _, err := io.Copy(out, resp.Body); err != nil {
+			return fmt.Errorf("%s %s: read the answer: %w", r.method, r.path, err)
+		}
 		return nil
 	case *string:
 		data, err := io.ReadAll(resp.Body)

@@ -49,6 +49,20 @@ func (c *Client) Logs(ctx context.Context, id string, opts LogOptions) (string, 
 	return text, err
 }
 
+// WriteLog copies the whole of a job's log, as it is now, to w: the console log, or a
+// rank's (opts.Rank) of the last attempt; opts.Tail is not taken.
+func (c *Client) WriteLog(ctx context.Context, id string, opts LogOptions, w io.Writer) error {
+	path, err := jobPath(id, "/logs")
+	if err != nil {
+		return err
+	}
+	q := url.Values{"whole": {"1"}}
+	if opts.Rank != nil {
+		q.Set("rank", strconv.Itoa(*opts.Rank))
+	}
+	return c.do(ctx, request{method: http.MethodGet, path: path, query: q, want: http.StatusOK}, w)
+}
+
 // Follow writes a job's log to w as it grows (opts.Tail lines of what it holds already,
 // or all of it) and returns once the job has ended and its log is written, or when ctx
 // ends (with ctx's error). It returns at once for a job that has already ended, after

@@ -50,6 +50,12 @@ type CheckpointSource interface {
 	Checkpoints(ctx context.Context, ref string) (client.Checkpoints, error)
 }
 
+// WholeLogSource is a Backend that can send a job's whole log, however long (the
+// server, local runs): the download link gets all of it, not its last 16 MiB.
+type WholeLogSource interface {
+	WriteLog(ctx context.Context, id string, opts client.LogOptions, w io.Writer) error
+}
+
 // Config is what a dashboard needs.
 type Config struct {
 	// Backend serves the jobs.

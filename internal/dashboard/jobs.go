@@ -229,7 +229,8 @@ func logOptions(rank string, tail int) (client.LogOptions, error) {
 	return opts, nil
 }
 
-// logText answers a job's whole log (its last 16 MiB) as text; ?download=1 saves it.
+// logText answers a job's log as text: its last 16 MiB, or, with ?download=1, all of it
+// (when the backend can send it) as a file to save.
 func (h *Handler) logText(w http.ResponseWriter, r *http.Request, _ string) {
 	id := r.PathValue("id")
 	opts, err := logOptions(r.URL.Query().Get("rank"), 0)
@@ -237,17 +238,35 @@ func (h *Handler) logText(w http.ResponseWriter, r *http.Request, _ string) {
 		h.fail(w, r, http.StatusBadRequest, err.Error())
 		return
 	}
+	download := r.URL.Query().Get("download") != ""
+	if whole, ok := h.cfg.Backend.(WholeLogSource); ok && download {
+		if _, err := h.cfg.Backend.Get(r.Context(), id); err != nil { // before any byte is sent
+			h.backendError(w, r, err)
+			return
+		}
+		setDownload(w, id)
+		if err := whole.WriteLog(r.Context(), id, opts, w); err != nil {
+			h.log.Warn("dashboard: send a whole log", "job", id, "err", err)
+		}
+		return
+	}
 	text, err := h.cfg.Backend.Logs(r.Context(), id, opts)
 	if err != nil {
 		h.backendError(w, r, err)
 		return
 	}
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	if r.URL.Query().Get("download") != "" {
-		name := "trainyard-" + safeFileName(id) + ".log"
-		w.Header().Set("Content-Disposition", `attachment; filename="`+name+`"`)
+	if download {
+		setDownload(w, id)
+	} else {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	}
 	_, _ = w.Write([]byte(text))
+}
+
+// setDownload sets the headers of a log sent as a file to save.
+func setDownload(w http.ResponseWriter, id string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Content-Disposition", `attachment; filename="trainyard-`+safeFileName(id)+`.log"`)
 }
 
 // safeFileName keeps letters, digits, '-', '_' and '.' of s.

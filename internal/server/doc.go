@@ -68,7 +68,8 @@
 //	GET    /api/v1/jobs/{id}            JobDetail: the job, its spec, its run record, last result, checkpoints
 //	POST   /api/v1/jobs/{id}/stop       Job
 //	DELETE /api/v1/jobs/{id}            204
-//	GET    /api/v1/jobs/{id}/logs?rank=R&tail=N   a rank's log of the last attempt, or the console log
+//	GET    /api/v1/jobs/{id}/logs?rank=R&tail=N   a rank's log of the last attempt, or the console log (its last 16 MiB;
+//	                                             ?whole=1: all of it)
 //	GET    /api/v1/jobs/{id}/logs/tail              a WebSocket of the console log as it grows, as Ray's tail
 //	GET    /api/v1/jobs/{id}/results?after=N&max=M  the reported results in order (ResultList), thinned to M (5,000) keeping the last
 //	GET    /api/v1/jobs/{id}/checkpoints            every checkpoint committed (Checkpoints): iteration, score, size, kept or deleted

@@ -2,6 +2,8 @@ package server
 
 import (
 	"errors"
+	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -228,42 +230,76 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
 
 // logs answers GET /api/v1/jobs/{id}/logs as text: with ?rank=R, that rank's log of the
 // last attempt, else the console log; ?tail=N keeps the last N lines. Like Ray's logs,
-// a log is read from its last 16 MiB at most.
+// a log is read from its last 16 MiB at most; ?whole=1 sends all of it, as it is now
+// (a download), and takes no tail.
 func (s *Server) logs(w http.ResponseWriter, r *http.Request) {
-	text, err := s.readLogs(r)
+	path, tail, err := s.logFile(r)
 	if err != nil {
 		s.writeError(w, r, native, err)
 		return
 	}
-	writeText(w, text)
-}
-
-// readLogs reads the log that GET /api/v1/jobs/{id}/logs asks for.
-func (s *Server) readLogs(r *http.Request) (string, error) {
-	j, err := s.nativeJob(r)
-	if err != nil {
-		return "", err
-	}
-	q := r.URL.Query()
-	tail, err := queryInt(q.Get("tail"), "tail")
-	if err != nil {
-		return "", err
-	}
-	path := jobs.LogPath(j)
-	if v := q.Get("rank"); v != "" {
-		rank, err := queryInt(v, "rank")
-		if err != nil {
-			return "", err
+	if r.URL.Query().Get("whole") == "1" {
+		if tail > 0 {
+			s.writeError(w, r, native, invalid("whole=1 sends the whole log: leave out tail"))
+			return
 		}
-		if path, err = rankLog(j, rank); err != nil {
-			return "", err
-		}
+		s.streamLog(w, r, path)
+		return
 	}
 	text, err := readLogTail(path, maxLogBytes)
 	if err != nil {
-		return "", err
+		s.writeError(w, r, native, err)
+		return
 	}
-	return logstream.LastLines(text, tail), nil
+	writeText(w, logstream.LastLines(text, tail))
+}
+
+// streamLog sends the file at path as it is now (its size when opened), or nothing when
+// it does not exist yet.
+func (s *Server) streamLog(w http.ResponseWriter, r *http.Request, path string) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		writeText(w, "")
+		return
+	}
+	if err != nil {
+		s.writeError(w, r, native, err)
+		return
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		s.writeError(w, r, native, err)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Content-Length", strconv.FormatInt(st.Size(), 10))
+	if _, err := io.Copy(w, io.LimitReader(f, st.Size())); err != nil {
+		s.log.Debug("send a whole log", "path", path, "err", err)
+	}
+}
+
+// logFile finds the log that GET /api/v1/jobs/{id}/logs asks for, and the tail asked.
+func (s *Server) logFile(r *http.Request) (path string, tail int, err error) {
+	j, err := s.nativeJob(r)
+	if err != nil {
+		return "", 0, err
+	}
+	q := r.URL.Query()
+	if tail, err = queryInt(q.Get("tail"), "tail"); err != nil {
+		return "", 0, err
+	}
+	path = jobs.LogPath(j)
+	if v := q.Get("rank"); v != "" {
+		rank, err := queryInt(v, "rank")
+		if err != nil {
+			return "", 0, err
+		}
+		if path, err = rankLog(j, rank); err != nil {
+			return "", 0, err
+		}
+	}
+	return path, tail, nil
 }
 
 // queryInt reads a query parameter that must be 0 or more; "" is 0.

@@ -208,6 +208,28 @@ func readEnd(path string, offset int64) (string, int64, error) {
 	return string(data), offset + int64(len(data)), err
 }
 
+// WriteLog copies the whole of a run's log, as it is now, to w.
+func (s *Source) WriteLog(_ context.Context, id string, opts client.LogOptions, w io.Writer) error {
+	path, _, err := s.logPath(id, opts.Rank)
+	if err != nil {
+		return err
+	}
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(w, io.LimitReader(f, st.Size()))
+	return err
+}
+
 // Follow writes a run's log as it grows until the run has finished.
 func (s *Source) Follow(ctx context.Context, ref string, w io.Writer, opts client.LogOptions) error {
 	path, _, err := s.logPath(ref, opts.Rank)

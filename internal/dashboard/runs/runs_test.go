@@ -83,6 +83,10 @@ func TestSource(t *testing.T) {
 	if text, err := s.Logs(ctx, "mnist-a", client.LogOptions{Rank: &one}); err != nil || text != "rank 1 line 1\n" {
 		t.Errorf("rank 1's log: %q, %v", text, err)
 	}
+	var whole bytes.Buffer
+	if err := s.WriteLog(ctx, "mnist-a", client.LogOptions{}, &whole); err != nil || whole.String() != "rank 0 line 1\nrank 0 line 2\n" {
+		t.Errorf("rank 0's whole log: %q, %v", whole.String(), err)
+	}
 	res, err := s.Results(ctx, "mnist-a", client.ResultOptions{After: 8})
 	if err != nil || res.Total != 2 || len(res.Results) != 2 {
 		t.Errorf("results after 8: %+v, %v", res, err)
