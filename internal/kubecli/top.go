@@ -139,8 +139,10 @@ func PrintNodeUsage(v View, nodes []NodeUsage) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(v.Out, "\nGPUs: %d requested of %d allocatable on %s (%d free).\n",
-		total.Requested, total.Allocatable, plural(len(nodes), "node"), total.Free())
+	_, err := fmt.Fprintf(v.Out, "\nGPUs: %d requested of %d allocatable on %s (%d free).\n"+
+		"Allocated/Total GPUs In Cluster: %d/%d (%s)\n", // Arena's top node line
+		total.Requested, total.Allocatable, plural(len(nodes), "node"), total.Free(),
+		total.Requested, total.Allocatable, percent(total.Requested, total.Allocatable))
 	return err
 }
 

@@ -449,7 +449,7 @@ func TestCLITop(t *testing.T) {
 		"NODE   STATUS  GPUS  GPUS REQUESTED  GPUS FREE  CPU  CPU REQUESTED  MEMORY  MEMORY REQUESTED  PODS  GPU MODEL\n",
 		"gpu-a  Ready   8     1               7          64   4 (6%)         512Gi   16Gi (3%)         1     NVIDIA-H100-80GB-HBM3\n",
 		"gpu-b  Ready   4     2               2          32   8.5 (26%)      256Gi   64Gi (25%)        1     NVIDIA-H100-80GB-HBM3\n",
-		"GPUs: 3 requested of 12 allocatable on 2 nodes (9 free).")
+		"GPUs: 3 requested of 12 allocatable on 2 nodes (9 free).\nAllocated/Total GPUs In Cluster: 3/12 (25%)\n")
 	code, out, _ = k.trainyard([]string{"top", "node"}, "-o", "json")
 	var nodes []struct {
 		Name string
