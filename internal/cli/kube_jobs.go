@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"time"
 
+	v1 "github.com/trainyard/trainyard/api/v1alpha1"
+	"github.com/trainyard/trainyard/internal/install"
 	"github.com/trainyard/trainyard/internal/jobspec"
 	"github.com/trainyard/trainyard/internal/kubecli"
 )
@@ -21,24 +23,36 @@ func kubeView(g *globals, output string) kubecli.View {
 
 // kubeSubmit creates a TrainJob from the job file, the flags and the command, and prints
 // its name (on stdout, alone) and how to follow it.
-func kubeSubmit(ctx context.Context, g *globals, flags *jobspec.Flags, kf *kubecli.JobFlags, k *kubeOptions, command []string) error {
+func kubeSubmit(ctx context.Context, g *globals, flags *jobspec.Flags, kf *kubecli.JobFlags, k *kubeOptions, output string, command []string) error {
+	if err := kf.CheckDryRun(); err != nil {
+		return kubeError(err)
+	}
+	if err := checkOutput(output, "yaml", "json"); err != nil {
+		return err
+	}
 	job, warnings, err := kubecli.BuildJob(flags, kf, command)
 	if err != nil {
 		return kubeError(err)
+	}
+	if kf.DryRun == kubecli.DryRunClient {
+		for _, w := range warnings {
+			fmt.Fprintf(g.io.Err, "trainyard: warning: %s\n", w)
+		}
+		return printFirstAttempt(g, k, job, output)
 	}
 	c, err := k.connect(g)
 	if err != nil {
 		return err
 	}
-	created, err := c.Submit(ctx, job, kf.DryRun)
+	created, err := c.Submit(ctx, job, kf.DryRun == kubecli.DryRunServer)
 	if err != nil {
 		return kubeError(err)
 	}
 	for _, w := range warnings {
 		fmt.Fprintf(g.io.Err, "trainyard: warning: %s\n", w)
 	}
-	if kf.DryRun {
-		return printData(g.io.Out, "yaml", created)
+	if kf.DryRun == kubecli.DryRunServer {
+		return printData(g.io.Out, output, created)
 	}
 	if _, err := fmt.Fprintln(g.io.Out, created.Name); err != nil {
 		return err
@@ -134,4 +148,37 @@ func kubeDelete(ctx context.Context, g *globals, k *kubeOptions, name string, wa
 	}
 	_, err = fmt.Fprintf(g.io.Out, "TrainJob %s deleted (%s); its run folder on the storage volume stays.\n", name, how)
 	return err
+}
+
+// printFirstAttempt prints, as YAML documents, job and what the operator creates for its
+// first attempt: --dry-run=client, which needs no cluster. The namespace is -n's, else
+// the kubeconfig context's (when there is one), else "default".
+func printFirstAttempt(g *globals, k *kubeOptions, job *v1.TrainJob, output string) error {
+	ns := k.flags.Namespace
+	if ns == "" {
+		if resolved, err := k.flags.ResolvedNamespace(); err == nil {
+			ns = resolved
+		} else {
+			ns = "default"
+		}
+	}
+	j, a, err := kubecli.RenderFirstAttempt(job, ns, install.DefaultImage(Version))
+	if err != nil {
+		return kubeError(err)
+	}
+	objs := []any{j, a.Job, a.Service}
+	if output == "json" { // one JSON document: a v1 List, as kubectl prints several objects
+		return printData(g.io.Out, "json", map[string]any{"apiVersion": "v1", "kind": "List", "items": objs})
+	}
+	for i, obj := range objs {
+		if i > 0 {
+			if _, err := fmt.Fprintln(g.io.Out, "---"); err != nil {
+				return err
+			}
+		}
+		if err := printData(g.io.Out, "yaml", obj); err != nil {
+			return err
+		}
+	}
+	return nil
 }

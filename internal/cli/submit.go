@@ -90,6 +90,7 @@ func newSubmitCommand(g *globals) *cobra.Command {
 		opts   submitOptions
 		kube   kubeOptions
 		kjob   kubecli.JobFlags
+		output string
 	)
 	cmd := &cobra.Command{
 		Use:     "submit [flags] [--] COMMAND [ARGS...]",
@@ -102,7 +103,10 @@ func newSubmitCommand(g *globals) *cobra.Command {
 				return err
 			}
 			if on {
-				return kubeSubmit(cmd.Context(), g, &flags, &kjob, &kube, args)
+				if cmd.Flags().Changed("output") && kjob.DryRun == "" {
+					return usageError(errors.New("-o/--output prints a dry run: give --dry-run=client (or =server) too"))
+				}
+				return kubeSubmit(cmd.Context(), g, &flags, &kjob, &kube, output, args)
 			}
 			if cmd.Flags().Changed("id") {
 				if err := jobspec.CheckName("--id", opts.id); err != nil {
@@ -124,9 +128,10 @@ func newSubmitCommand(g *globals) *cobra.Command {
 	cmd.Flags().StringVar(&opts.workingDir, "working-dir", "", "local folder to zip and upload for the workers to start in its copy, "+
 		"as ray job submit's --working-dir; not with --workdir")
 	cmd.Flags().BoolVar(&opts.noWait, "no-wait", false, "print the job's ID and return without waiting for the job")
+	cmd.Flags().StringVarP(&output, "output", "o", "yaml", "with --kube --dry-run: print the objects as yaml or json")
 	kube.bind(cmd.Flags())
 	kjob.Bind(cmd.Flags())
-	kube.only(kjob.Names()...)
+	kube.only(append(kjob.Names(), "output")...)
 	kube.notWith("id", "priority", "working-dir")
 	return cmd
 }

@@ -29,8 +29,10 @@ type JobFlags struct {
 	PriorityClass  string
 	ServiceAccount string
 	NodeSelector   []string
-	// DryRun has the API server check and default the job, and store nothing.
-	DryRun bool
+	// DryRun is "server" (the API server checks and defaults the job and stores nothing),
+	// "client" (nothing is sent: the job and what the operator renders for its first
+	// attempt are printed), or "" (the job is created).
+	DryRun string
 
 	fs *pflag.FlagSet
 }
@@ -47,7 +49,43 @@ func (f *JobFlags) Bind(fs *pflag.FlagSet) {
 	fs.StringVar(&f.PriorityClass, "priority-class", "", "with --kube: the workers' pods' priority class")
 	fs.StringVar(&f.ServiceAccount, "service-account", "", "with --kube: the workers' service account")
 	fs.StringArrayVar(&f.NodeSelector, "node-selector", nil, "with --kube: run the workers on nodes with this KEY=VALUE label (repeatable)")
-	fs.BoolVar(&f.DryRun, "dry-run", false, "with --kube: have the cluster check the job and print it, creating nothing")
+	fs.StringVar(&f.DryRun, "dry-run", "", "with --kube: create nothing; client: print the TrainJob and the Indexed Job and Service of its first\n"+
+		"attempt, as the operator renders them, with no cluster; server (the default of a bare --dry-run): have the cluster check the job")
+	fs.Lookup("dry-run").NoOptDefVal = DryRunServer
+}
+
+// The values of --dry-run.
+const (
+	DryRunClient = "client"
+	DryRunServer = "server"
+)
+
+// CheckDryRun refuses a --dry-run value that is neither client nor server.
+func (f *JobFlags) CheckDryRun() error {
+	switch f.DryRun {
+	case "", DryRunClient, DryRunServer:
+		return nil
+	}
+	return inputError("--dry-run=%s: use --dry-run=client (print what would be created, no cluster needed) or --dry-run=server", f.DryRun)
+}
+
+// RenderFirstAttempt returns what the operator creates for job's first attempt in
+// namespace, with the trainyard image image: the Indexed Job and the headless Service,
+// from the operator's own rendering (internal/workload). A job without a name gets its
+// generateName and "<name>" in their place.
+func RenderFirstAttempt(job *v1.TrainJob, namespace, image string) (*v1.TrainJob, *workload.Attempt, error) {
+	j := job.DeepCopy()
+	if j.Namespace == "" {
+		j.Namespace = namespace
+	}
+	if j.Name == "" {
+		j.Name = j.GenerateName + "<name>"
+	}
+	a, err := workload.Render(j, 1, workload.Options{Image: image})
+	if err != nil {
+		return nil, nil, &InputError{Err: err}
+	}
+	return j, a, nil
 }
 
 // Names returns the names of the flags JobFlags binds.

@@ -1,0 +1,75 @@
+package cli
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+
+	v1 "github.com/trainyard/trainyard/api/v1alpha1"
+	"github.com/trainyard/trainyard/internal/install"
+)
+
+// submit --kube --dry-run=client prints the TrainJob and what the operator creates for its
+// first attempt, with no cluster at all; a --dry-run that is neither client nor server is
+// refused.
+func TestSubmitKubeDryRunClient(t *testing.T) {
+	t.Setenv("KUBECONFIG", t.TempDir()+"/none")
+	code, out, errOut := trainyard("submit", "--kube", "--dry-run=client", "-n", "research", "--name", "pytorch-dist",
+		"--image", "img:1", "--workers", "3", "--gpus-per-worker", "1", "--", "python", "/root/code/mnist.py", "--epochs", "10")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	docs := strings.Split(out, "\n---\n")
+	if len(docs) != 3 {
+		t.Fatalf("%d documents, want the TrainJob, the Job and the Service:\n%s", len(docs), out)
+	}
+	var job v1.TrainJob
+	var batch batchv1.Job
+	var svc corev1.Service
+	for i, into := range []any{&job, &batch, &svc} {
+		if err := yaml.UnmarshalStrict([]byte(docs[i]), into); err != nil {
+			t.Fatalf("document %d: %v\n%s", i, err, docs[i])
+		}
+	}
+	if job.Name != "pytorch-dist" || job.Namespace != "research" || job.Spec.WorkerCount() != 3 {
+		t.Errorf("TrainJob %s/%s with %d workers", job.Namespace, job.Name, job.Spec.WorkerCount())
+	}
+	if batch.Name != "pytorch-dist-a1" || *batch.Spec.Completions != 3 || *batch.Spec.Parallelism != 3 ||
+		*batch.Spec.CompletionMode != batchv1.IndexedCompletion {
+		t.Errorf("Job %s: completions %d, parallelism %d, mode %s", batch.Name, *batch.Spec.Completions,
+			*batch.Spec.Parallelism, *batch.Spec.CompletionMode)
+	}
+	pod := batch.Spec.Template.Spec
+	if len(pod.InitContainers) != 1 || pod.InitContainers[0].Image != install.DefaultImage(Version) {
+		t.Errorf("init containers %+v, want one of %s", pod.InitContainers, install.DefaultImage(Version))
+	}
+	worker := pod.Containers[0]
+	if worker.Image != "img:1" || worker.Resources.Limits.Name("nvidia.com/gpu", "").Value() != 1 {
+		t.Errorf("worker container %s with limits %v", worker.Image, worker.Resources.Limits)
+	}
+	if svc.Name != "pytorch-dist-a1" || svc.Spec.ClusterIP != corev1.ClusterIPNone {
+		t.Errorf("Service %s, cluster IP %q", svc.Name, svc.Spec.ClusterIP)
+	}
+
+	code, out, errOut = trainyard("submit", "--kube", "--dry-run=client", "-o", "json", "--image", "img:1", "--", "python", "train.py")
+	var list struct {
+		Kind  string
+		Items []struct{ Kind string }
+	}
+	if err := json.Unmarshal([]byte(out), &list); code != 0 || err != nil || list.Kind != "List" || len(list.Items) != 3 ||
+		list.Items[0].Kind != "TrainJob" || list.Items[1].Kind != "Job" || list.Items[2].Kind != "Service" {
+		t.Errorf("-o json: exit %d, %v, %s%s", code, err, out, errOut)
+	}
+	code, _, errOut = trainyard("submit", "--kube", "-o", "yaml", "--image", "img:1", "--", "python", "train.py")
+	if code != 2 || !strings.Contains(errOut, "give --dry-run=client") {
+		t.Errorf("-o without --dry-run: exit %d, %s", code, errOut)
+	}
+	code, _, errOut = trainyard("submit", "--kube", "--dry-run=maybe", "--image", "img:1", "--", "python", "train.py")
+	if code != 2 || !strings.Contains(errOut, "--dry-run=maybe: use --dry-run=client") {
+		t.Errorf("--dry-run=maybe: exit %d, %s", code, errOut)
+	}
+}
