@@ -73,3 +73,51 @@ func TestSubmitKubeDryRunClient(t *testing.T) {
 		t.Errorf("--dry-run=maybe: exit %d, %s", code, errOut)
 	}
 }
+
+// Arena's --data NAME:PATH[:ro] mounts a claim in every worker on a cluster; where the
+// workers are plain processes it is refused, saying to use the path; bad values say
+// what to write.
+func TestSubmitData(t *testing.T) {
+	t.Setenv("KUBECONFIG", t.TempDir()+"/none")
+	code, out, errOut := trainyard("submit", "--kube", "--dry-run=client", "--image", "img:1", "--data", "training-data:/mnist_data",
+		"--data", "models.v2:/models:ro", "--", "python", "train.py")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var batch batchv1.Job
+	if err := yaml.Unmarshal([]byte(strings.Split(out, "\n---\n")[1]), &batch); err != nil {
+		t.Fatal(err)
+	}
+	pod := batch.Spec.Template.Spec
+	claims := map[string]string{}
+	for _, v := range pod.Volumes {
+		if v.PersistentVolumeClaim != nil {
+			claims[v.Name] = v.PersistentVolumeClaim.ClaimName
+		}
+	}
+	mounts := map[string]string{}
+	for _, m := range pod.Containers[0].VolumeMounts {
+		mounts[m.MountPath] = m.Name + map[bool]string{true: " ro", false: ""}[m.ReadOnly]
+	}
+	if claims["data-training-data"] != "training-data" || claims["data-models-v2"] != "models.v2" ||
+		mounts["/mnist_data"] != "data-training-data" || mounts["/models"] != "data-models-v2 ro" {
+		t.Errorf("claims %v, mounts %v", claims, mounts)
+	}
+
+	bad := map[string]struct {
+		args []string
+		want string
+	}{
+		"run":             {[]string{"run", "--data", "d:/data", "--", "true"}, "here the workers are plain processes on this machine: give your job the data's path directly"},
+		"server":          {[]string{"submit", "--data", "d:/data", "--", "true"}, "plain processes on the server's machine"},
+		"no path":         {[]string{"submit", "--kube", "--dry-run=client", "--image", "i", "--data", "d", "--", "x"}, `--data "d": use NAME:PATH`},
+		"relative path":   {[]string{"submit", "--kube", "--dry-run=client", "--image", "i", "--data", "d:data", "--", "x"}, "must be an absolute, clean path"},
+		"bad claim":       {[]string{"submit", "--kube", "--dry-run=client", "--image", "i", "--data", "Big_Data:/d", "--", "x"}, "is not a PersistentVolumeClaim name"},
+		"mounted already": {[]string{"submit", "--kube", "--dry-run=client", "--image", "i", "--data", "a:/d", "--data", "b:/d", "--", "x"}, "/d is mounted already"},
+	}
+	for name, c := range bad {
+		if code, _, errOut := trainyard(c.args...); code != 2 || !strings.Contains(errOut, c.want) {
+			t.Errorf("%s: exit %d, %s; want exit 2 and %q", name, code, errOut, c.want)
+		}
+	}
+}

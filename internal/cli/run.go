@@ -66,6 +66,9 @@ func newRunCommand(g *globals) *cobra.Command {
 		Example: runExample,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			fs := cmd.Flags()
+			if fs.Changed("data") {
+				return usageError(noDataHere("this machine"))
+			}
 			opts.gangGiven = flags.File != "" || fs.Changed("workers") || fs.Changed("procs-per-worker")
 			return runJob(cmd.Context(), g, &flags, opts, args)
 		},
@@ -73,7 +76,17 @@ func newRunCommand(g *globals) *cobra.Command {
 	cmd.Flags().SetInterspersed(false)
 	flags.Bind(cmd.Flags())
 	cmd.Flags().BoolVar(&opts.rerun, "rerun", false, "run a run that already succeeded again, resuming from its last checkpoint")
+	// Arena's --data mounts a cluster's volume: taken only to say what to do instead.
+	cmd.Flags().StringArray("data", nil, "")
+	_ = cmd.Flags().MarkHidden("data")
 	return cmd
+}
+
+// noDataHere answers Arena's --data where there is no container to mount into: the
+// workers are plain processes on machine.
+func noDataHere(machine string) error {
+	return fmt.Errorf("--data NAME:PATH mounts a Kubernetes PersistentVolumeClaim into the workers' containers "+
+		"(trainyard submit --kube --data); here the workers are plain processes on %s: give your job the data's path directly", machine)
 }
 
 func runJob(ctx context.Context, g *globals, flags *jobspec.Flags, opts runOptions, command []string) error {

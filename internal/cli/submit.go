@@ -98,6 +98,9 @@ func newSubmitCommand(g *globals) *cobra.Command {
 		Long:    submitLong,
 		Example: submitExample,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if !kube.on && cmd.Flags().Changed("data") {
+				return usageError(noDataHere("the server's machine"))
+			}
 			on, err := kube.enabled()
 			if err != nil {
 				return err

@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
 	"github.com/trainyard/trainyard/internal/jobspec"
@@ -29,6 +30,8 @@ type JobFlags struct {
 	PriorityClass  string
 	ServiceAccount string
 	NodeSelector   []string
+	// Data are Arena's --data NAME:PATH[:ro]: the PVC NAME mounted at PATH in every worker.
+	Data []string
 	// DryRun is "server" (the API server checks and defaults the job and stores nothing),
 	// "client" (nothing is sent: the job and what the operator renders for its first
 	// attempt are printed), or "" (the job is created).
@@ -38,7 +41,7 @@ type JobFlags struct {
 }
 
 // jobFlagNames are the names of the flags JobFlags binds.
-var jobFlagNames = []string{"image", "image-pull-policy", "queue", "priority-class", "service-account", "node-selector", "dry-run"}
+var jobFlagNames = []string{"image", "image-pull-policy", "queue", "priority-class", "service-account", "node-selector", "data", "dry-run"}
 
 // Bind registers the flags on fs.
 func (f *JobFlags) Bind(fs *pflag.FlagSet) {
@@ -49,6 +52,8 @@ func (f *JobFlags) Bind(fs *pflag.FlagSet) {
 	fs.StringVar(&f.PriorityClass, "priority-class", "", "with --kube: the workers' pods' priority class")
 	fs.StringVar(&f.ServiceAccount, "service-account", "", "with --kube: the workers' service account")
 	fs.StringArrayVar(&f.NodeSelector, "node-selector", nil, "with --kube: run the workers on nodes with this KEY=VALUE label (repeatable)")
+	fs.StringArrayVar(&f.Data, "data", nil, "with --kube: mount the PersistentVolumeClaim NAME at PATH in every worker, as Arena's --data:\n"+
+		"NAME:PATH, or NAME:PATH:ro for read-only (repeatable)")
 	fs.StringVar(&f.DryRun, "dry-run", "", "with --kube: create nothing; client: print the TrainJob and the Indexed Job and Service of its first\n"+
 		"attempt, as the operator renders them, with no cluster; server (the default of a bare --dry-run): have the cluster check the job")
 	fs.Lookup("dry-run").NoOptDefVal = DryRunServer
@@ -121,6 +126,9 @@ func (f *JobFlags) apply(job *v1.TrainJob) error {
 	set(&k.QueueName, f.Queue)
 	set(&k.PriorityClassName, f.PriorityClass)
 	set(&k.ServiceAccountName, f.ServiceAccount)
+	if err := addData(k, f.Data); err != nil {
+		return err
+	}
 	for _, kv := range f.NodeSelector {
 		key, value, ok := strings.Cut(kv, "=")
 		if !ok || key == "" {
@@ -133,6 +141,80 @@ func (f *JobFlags) apply(job *v1.TrainJob) error {
 	}
 	job.Spec.Kubernetes = k
 	return nil
+}
+
+// addData mounts the PVCs of --data NAME:PATH[:ro] in the workers.
+func addData(k *v1.KubernetesSpec, data []string) error {
+	for _, d := range data {
+		claim, mount, ro, err := ParseData(d)
+		if err != nil {
+			return err
+		}
+		for _, m := range k.VolumeMounts {
+			if m.MountPath == mount {
+				return fmt.Errorf("--data %s: %s is mounted already (by volume %s)", d, mount, m.Name)
+			}
+		}
+		name := dataVolumeName(claim)
+		if !slices.ContainsFunc(k.Volumes, func(v corev1.Volume) bool { return v.Name == name }) {
+			k.Volumes = append(k.Volumes, corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{
+				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}})
+		}
+		k.VolumeMounts = append(k.VolumeMounts, corev1.VolumeMount{Name: name, MountPath: mount, ReadOnly: ro})
+	}
+	return nil
+}
+
+// checkClaims refuses a job whose workers would mount a PersistentVolumeClaim that does
+// not exist in its namespace: its pods would wait forever. A claim the user may not read
+// is not checked.
+func (c *Cluster) checkClaims(ctx context.Context, job *v1.TrainJob) error {
+	if job.Spec.Kubernetes == nil {
+		return nil
+	}
+	for _, vol := range job.Spec.Kubernetes.Volumes {
+		pvc := vol.PersistentVolumeClaim
+		if pvc == nil {
+			continue
+		}
+		_, err := c.Core.CoreV1().PersistentVolumeClaims(job.Namespace).Get(ctx, pvc.ClaimName, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			return inputError("PersistentVolumeClaim %q not found in namespace %q: create it first, or give another "+
+				"(trainyard data list --kube lists them); nothing was created", pvc.ClaimName, job.Namespace)
+		case err != nil && !apierrors.IsForbidden(err):
+			return c.explain(err)
+		}
+	}
+	return nil
+}
+
+// ParseData reads Arena's --data NAME:PATH[:ro|:rw].
+func ParseData(d string) (claim, mount string, readOnly bool, err error) {
+	parts := strings.Split(d, ":")
+	if len(parts) == 3 && (parts[2] == "ro" || parts[2] == "rw") {
+		readOnly, parts = parts[2] == "ro", parts[:2]
+	}
+	if len(parts) != 2 {
+		return "", "", false, fmt.Errorf("--data %q: use NAME:PATH, or NAME:PATH:ro (the PersistentVolumeClaim NAME mounted at PATH)", d)
+	}
+	claim, mount = parts[0], parts[1]
+	if msgs := validation.IsDNS1123Subdomain(claim); len(msgs) > 0 {
+		return "", "", false, fmt.Errorf("--data %q: %q is not a PersistentVolumeClaim name: %s", d, claim, strings.Join(msgs, "; "))
+	}
+	if !strings.HasPrefix(mount, "/") || path.Clean(mount) != mount || mount == "/" {
+		return "", "", false, fmt.Errorf("--data %q: the path %q must be an absolute, clean path in the workers' containers, such as /mnist_data", d, mount)
+	}
+	return claim, mount, readOnly, nil
+}
+
+// dataVolumeName is the volume name of a --data claim: a DNS label.
+func dataVolumeName(claim string) string {
+	name := "data-" + strings.ReplaceAll(claim, ".", "-")
+	if len(name) > 63 {
+		name = strings.TrimRight(name[:63], "-")
+	}
+	return name
 }
 
 // BuildJob builds the TrainJob that submit --kube creates from the job file, the flags
@@ -259,6 +341,9 @@ func (c *Cluster) Submit(ctx context.Context, job *v1.TrainJob, dryRun bool) (*v
 		job.Namespace = c.Namespace
 	case c.NamespaceGiven && job.Namespace != c.Namespace:
 		return nil, inputError("the job file's metadata.namespace %q is not the namespace %q that -n names", job.Namespace, c.Namespace)
+	}
+	if err := c.checkClaims(ctx, job); err != nil {
+		return nil, err
 	}
 	out, err := c.Jobs.Create(ctx, job, dryRun)
 	if err == nil {

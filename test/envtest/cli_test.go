@@ -632,3 +632,37 @@ func writeTestFile(t *testing.T, path, text string) {
 		t.Fatal(err)
 	}
 }
+
+// Arena's --data on a real API server: a claim that does not exist is refused and nothing
+// is created; one that does is mounted in the TrainJob; data list shows the claims.
+func TestCLIData(t *testing.T) {
+	k := newCLICluster(t)
+	submit := []string{"submit"}
+	code, _, errOut := k.trainyard(submit, "--name", "arena", "--image", "img:1", "--data", "training-data:/mnist_data", "--", "python3", "train.py")
+	if code != 2 || !strings.Contains(errOut, `PersistentVolumeClaim "training-data" not found in namespace "`+k.ns+`"`) {
+		t.Errorf("a missing claim: exit %d, %s", code, errOut)
+	}
+	if err := k.env.Client.Get(k.ctx, client.ObjectKey{Namespace: k.ns, Name: "arena"}, &v1alpha1.TrainJob{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a TrainJob was created with a missing claim: %v", err)
+	}
+
+	class := "standard"
+	k.create(&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: k.ns, Name: "training-data"},
+		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
+			StorageClassName: &class,
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("10Gi")}}}})
+	code, out, _ := k.trainyard([]string{"data", "list"})
+	wantOutput(t, "data list", code, out, 0, "NAME           STATUS   CAPACITY          ACCESS MODES  STORAGECLASS  AGE")
+	wantMatch(t, "data list", out, `training-data  Pending  10Gi \(requested\)  RWX           standard      \d+s`)
+
+	code, _, errOut = k.trainyard(submit, "--name", "arena", "--image", "img:1", "--data", "training-data:/mnist_data:ro", "--", "python3", "train.py")
+	if code != 0 {
+		t.Fatalf("submit with an existing claim: exit %d, %s", code, errOut)
+	}
+	job := k.job("arena")
+	kube := job.Spec.Kubernetes
+	if len(kube.Volumes) != 1 || kube.Volumes[0].PersistentVolumeClaim.ClaimName != "training-data" ||
+		len(kube.VolumeMounts) != 1 || kube.VolumeMounts[0].MountPath != "/mnist_data" || !kube.VolumeMounts[0].ReadOnly {
+		t.Errorf("the TrainJob's volumes %+v, mounts %+v", kube.Volumes, kube.VolumeMounts)
+	}
+}
