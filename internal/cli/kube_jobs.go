@@ -44,6 +44,9 @@ func kubeSubmit(ctx context.Context, g *globals, flags *jobspec.Flags, kf *kubec
 	if err != nil {
 		return err
 	}
+	if err := c.CheckClaims(ctx, job.Namespace, kf); err != nil {
+		return kubeError(err)
+	}
 	created, err := c.Submit(ctx, job, kf.DryRun == kubecli.DryRunServer)
 	if err != nil {
 		return kubeError(err)

@@ -165,23 +165,23 @@ func addData(k *v1.KubernetesSpec, data []string) error {
 	return nil
 }
 
-// checkClaims refuses a job whose workers would mount a PersistentVolumeClaim that does
-// not exist in its namespace: its pods would wait forever. A claim the user may not read
-// is not checked.
-func (c *Cluster) checkClaims(ctx context.Context, job *v1.TrainJob) error {
-	if job.Spec.Kubernetes == nil {
-		return nil
+// CheckClaims refuses the PersistentVolumeClaims of --data (kf.Data) that do not exist
+// in the namespace: the workers would wait for them forever. Claims a job file names
+// are not checked (they may be made after the job), nor claims the user may not read.
+func (c *Cluster) CheckClaims(ctx context.Context, namespace string, kf *JobFlags) error {
+	if namespace == "" {
+		namespace = c.Namespace
 	}
-	for _, vol := range job.Spec.Kubernetes.Volumes {
-		pvc := vol.PersistentVolumeClaim
-		if pvc == nil {
-			continue
+	for _, d := range kf.Data {
+		claim, _, _, err := ParseData(d)
+		if err != nil {
+			return &InputError{Err: err}
 		}
-		_, err := c.Core.CoreV1().PersistentVolumeClaims(job.Namespace).Get(ctx, pvc.ClaimName, metav1.GetOptions{})
+		_, err = c.Core.CoreV1().PersistentVolumeClaims(namespace).Get(ctx, claim, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
-			return inputError("PersistentVolumeClaim %q not found in namespace %q: create it first, or give another "+
-				"(trainyard data list --kube lists them); nothing was created", pvc.ClaimName, job.Namespace)
+			return inputError("--data %s: PersistentVolumeClaim %q not found in namespace %q: create it first, or give another "+
+				"(trainyard data list --kube lists them); nothing was created", d, claim, namespace)
 		case err != nil && !apierrors.IsForbidden(err):
 			return c.explain(err)
 		}
@@ -341,9 +341,6 @@ func (c *Cluster) Submit(ctx context.Context, job *v1.TrainJob, dryRun bool) (*v
 		job.Namespace = c.Namespace
 	case c.NamespaceGiven && job.Namespace != c.Namespace:
 		return nil, inputError("the job file's metadata.namespace %q is not the namespace %q that -n names", job.Namespace, c.Namespace)
-	}
-	if err := c.checkClaims(ctx, job); err != nil {
-		return nil, err
 	}
 	out, err := c.Jobs.Create(ctx, job, dryRun)
 	if err == nil {

@@ -639,7 +639,7 @@ func TestCLIData(t *testing.T) {
 	k := newCLICluster(t)
 	submit := []string{"submit"}
 	code, _, errOut := k.trainyard(submit, "--name", "arena", "--image", "img:1", "--data", "training-data:/mnist_data", "--", "python3", "train.py")
-	if code != 2 || !strings.Contains(errOut, `PersistentVolumeClaim "training-data" not found in namespace "`+k.ns+`"`) {
+	if code != 2 || !strings.Contains(errOut, `--data training-data:/mnist_data: PersistentVolumeClaim "training-data" not found in namespace "`+k.ns+`"`) {
 		t.Errorf("a missing claim: exit %d, %s", code, errOut)
 	}
 	if err := k.env.Client.Get(k.ctx, client.ObjectKey{Namespace: k.ns, Name: "arena"}, &v1alpha1.TrainJob{}); !apierrors.IsNotFound(err) {
