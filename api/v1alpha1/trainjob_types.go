@@ -95,6 +95,10 @@ type TrainJobSpec struct {
 	// +optional
 	Checkpoints CheckpointPolicy `json:"checkpoints,omitempty"`
 
+	// Source is where the workers' code comes from, fetched once before they start.
+	// +optional
+	Source *SourceSpec `json:"source,omitempty"`
+
 	// Kubernetes holds what only the Kubernetes operator uses (the image, scheduling,
 	// volumes); `trainyard run` and the job server ignore it.
 	// +optional
@@ -202,6 +206,11 @@ type KubernetesSpec struct {
 	// +optional
 	PodAnnotations map[string]string `json:"podAnnotations,omitempty"`
 
+	// TensorBoard deploys a TensorBoard Deployment and Service, owned by the TrainJob, that
+	// read the job's logs from the same volume as the workers.
+	// +optional
+	TensorBoard *TensorBoardSpec `json:"tensorboard,omitempty"`
+
 	// PodTemplate is a partial pod template (metadata and spec) merged over the one
 	// Trainyard renders, the way kubectl patch merges (containers by name; the worker
 	// container is named "worker"): for anything the fields above do not cover.
@@ -210,6 +219,50 @@ type KubernetesSpec struct {
 	// +kubebuilder:validation:Type=object
 	// +optional
 	PodTemplate *runtime.RawExtension `json:"podTemplate,omitempty"`
+}
+
+// SourceSpec is where a job's code comes from.
+type SourceSpec struct {
+	// Git clones a repository into <workingDir>/code/<repository name> in every worker
+	// (Arena's --sync-mode git); locally into the run folder's code/ folder, once per run.
+	// +optional
+	Git *GitSource `json:"git,omitempty"`
+}
+
+// GitSource is a git repository and the commit of it to run.
+type GitSource struct {
+	// URL of the repository: https://, http:// or file://, without credentials.
+	// +kubebuilder:validation:MinLength=1
+	URL string `json:"url"`
+
+	// Branch to run; default the repository's default branch.
+	// +optional
+	Branch string `json:"branch,omitempty"`
+
+	// Revision is the full commit SHA to check out. `trainyard submit` sets it to the
+	// branch's tip, so every worker and every restart runs the same commit.
+	// +kubebuilder:validation:Pattern=`^[0-9a-f]{40}$`
+	// +optional
+	Revision string `json:"revision,omitempty"`
+
+	// CredentialsSecret names a Secret of the job's namespace with keys username and
+	// password for a private repository (Kubernetes only; `trainyard submit --kube` makes
+	// one, owned by the TrainJob, from GIT_SYNC_USERNAME and GIT_SYNC_PASSWORD).
+	// +optional
+	CredentialsSecret string `json:"credentialsSecret,omitempty"`
+}
+
+// TensorBoardSpec deploys a TensorBoard for the job (Arena's --tensorboard).
+type TensorBoardSpec struct {
+	// LogDir is the folder TensorBoard reads, in the workers' volumes; default the run
+	// folder.
+	// +optional
+	LogDir string `json:"logDir,omitempty"`
+
+	// Image is TensorBoard's container image; it must have the tensorboard command.
+	// Default DefaultTensorBoardImage.
+	// +optional
+	Image string `json:"image,omitempty"`
 }
 
 // CheckpointPolicy says which committed checkpoints to keep. The latest is always kept,
@@ -296,6 +349,11 @@ type TrainJobStatus struct {
 	// +optional
 	RunDir string `json:"runDir,omitempty"`
 
+	// SourceCommit is the commit of spec.source.git the workers run; every restart checks
+	// out the same one.
+	// +optional
+	SourceCommit string `json:"sourceCommit,omitempty"`
+
 	// ObservedGeneration is the spec generation this status describes.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
@@ -331,6 +389,10 @@ type TrainJobList struct {
 
 // DefaultMaxDisruptions is MaxDisruptions when the spec does not say.
 const DefaultMaxDisruptions = 10
+
+// DefaultTensorBoardImage is the TensorBoard image when spec.kubernetes.tensorboard names
+// none: TensorFlow's, which has the tensorboard command.
+const DefaultTensorBoardImage = "tensorflow/tensorflow:2.16.1"
 
 // DisruptionLimit is MaxDisruptions, or DefaultMaxDisruptions when unset.
 func (s *TrainJobSpec) DisruptionLimit() int32 {

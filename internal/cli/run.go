@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -110,6 +111,9 @@ func runJob(ctx context.Context, g *globals, flags *jobspec.Flags, opts runOptio
 		return usageError(err)
 	}
 	defer folder.Close()
+	if err := fetchSource(ctx, g, job, folder); err != nil {
+		return err
+	}
 
 	extraEnv := driverEnv(job, opts, helper)
 	// One implicit process may be a Ray Train driver whose fit() launches a gang: its
@@ -141,6 +145,19 @@ func runJob(ctx context.Context, g *globals, flags *jobspec.Flags, opts runOptio
 	return &exitError{code: ExitFailed, err: fmt.Errorf("run %s: %w", job.Spec.RunName, closeErr)}
 }
 
+// fetchSource clones the job's git source into the run folder, once per run.
+func fetchSource(ctx context.Context, g *globals, job *v1.TrainJob, folder *rundir.Run) error {
+	commit, err := launcher.FetchSource(ctx, job, folder, os.Environ())
+	if err != nil {
+		return &exitError{code: ExitFailed, err: err}
+	}
+	if commit != "" {
+		fmt.Fprintf(g.io.Out, "trainyard: code from %s at commit %s in %s\n", job.Spec.Source.Git.URL, commit[:12],
+			filepath.Join(folder.Dir, "code"))
+	}
+	return nil
+}
+
 // driverEnv returns the variables every process of the run gets from the CLI: the helper
 // on PYTHONPATH, and what Ray's TorchTrainer.fit() needs to launch a gang from a plain
 // single process (the driver): TRAINYARD_GANG (implicit for one process started without
@@ -169,6 +186,9 @@ func prepare(ctx context.Context, g *globals, flags *jobspec.Flags, command []st
 	job *v1.TrainJob, place launcher.Placement, release func(), err error) {
 	release = func() {}
 	if job, err = flags.Resolve(command, jobspec.Env{}); err != nil {
+		return nil, place, release, err
+	}
+	if err := launcher.ResolveSource(ctx, job, os.Environ()); err != nil {
 		return nil, place, release, err
 	}
 	if err := launcher.Preflight(job); err != nil {

@@ -219,7 +219,8 @@ func remoteJob(flags *jobspec.Flags, command []string, upload bool) (*v1.TrainJo
 		job.Spec.StoragePath = ""
 	}
 	job.Spec.RunName = ""
-	if upload {
+	if _, git := jobspec.GitSource(&job.Spec); upload || (git && given.Spec.WorkingDir == "") {
+		// The server says where: the unpacked upload, or the run folder the code is cloned into.
 		job.Spec.WorkingDir = ""
 	}
 	return job, nil

@@ -78,7 +78,6 @@ func Default(job *v1.TrainJob, env Env) error {
 		s.StoragePath = DefaultStoragePath
 	}
 	s.StoragePath = absPath(s.StoragePath, env)
-	s.WorkingDir = absPath(s.WorkingDir, env)
 	if s.RunName == "" {
 		s.RunName = job.Name
 	}
@@ -86,6 +85,12 @@ func Default(job *v1.TrainJob, env Env) error {
 		// The script is often in args (command: [python3], args: [train.py]).
 		s.RunName = GenerateName(append(slices.Clip(s.Command), s.Args...), env.Now())
 	}
+	if _, ok := GitSource(s); ok && s.WorkingDir == "" {
+		// The code is cloned into the run folder's code/, so the workers start there (as
+		// Arena's start in --working-dir, where it clones code/).
+		s.WorkingDir = filepath.Join(s.StoragePath, s.RunName)
+	}
+	s.WorkingDir = absPath(s.WorkingDir, env)
 	return nil
 }
 

@@ -33,6 +33,7 @@ type Flags struct {
 	Keep        int32
 	Score       string
 	ScoreOrder  string
+	Sync        SyncFlags
 
 	fs *pflag.FlagSet
 }
@@ -55,6 +56,7 @@ var flagFields = map[string]string{
 	"spec.checkpoints.scoreMetric":       "--checkpoint-score",
 	"spec.checkpoints.scoreOrder":        "--score-order",
 	"spec.command":                       "the command after --",
+	"spec.source.git":                    "--sync-source",
 }
 
 // Bind registers the flags on fs.
@@ -80,6 +82,7 @@ func (f *Flags) Bind(fs *pflag.FlagSet) {
 	fs.Int32Var(&f.Keep, "keep-checkpoints", 0, "keep this many checkpoints (the latest always stays); 0 keeps all")
 	fs.StringVar(&f.Score, "checkpoint-score", "", "keep the best checkpoints by this reported metric instead of the newest")
 	fs.StringVar(&f.ScoreOrder, "score-order", "", "max (higher is better, the default) or min, for --checkpoint-score")
+	f.Sync.bind(fs)
 }
 
 // Job builds the job from the file (if any), the flags the user set, and the command
@@ -148,6 +151,9 @@ func (f *Flags) apply(job *v1.TrainJob) error {
 		job.Name, s.RunName = f.Name, ""
 	}
 	if err := f.applyQuantities(s); err != nil {
+		return err
+	}
+	if err := f.Sync.apply(s); err != nil {
 		return err
 	}
 	return f.applyEnv(s)

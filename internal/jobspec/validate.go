@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
+	"github.com/trainyard/trainyard/internal/gitsource"
 )
 
 // Limits that keep a job file from asking for something absurd.
@@ -66,6 +67,11 @@ func validateSpec(s *v1.TrainJobSpec, p *field.Path) field.ErrorList {
 	errs = append(errs, validateResources(&s.Resources, p.Child("resources"))...)
 	errs = append(errs, validateCommand(s.Command, p.Child("command"))...)
 	errs = append(errs, validateEnv(s.Env, p.Child("env"))...)
+	if src, ok := GitSource(s); ok {
+		if err := gitsource.Check(src); err != nil {
+			errs = append(errs, field.Invalid(p.Child("source", "git"), src.URL, err.Error()))
+		}
+	}
 	if s.MaxRestarts < 0 || s.MaxRestarts > MaxRestarts {
 		errs = append(errs, field.Invalid(p.Child("maxRestarts"), s.MaxRestarts, fmt.Sprintf("must be between 0 and %d", MaxRestarts)))
 	}

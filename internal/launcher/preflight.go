@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
+	"github.com/trainyard/trainyard/internal/jobspec"
 )
 
 // Preflight checks what a valid job needs from this machine before anything starts: the
@@ -20,14 +21,21 @@ import (
 // runs exists, and the storage path can be written. It changes nothing on disk.
 func Preflight(job *v1.TrainJob) error {
 	s := &job.Spec
-	if err := checkDir(s.WorkingDir); err != nil {
-		return fmt.Errorf("working folder (--workdir): %w", err)
+	_, fromGit := jobspec.GitSource(s)
+	// The code of a git source, and the run folder the workers then start in, exist once
+	// it is cloned: CheckScript runs again after that.
+	if runDir := filepath.Join(s.StoragePath, s.RunName); !fromGit || s.WorkingDir != runDir {
+		if err := checkDir(s.WorkingDir); err != nil {
+			return fmt.Errorf("working folder (--workdir): %w", err)
+		}
 	}
 	if _, err := LookPath(job); err != nil {
 		return err
 	}
-	if err := checkScript(job); err != nil {
-		return err
+	if !fromGit {
+		if err := CheckScript(job); err != nil {
+			return err
+		}
 	}
 	if err := checkWritable(s.StoragePath); err != nil {
 		return fmt.Errorf("storage path (--storage-path) %s: %w", s.StoragePath, err)
@@ -38,10 +46,10 @@ func Preflight(job *v1.TrainJob) error {
 // pythonName is the base name of a Python interpreter: python, python3, python3.11.
 var pythonName = regexp.MustCompile(`^python[0-9.]*$`)
 
-// checkScript refuses a job whose command is a Python interpreter told to run a .py file
+// CheckScript refuses a job whose command is a Python interpreter told to run a .py file
 // that does not exist, as Python would fail in every worker after the run has begun.
 // Other programs' arguments are theirs to judge.
-func checkScript(job *v1.TrainJob) error {
+func CheckScript(job *v1.TrainJob) error {
 	argv := append(slices.Clip(job.Spec.Command), job.Spec.Args...)
 	if !pythonName.MatchString(filepath.Base(argv[0])) {
 		return nil

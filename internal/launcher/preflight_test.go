@@ -52,12 +52,12 @@ func TestPreflightPythonScript(t *testing.T) {
 			if err := jobspec.Default(job, jobspec.Env{}); err != nil {
 				t.Fatal(err)
 			}
-			err := checkScript(job)
+			err := CheckScript(job)
 			switch {
 			case tc.want == "" && err != nil:
-				t.Errorf("checkScript: %v, want nil", err)
+				t.Errorf("CheckScript: %v, want nil", err)
 			case tc.want != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.want)):
-				t.Errorf("checkScript: %v, want %q", err, tc.want)
+				t.Errorf("CheckScript: %v, want %q", err, tc.want)
 			}
 		})
 	}

@@ -16,6 +16,8 @@ type Record struct {
 	Updated    time.Time   `json:"updated"`
 	Finished   *time.Time  `json:"finished,omitempty"`
 	Attempts   []Attempt   `json:"attempts"`
+	// SourceCommit is the commit of the job's git source cloned into code/.
+	SourceCommit string `json:"sourceCommit,omitempty"`
 }
 
 // Attempt is one start of the whole gang.

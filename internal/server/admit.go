@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -8,8 +9,10 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"time"
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
+	"github.com/trainyard/trainyard/internal/gitsource"
 	"github.com/trainyard/trainyard/internal/jobs"
 	"github.com/trainyard/trainyard/internal/jobspec"
 	"github.com/trainyard/trainyard/internal/store"
@@ -131,6 +134,9 @@ func (s *Server) admit(job *v1.TrainJob, wd workdir, sub jobs.Submission) (*stor
 	if err := s.checkStorage(job.Spec.StoragePath, job.Spec.RunName); err != nil {
 		return nil, err
 	}
+	if err := pinSource(job); err != nil {
+		return nil, err
+	}
 	sub.Job = job
 	j, err := s.cfg.Jobs.Submit(sub)
 	if err != nil {
@@ -139,6 +145,32 @@ func (s *Server) admit(job *v1.TrainJob, wd workdir, sub jobs.Submission) (*stor
 	}
 	return j, nil
 }
+
+// pinSource resolves the branch of a job's git source to the commit its run will clone,
+// with the credentials in the job's env (Arena's GIT_SYNC_USERNAME and GIT_SYNC_PASSWORD),
+// so that an unknown branch, a wrong password or a bad URL is refused now, and every
+// restart runs the same commit.
+func pinSource(job *v1.TrainJob) error {
+	src, ok := jobspec.GitSource(&job.Spec)
+	if !ok || src.Revision != "" {
+		return nil
+	}
+	var env []string
+	for _, e := range job.Spec.Env {
+		env = append(env, e.Name+"="+e.Value)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), gitTimeout)
+	defer cancel()
+	commit, err := gitsource.Resolve(ctx, src.FromEnv(env))
+	if err != nil {
+		return invalid("spec.source.git: %v", err)
+	}
+	job.Spec.Source.Git.Revision = commit
+	return nil
+}
+
+// gitTimeout bounds reading a git source's branches when a job is submitted.
+const gitTimeout = 30 * time.Second
 
 // removeWorkdir removes the working folder the server made for a deleted job, if it made
 // one; a folder of the user's own choosing stays.

@@ -139,6 +139,8 @@ type Run struct {
 	Updated  time.Time   `json:"updated"`
 	Finished *time.Time  `json:"finished,omitempty"`
 	Attempts []Attempt   `json:"attempts"`
+	// SourceCommit is the commit of the job's git source its workers run.
+	SourceCommit string `json:"sourceCommit,omitempty"`
 }
 
 // Attempt is one start of the whole gang.

@@ -67,7 +67,7 @@ func gang(j *store.Job) (int, *v1.WorkerResources) {
 
 // RunOf converts a run record.
 func RunOf(rec rundir.Record) *Run {
-	run := &Run{Phase: rec.Phase, Reason: rec.Reason, Created: rec.Created, Updated: rec.Updated,
+	run := &Run{Phase: rec.Phase, Reason: rec.Reason, Created: rec.Created, Updated: rec.Updated, SourceCommit: rec.SourceCommit,
 		Finished: rec.Finished, Attempts: make([]Attempt, 0, len(rec.Attempts))}
 	for _, a := range rec.Attempts {
 		att := Attempt{Number: a.Number, MasterAddr: a.MasterAddr, MasterPort: a.MasterPort, Started: a.Started,

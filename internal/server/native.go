@@ -12,6 +12,7 @@ import (
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
 	"github.com/trainyard/trainyard/internal/jobs"
+	"github.com/trainyard/trainyard/internal/jobspec"
 	"github.com/trainyard/trainyard/internal/logstream"
 	"github.com/trainyard/trainyard/internal/rundir"
 	"github.com/trainyard/trainyard/internal/store"
@@ -43,9 +44,11 @@ func (s *Server) submitNative(w http.ResponseWriter, r *http.Request) (*store.Jo
 	if err != nil {
 		return nil, err
 	}
-	wd, err := s.nativeWorkdir(id, req.job, req.pkg)
-	if err != nil {
-		return nil, err
+	var wd workdir // a git source's workers start in the run folder it is cloned into
+	if _, git := jobspec.GitSource(&req.job.Spec); !git || req.job.Spec.WorkingDir != "" || req.pkg != "" {
+		if wd, err = s.nativeWorkdir(id, req.job, req.pkg); err != nil {
+			return nil, err
+		}
 	}
 	j, err := s.admit(req.job, wd, jobs.Submission{ID: id, Priority: req.priority})
 	if err != nil {
