@@ -201,6 +201,10 @@ type KubernetesSpec struct {
 	// +optional
 	VolumeMounts []corev1.VolumeMount `json:"volumeMounts,omitempty"`
 
+	// PodLabels are added to the workers' pods (Trainyard's own labels win).
+	// +optional
+	PodLabels map[string]string `json:"podLabels,omitempty"`
+
 	// PodAnnotations are added to the workers' pods (a CSI driver such as GCS FUSE reads
 	// its settings from them).
 	// +optional

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -12,6 +13,7 @@ import (
 	"github.com/trainyard/trainyard/internal/install"
 	"github.com/trainyard/trainyard/internal/jobspec"
 	"github.com/trainyard/trainyard/internal/kubecli"
+	"github.com/trainyard/trainyard/internal/workload"
 )
 
 // The --kube halves of submit, list, get, stop and delete.
@@ -34,11 +36,19 @@ func kubeSubmit(ctx context.Context, g *globals, flags *jobspec.Flags, kf *kubec
 	if err != nil {
 		return kubeError(err)
 	}
+	creds := kubecli.TakeCredentials(job, os.Environ())
+	var store *kubecli.GitCredentials // the credentials to keep in a Secret of the job's
+	if creds != nil && job.Spec.Source.Git.CredentialsSecret == "" {
+		store, job.Spec.Source.Git.CredentialsSecret = creds, kubecli.SecretPlaceholder
+	}
 	if kf.DryRun == kubecli.DryRunClient {
 		for _, w := range warnings {
 			fmt.Fprintf(g.io.Err, "trainyard: warning: %s\n", w)
 		}
 		return printFirstAttempt(g, k, job, output)
+	}
+	if err := kubecli.PinSource(ctx, job, creds); err != nil {
+		return kubeError(err)
 	}
 	c, err := k.connect(g)
 	if err != nil {
@@ -47,7 +57,7 @@ func kubeSubmit(ctx context.Context, g *globals, flags *jobspec.Flags, kf *kubec
 	if err := c.CheckClaims(ctx, job.Namespace, kf); err != nil {
 		return kubeError(err)
 	}
-	created, err := c.Submit(ctx, job, kf.DryRun == kubecli.DryRunServer)
+	created, err := submitWithSecret(ctx, c, job, store, kf.DryRun == kubecli.DryRunServer)
 	if err != nil {
 		return kubeError(err)
 	}
@@ -64,6 +74,37 @@ func kubeSubmit(ctx context.Context, g *globals, flags *jobspec.Flags, kf *kubec
 	_, err = fmt.Fprintf(g.io.Err, "trainyard: created TrainJob %s in namespace %s; 'trainyard get --kube%s %s' shows it, "+
 		"'trainyard logs --kube%s -f %s' follows its log\n", created.Name, created.Namespace, ns, created.Name, ns, created.Name)
 	return err
+}
+
+// submitWithSecret creates job, and first the Secret of its git credentials when there are
+// some: the Secret is made before the job that needs it, owned by the job once the job
+// exists, and deleted if the job could not be created.
+func submitWithSecret(ctx context.Context, c *kubecli.Cluster, job *v1.TrainJob, creds *kubecli.GitCredentials, dryRun bool) (*v1.TrainJob, error) {
+	if creds == nil {
+		return c.Submit(ctx, job, dryRun)
+	}
+	ns := job.Namespace
+	if ns == "" {
+		ns = c.Namespace
+	}
+	secret, err := c.CreateGitSecret(ctx, ns, creds, dryRun)
+	if err != nil {
+		return nil, err
+	}
+	job.Spec.Source.Git.CredentialsSecret = secret
+	created, err := c.Submit(ctx, job, dryRun)
+	if dryRun {
+		return created, err
+	}
+	owner := created
+	if err != nil {
+		owner = job
+		owner.Namespace = ns
+	}
+	if oerr := c.OwnGitSecret(ctx, secret, owner, err == nil); oerr != nil {
+		return created, errors.Join(err, oerr)
+	}
+	return created, err
 }
 
 // kubeList prints the TrainJobs of the namespace, or of all.
@@ -170,6 +211,9 @@ func printFirstAttempt(g *globals, k *kubeOptions, job *v1.TrainJob, output stri
 		return kubeError(err)
 	}
 	objs := []any{j, a.Job, a.Service}
+	if tb, err := workload.RenderTensorBoard(j); err == nil && tb != nil {
+		objs = append(objs, tb.Deployment, tb.Service)
+	}
 	if output == "json" { // one JSON document: a v1 List, as kubectl prints several objects
 		return printData(g.io.Out, "json", map[string]any{"apiVersion": "v1", "kind": "List", "items": objs})
 	}

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
 	"github.com/trainyard/trainyard/client"
@@ -74,8 +76,9 @@ const submitExample = `  trainyard submit -- python3 train.py --epochs 3
 
 // submitOptions are the flags of submit that are not part of the job.
 type submitOptions struct {
-	id       string
-	priority int
+	id string
+	// priority is a number on a trainyard server, a PriorityClass on a cluster (Arena's).
+	priority string
 	noWait   bool
 	// workingDir is a local folder to upload, for the job to start in.
 	workingDir string
@@ -109,6 +112,9 @@ func newSubmitCommand(g *globals) *cobra.Command {
 				if cmd.Flags().Changed("output") && kjob.DryRun == "" {
 					return usageError(errors.New("-o/--output prints a dry run: give --dry-run=client (or =server) too"))
 				}
+				if err := arenaMeanings(cmd.Flags(), &flags, &kjob, opts); err != nil {
+					return usageError(err)
+				}
 				return kubeSubmit(cmd.Context(), g, &flags, &kjob, &kube, output, args)
 			}
 			if cmd.Flags().Changed("id") {
@@ -125,17 +131,19 @@ func newSubmitCommand(g *globals) *cobra.Command {
 	flags.Bind(cmd.Flags())
 	remote.bind(cmd.Flags())
 	cmd.Flags().StringVar(&opts.id, "id", "", "the job's ID, a name: 1 to 45 of a-z, 0-9 and '-', starting with a letter (default: generated, raysubmit_...)")
-	cmd.Flags().IntVar(&opts.priority, "priority", 0, "pending jobs start highest priority first")
+	cmd.Flags().StringVar(&opts.priority, "priority", "", "pending jobs start highest priority first, a number (default 0); with --kube the\n"+
+		"workers' PriorityClass, as Arena's --priority")
 	cmd.Flags().Lookup("workdir").Usage = "folder the workers start in: a path on the server's machine (in the containers with --kube), " +
 		"as docker run's --workdir (default: this folder); not with --working-dir"
 	cmd.Flags().StringVar(&opts.workingDir, "working-dir", "", "local folder to zip and upload for the workers to start in its copy, "+
-		"as ray job submit's --working-dir; not with --workdir")
+		"as ray job submit's --working-dir; not with --workdir.\nWith --kube, Arena's: the folder in the containers the workers "+
+		"start in, and where --sync-source\nclones code/<repo> (default /root with --sync-source)")
 	cmd.Flags().BoolVar(&opts.noWait, "no-wait", false, "print the job's ID and return without waiting for the job")
 	cmd.Flags().StringVarP(&output, "output", "o", "yaml", "with --kube --dry-run: print the objects as yaml or json")
 	kube.bind(cmd.Flags())
 	kjob.Bind(cmd.Flags())
 	kube.only(append(kjob.Names(), "output")...)
-	kube.notWith("id", "priority", "working-dir")
+	kube.notWith("id")
 	return cmd
 }
 
@@ -158,7 +166,11 @@ func submitJob(ctx context.Context, g *globals, flags *jobspec.Flags, remote *re
 	if err != nil {
 		return err
 	}
-	req := client.SubmitRequest{ID: opts.id, Job: job, Priority: opts.priority}
+	priority, err := serverPriority(opts.priority)
+	if err != nil {
+		return usageError(err)
+	}
+	req := client.SubmitRequest{ID: opts.id, Job: job, Priority: priority}
 	if opts.workingDir != "" {
 		if req.WorkingDirPackage, err = uploadWorkingDir(ctx, g, c, opts.workingDir); err != nil {
 			return failed(err)
@@ -174,6 +186,37 @@ func submitJob(ctx context.Context, g *globals, flags *jobspec.Flags, remote *re
 	}
 	fmt.Fprintf(g.io.Err, "trainyard: submitted job %s; printing its log until it ends (Ctrl-C stops printing, not the job)\n", j.ID)
 	return waitForJob(ctx, g, c, j.ID)
+}
+
+// serverPriority reads --priority for a trainyard server: a whole number.
+func serverPriority(text string) (int, error) {
+	if text == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(text)
+	if err != nil {
+		return 0, fmt.Errorf("--priority %q: on a trainyard server a whole number, higher first (a PriorityClass name is for --kube)", text)
+	}
+	return n, nil
+}
+
+// arenaMeanings gives --priority and --working-dir their Arena meanings on a cluster: the
+// workers' PriorityClass, and the folder in the containers they start in.
+func arenaMeanings(fs *pflag.FlagSet, flags *jobspec.Flags, kf *kubecli.JobFlags, opts submitOptions) error {
+	if opts.priority != "" {
+		if kf.PriorityClass != "" && kf.PriorityClass != opts.priority {
+			return errors.New("--priority and --priority-class both name the workers' PriorityClass: give one of them")
+		}
+		kf.PriorityClass = opts.priority
+		_ = fs.Set("priority-class", opts.priority) // so that JobFlags sees a flag given
+	}
+	if fs.Changed("working-dir") {
+		if fs.Changed("workdir") && flags.WorkingDir != opts.workingDir {
+			return errors.New("--working-dir and --workdir both name the folder the workers start in: give one of them")
+		}
+		flags.WorkingDir = opts.workingDir
+	}
+	return nil
 }
 
 // uploadWorkingDir zips the local folder dir, uploads it unless the server has it

@@ -68,6 +68,7 @@ func (f *Flags) Bind(fs *pflag.FlagSet) {
 	// default is the zero value, which pflag does not print again.
 	fs.Int32Var(&f.Procs, "procs-per-worker", 0, "processes per worker (default: the worker's GPU count, or 1)")
 	fs.Int32Var(&f.GPUs, "gpus-per-worker", 0, "GPUs for each worker")
+	fs.Int32Var(&f.GPUs, "gpus", 0, "GPUs for each worker: Arena's spelling of --gpus-per-worker")
 	fs.StringVar(&f.CPUs, "cpus-per-worker", "", "CPU cores for each worker, e.g. 4 or 500m")
 	fs.StringVar(&f.Memory, "memory-per-worker", "", "memory for each worker, e.g. 8Gi")
 	fs.StringArrayVarP(&f.Env, "env", "e", nil, "set KEY=VALUE in every worker (repeatable; wins over Trainyard's variables)")
@@ -114,7 +115,7 @@ func (f *Flags) apply(job *v1.TrainJob) error {
 	if f.changed("procs-per-worker") {
 		s.ProcsPerWorker = ptr(f.Procs)
 	}
-	if f.changed("gpus-per-worker") {
+	if f.changed("gpus-per-worker") || f.changed("gpus") {
 		s.Resources.GPU = f.GPUs
 	}
 	if f.changed("max-restarts") {

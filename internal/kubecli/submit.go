@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
+	"github.com/trainyard/trainyard/internal/gitsource"
 	"github.com/trainyard/trainyard/internal/jobspec"
 	"github.com/trainyard/trainyard/internal/workload"
 )
@@ -32,6 +33,15 @@ type JobFlags struct {
 	NodeSelector   []string
 	// Data are Arena's --data NAME:PATH[:ro]: the PVC NAME mounted at PATH in every worker.
 	Data []string
+	// Arena's spellings: --selector (as --node-selector), --toleration KEY|all,
+	// --annotation and --label KEY=VALUE on the workers' pods.
+	Selector, Tolerations, Annotations, Labels []string
+	// TensorBoard, LogDir and TensorBoardImage are Arena's --tensorboard, --logdir and
+	// --tensorboard-image.
+	TensorBoard              bool
+	LogDir, TensorBoardImage string
+	// SyncSecret names a Secret with the git source's credentials (username, password).
+	SyncSecret string
 	// DryRun is "server" (the API server checks and defaults the job and stores nothing),
 	// "client" (nothing is sent: the job and what the operator renders for its first
 	// attempt are printed), or "" (the job is created).
@@ -41,7 +51,8 @@ type JobFlags struct {
 }
 
 // jobFlagNames are the names of the flags JobFlags binds.
-var jobFlagNames = []string{"image", "image-pull-policy", "queue", "priority-class", "service-account", "node-selector", "data", "dry-run"}
+var jobFlagNames = []string{"image", "image-pull-policy", "queue", "priority-class", "service-account", "node-selector", "data", "dry-run",
+	"selector", "toleration", "annotation", "label", "tensorboard", "logdir", "tensorboard-image", "sync-secret"}
 
 // Bind registers the flags on fs.
 func (f *JobFlags) Bind(fs *pflag.FlagSet) {
@@ -57,6 +68,16 @@ func (f *JobFlags) Bind(fs *pflag.FlagSet) {
 	fs.StringVar(&f.DryRun, "dry-run", "", "with --kube: create nothing; client: print the TrainJob and the Indexed Job and Service of its first\n"+
 		"attempt, as the operator renders them, with no cluster; server (the default of a bare --dry-run): have the cluster check the job")
 	fs.Lookup("dry-run").NoOptDefVal = DryRunServer
+	fs.StringArrayVar(&f.Selector, "selector", nil, "with --kube: Arena's spelling of --node-selector KEY=VALUE (repeatable)")
+	fs.StringArrayVar(&f.Tolerations, "toleration", nil, "with --kube: tolerate the taints of this key, or all taints with 'all', as Arena's (repeatable)")
+	fs.StringArrayVar(&f.Annotations, "annotation", nil, "with --kube: add the annotation KEY=VALUE to the workers' pods (repeatable)")
+	fs.StringArrayVar(&f.Labels, "label", nil, "with --kube: add the label KEY=VALUE to the workers' pods (repeatable)")
+	fs.BoolVar(&f.TensorBoard, "tensorboard", false, "with --kube: run a TensorBoard for the job (a Deployment and a Service the TrainJob owns)\n"+
+		"reading --logdir (default: the run folder) from the workers' volume; 'get --kube' says how to open it")
+	fs.StringVar(&f.LogDir, "logdir", "", "with --kube --tensorboard: the folder TensorBoard reads, on a volume of the workers")
+	fs.StringVar(&f.TensorBoardImage, "tensorboard-image", "", "with --kube --tensorboard: TensorBoard's image (default "+v1.DefaultTensorBoardImage+")")
+	fs.StringVar(&f.SyncSecret, "sync-secret", "", "with --kube --sync-source: a Secret with keys username and password for the repository\n"+
+		"(default: one made from "+gitsource.EnvUsername+" and "+gitsource.EnvPassword+" when they are set, owned by the TrainJob)")
 }
 
 // The values of --dry-run.
@@ -129,17 +150,72 @@ func (f *JobFlags) apply(job *v1.TrainJob) error {
 	if err := addData(k, f.Data); err != nil {
 		return err
 	}
-	for _, kv := range f.NodeSelector {
-		key, value, ok := strings.Cut(kv, "=")
-		if !ok || key == "" {
-			return fmt.Errorf("--node-selector %q: must be KEY=VALUE", kv)
+	for _, m := range []struct {
+		flag string
+		kvs  []string
+		dst  *map[string]string
+	}{{"--node-selector", f.NodeSelector, &k.NodeSelector}, {"--selector", f.Selector, &k.NodeSelector},
+		{"--annotation", f.Annotations, &k.PodAnnotations}, {"--label", f.Labels, &k.PodLabels}} {
+		if err := addPairs(m.flag, m.kvs, m.dst); err != nil {
+			return err
 		}
-		if k.NodeSelector == nil {
-			k.NodeSelector = map[string]string{}
+	}
+	for _, key := range f.Tolerations {
+		t := corev1.Toleration{Key: key, Operator: corev1.TolerationOpExists}
+		if key == "all" {
+			t.Key = ""
 		}
-		k.NodeSelector[key] = value
+		k.Tolerations = append(k.Tolerations, t)
+	}
+	if err := f.applyTensorBoard(k); err != nil {
+		return err
+	}
+	if f.SyncSecret != "" {
+		if job.Spec.Source == nil || job.Spec.Source.Git == nil {
+			return errors.New("--sync-secret names the credentials of a git source: give --sync-source URL too")
+		}
+		job.Spec.Source.Git.CredentialsSecret = f.SyncSecret
 	}
 	job.Spec.Kubernetes = k
+	return nil
+}
+
+// addPairs adds the KEY=VALUE pairs of a repeatable flag to *dst.
+func addPairs(flag string, kvs []string, dst *map[string]string) error {
+	for _, kv := range kvs {
+		key, value, ok := strings.Cut(kv, "=")
+		if !ok || key == "" {
+			return fmt.Errorf("%s %q: must be KEY=VALUE", flag, kv)
+		}
+		if *dst == nil {
+			*dst = map[string]string{}
+		}
+		(*dst)[key] = value
+	}
+	return nil
+}
+
+// applyTensorBoard sets spec.kubernetes.tensorboard from --tensorboard, --logdir and
+// --tensorboard-image.
+func (f *JobFlags) applyTensorBoard(k *v1.KubernetesSpec) error {
+	if !f.TensorBoard {
+		if f.LogDir != "" || f.TensorBoardImage != "" {
+			return errors.New("--logdir and --tensorboard-image say how to run the job's TensorBoard: give --tensorboard too")
+		}
+		return nil
+	}
+	if f.LogDir != "" && (!path.IsAbs(f.LogDir) || path.Clean(f.LogDir) != f.LogDir) {
+		return fmt.Errorf("--logdir %q: give an absolute, clean path in the workers' containers, such as /mnist_data/logs", f.LogDir)
+	}
+	if k.TensorBoard == nil {
+		k.TensorBoard = &v1.TensorBoardSpec{}
+	}
+	if f.LogDir != "" {
+		k.TensorBoard.LogDir = f.LogDir
+	}
+	if f.TensorBoardImage != "" {
+		k.TensorBoard.Image = f.TensorBoardImage
+	}
 	return nil
 }
 
@@ -249,6 +325,9 @@ func BuildJob(flags *jobspec.Flags, kf *JobFlags, command []string) (job *v1.Tra
 	if _, err := workload.Render(job, 1, workload.Options{Image: "trainyard"}); err != nil {
 		// The operator would fail the job with this reason; say it before it is created.
 		return nil, nil, &InputError{Err: err}
+	}
+	if _, err := workload.RenderTensorBoard(job); err != nil {
+		return nil, nil, &InputError{Err: fmt.Errorf("--tensorboard: %w", err)}
 	}
 	clearServerFields(job)
 	if job.Name == "" {

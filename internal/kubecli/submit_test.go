@@ -83,6 +83,14 @@ func TestBuildJobRefuses(t *testing.T) {
 		"bad quantity":      {args: []string{"--image", "img:1", "--memory-per-worker", "lots", "--", "true"}, want: `--memory-per-worker "lots": not a quantity`},
 		"no such file":      {args: []string{"-f", "/nonexistent/job.yaml", "--image", "img:1"}, want: "read job file: open /nonexistent/job.yaml"},
 		"bad pod template":  {args: []string{"-f", badTemplate(t)}, want: "spec.kubernetes.podTemplate: "},
+		"logdir alone":      {args: []string{"--image", "img:1", "--logdir", "/data/logs", "--", "true"}, want: "--logdir and --tensorboard-image say how to run the job's TensorBoard: give --tensorboard too"},
+		"relative logdir":   {args: []string{"--image", "img:1", "--tensorboard", "--logdir", "logs", "--", "true"}, want: `--logdir "logs": give an absolute, clean path`},
+		"tensorboard without a volume": {args: []string{"--image", "img:1", "--tensorboard", "--", "true"},
+			want: "--tensorboard: TensorBoard reads /trainyard/results/"},
+		"bad label": {args: []string{"--image", "img:1", "--label", "team", "--", "true"}, want: `--label "team": must be KEY=VALUE`},
+		"secret without source": {args: []string{"--image", "img:1", "--sync-secret", "creds", "--", "true"},
+			want: "--sync-secret names the credentials of a git source: give --sync-source URL too"},
+		"ssh source": {args: []string{"--image", "img:1", "--sync-source", "ssh://git@h/o/r.git", "--", "true"}, want: "invalid job: --sync-source (spec.source.git): "},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -92,6 +100,34 @@ func TestBuildJobRefuses(t *testing.T) {
 				t.Errorf("BuildJob: %v; want an *InputError starting %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// Arena's command line, flag for flag.
+func TestBuildJobArenaFlags(t *testing.T) {
+	job, _, err := buildJob(t, "--name=pytorch-dist", "--gpus=1", "--workers=3", "--workdir=/root", "--image=img:1",
+		"--sync-mode=git", "--sync-source=https://git.example.com/t/mnist-pytorch.git", "--data=training-data:/mnist_data",
+		"--tensorboard", "--logdir=/mnist_data/pytorch_data/logs", "--selector", "gpu=a100", "--toleration", "all",
+		"--toleration", "dedicated", "--annotation", "a=b", "--label", "team=x", "-e", "GIT_SYNC_USERNAME=alice",
+		"-e", "GIT_SYNC_PASSWORD=pw", "--", "python", "/root/code/mnist-pytorch/mnist.py", "--epochs", "10")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := job.Spec.Kubernetes
+	if job.Spec.Resources.GPU != 1 || *job.Spec.Workers != 3 || job.Spec.WorkingDir != "/root" ||
+		job.Spec.Source.Git.URL != "https://git.example.com/t/mnist-pytorch.git" || k.TensorBoard.LogDir != "/mnist_data/pytorch_data/logs" ||
+		k.NodeSelector["gpu"] != "a100" || k.PodAnnotations["a"] != "b" || k.PodLabels["team"] != "x" || len(k.Tolerations) != 2 ||
+		k.Tolerations[0].Key != "" || k.Tolerations[1].Key != "dedicated" || k.Tolerations[1].Operator != "Exists" {
+		t.Errorf("job = %+v\nkubernetes = %+v", job.Spec, k)
+	}
+	creds := TakeCredentials(job, []string{"GIT_SYNC_USERNAME=bob"})
+	if creds == nil || creds.Username != "alice" || creds.Password != "pw" {
+		t.Errorf("credentials = %+v; the job's --env wins", creds)
+	}
+	for _, e := range job.Spec.Env {
+		if strings.HasPrefix(e.Name, "GIT_SYNC_") {
+			t.Errorf("the TrainJob keeps %s in clear", e.Name)
+		}
 	}
 }
 

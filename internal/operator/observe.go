@@ -23,6 +23,8 @@ type observation struct {
 	blocked   *problem // why a worker does not start, if it does not
 	summary   *workload.Summary
 	progress  string // where worker 0 serves its progress, while it runs
+	// commit is the commit of the job's git source a worker's init container cloned.
+	commit string
 }
 
 // failure is a worker that ended the attempt.
@@ -81,6 +83,9 @@ func observe(job *batchv1.Job, pods []corev1.Pod, workers int) observation {
 				o.blocked = podProblem(p)
 			}
 		}
+		if c := clonedCommit(p); c != "" && o.commit == "" {
+			o.commit = c
+		}
 		if workerIndex(p) == 0 {
 			if s := summary(p); s != nil {
 				o.summary = s
@@ -138,9 +143,40 @@ func podFailure(p *corev1.Pod) *failure {
 	return f
 }
 
+// clonedCommit is the commit the pod's init container cloned, from its termination message.
+func clonedCommit(p *corev1.Pod) string {
+	for _, cs := range p.Status.InitContainerStatuses {
+		if t := cs.State.Terminated; cs.Name == workload.InitContainer && t != nil && t.ExitCode == 0 {
+			if c, ok := strings.CutPrefix(t.Message, workload.CommitPrefix); ok {
+				return strings.TrimSpace(c)
+			}
+		}
+	}
+	return ""
+}
+
+// initFailure is the init container's failure (it copies the binary and clones the code),
+// if it failed; fatal when it refused its input (an unknown branch, refused credentials).
+func initFailure(p *corev1.Pod) (string, bool, bool) {
+	for _, cs := range p.Status.InitContainerStatuses {
+		if t := cs.State.Terminated; cs.Name == workload.InitContainer && t != nil && t.ExitCode != 0 {
+			msg := strings.TrimSpace(t.Message)
+			if msg == "" {
+				msg = fmt.Sprintf("exited with code %d", t.ExitCode)
+			}
+			return "its init container " + workload.InitContainer + " failed: " + msg, t.ExitCode == exitBadInput, true
+		}
+	}
+	return "", false, false
+}
+
 // badInput reports whether the worker container exited with exitBadInput and left a
-// summary, so that the code is trainyard's and not the user's program's.
+// summary, so that the code is trainyard's and not the user's program's, or the init
+// container refused its input.
 func badInput(p *corev1.Pod) bool {
+	if _, fatal, failed := initFailure(p); failed {
+		return fatal
+	}
 	for _, cs := range p.Status.ContainerStatuses {
 		if t := cs.State.Terminated; cs.Name == workload.WorkerContainer && t != nil && t.ExitCode == exitBadInput {
 			_, err := workload.DecodeSummary(t.Message)
@@ -166,6 +202,9 @@ func disruptionText(p *corev1.Pod) string {
 // exitText describes how the worker container ended: its summary's reason when it left
 // one, else its exit code.
 func exitText(p *corev1.Pod) string {
+	if text, _, failed := initFailure(p); failed {
+		return text
+	}
 	for _, cs := range p.Status.ContainerStatuses {
 		t := cs.State.Terminated
 		if cs.Name != workload.WorkerContainer || t == nil {

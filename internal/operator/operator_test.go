@@ -71,6 +71,8 @@ func TestOperator(t *testing.T) {
 		{"kueue", testKueue},
 		{"bad pod template", testBadTemplate},
 		{"bad input is not restarted", testBadInput},
+		{"git source and tensorboard", testGitAndTensorBoard},
+		{"a clone that fails", testCloneFails},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := strings.ReplaceAll(strings.ToLower(tc.name), " ", "-")

@@ -7,6 +7,7 @@ package operator
 // +kubebuilder:rbac:groups=trainyard.dev,resources=trainjobs/finalizers,verbs=update
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;update;patch;delete;deletecollection
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;delete;deletecollection
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=create;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;delete;deletecollection
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch

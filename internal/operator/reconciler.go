@@ -49,6 +49,9 @@ type Reconciler struct {
 	polled sync.Map
 	// checked holds, per TrainJob UID, the last configCheck of a job that is starting.
 	checked sync.Map
+	// tensorboards holds, per TrainJob UID, whether its TensorBoard was created (true) or
+	// removed after ttlSecondsAfterFinished (false), so neither is asked again.
+	tensorboards sync.Map
 	// uids holds each TrainJob's UID by name, to forget a deleted job's entries above.
 	uids sync.Map
 	// poller reads running jobs' progress outside Reconcile (set up by SetupWithManager).
@@ -64,6 +67,7 @@ func (r *Reconciler) forget(key types.NamespacedName) {
 	r.written.Delete(uid)
 	r.polled.Delete(uid)
 	r.checked.Delete(uid)
+	r.tensorboards.Delete(uid)
 	if r.poller != nil {
 		r.poller.forget(uid.(types.UID))
 	}
@@ -136,8 +140,14 @@ func (s *step) run(ctx context.Context) error {
 	st := &s.job.Status
 	st.ObservedGeneration = s.job.Generation
 	st.RunDir = workload.RunDir(s.job)
+	if g := s.job.Spec.Source; g != nil && g.Git != nil && g.Git.Revision != "" {
+		st.SourceCommit = g.Git.Revision
+	}
 	var err error
 	if s.kids, err = s.r.listChildren(ctx, s.job); err != nil {
+		return err
+	}
+	if err := s.tensorBoard(ctx); err != nil {
 		return err
 	}
 	switch {
@@ -227,6 +237,9 @@ func (s *step) track(ctx context.Context, o observation) error {
 		s.absorb(s.r.poller.take(s.job.UID)) // live progress, read outside Reconcile
 	}
 	s.absorb(o.summary) // a worker's final summary wins
+	if st.SourceCommit == "" && o.commit != "" {
+		st.SourceCommit = o.commit // the first attempt's clone: restarts check it out
+	}
 	if o.queued && st.AttemptStartTime != nil {
 		// Admitted once and suspended again, not by us (a suspended TrainJob never gets
 		// here): Kueue evicted or preempted the gang. Its pods end by SIGTERM, which is not
@@ -448,7 +461,13 @@ func (s *step) finished(ctx context.Context) error {
 			return err
 		}
 	}
-	if !s.ttl() || s.kids.empty() {
+	if !s.ttl() {
+		return nil
+	}
+	if err := s.removeTensorBoard(ctx); err != nil {
+		return err
+	}
+	if s.kids.empty() {
 		return nil
 	}
 	for _, n := range s.kids.attempts() {

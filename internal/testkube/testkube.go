@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -86,7 +87,7 @@ func NewScheme() *k8sruntime.Scheme {
 	scheme := k8sruntime.NewScheme()
 	for _, add := range []func(*k8sruntime.Scheme) error{
 		v1alpha1.AddToScheme, apiextensionsv1.AddToScheme, corev1.AddToScheme, batchv1.AddToScheme,
-		coordinationv1.AddToScheme, eventsv1.AddToScheme,
+		coordinationv1.AddToScheme, eventsv1.AddToScheme, appsv1.AddToScheme,
 	} {
 		if err := add(scheme); err != nil {
 			panic(err)

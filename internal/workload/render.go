@@ -3,6 +3,7 @@ package workload
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -127,6 +128,14 @@ func Render(job *v1.TrainJob, n int, opts Options) (*Attempt, error) {
 	return &Attempt{Job: batch, Service: svc, EphemeralStorage: ephemeral}, nil
 }
 
+// podLabels are a worker pod's labels: the user's, with Trainyard's over them.
+func podLabels(d *v1.TrainJob, n int) map[string]string {
+	out := map[string]string{}
+	maps.Copy(out, d.Spec.Kubernetes.PodLabels)
+	maps.Copy(out, Labels(d, n))
+	return out
+}
+
 func ownerRef(job *v1.TrainJob) metav1.OwnerReference {
 	return metav1.OwnerReference{APIVersion: v1.APIVersion, Kind: v1.Kind, Name: job.Name, UID: job.UID,
 		Controller: ptr(true), BlockOwnerDeletion: ptr(true)}
@@ -140,7 +149,7 @@ func podTemplate(d *v1.TrainJob, n int, opts Options) (*corev1.PodTemplateSpec, 
 		return nil, false, err
 	}
 	pod := &corev1.PodTemplateSpec{
-		ObjectMeta: metav1.ObjectMeta{Labels: Labels(d, n), Annotations: k.PodAnnotations},
+		ObjectMeta: metav1.ObjectMeta{Labels: podLabels(d, n), Annotations: k.PodAnnotations},
 		Spec: corev1.PodSpec{
 			RestartPolicy:                 corev1.RestartPolicyNever,
 			Subdomain:                     AttemptName(d.Name, n),
@@ -157,6 +166,7 @@ func podTemplate(d *v1.TrainJob, n int, opts Options) (*corev1.PodTemplateSpec, 
 			Volumes:                       volumes(k, ephemeral),
 		},
 	}
+	addSource(d, &pod.Spec)
 	if k.PodTemplate == nil || len(k.PodTemplate.Raw) == 0 {
 		return pod, ephemeral, nil
 	}

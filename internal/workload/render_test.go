@@ -54,20 +54,52 @@ func gpuJob() *v1.TrainJob {
 	return j
 }
 
+// arenaJob is Arena's example as `trainyard submit --kube` builds it: code cloned from a
+// private repository, a data volume, a TensorBoard reading a folder on it, and Arena's
+// pod labels and annotations. Attempt 2 checks out the commit the first attempt cloned.
+func arenaJob() *v1.TrainJob {
+	j := baseJob()
+	j.Name = "pytorch-dist"
+	j.Spec.Workers = ptr(int32(3))
+	j.Spec.Resources.GPU = 1
+	j.Spec.Command = []string{"python", "/root/code/mnist-pytorch/mnist.py"}
+	j.Spec.Args = []string{"--epochs", "10", "--backend", "nccl", "--data", "/mnist_data/pytorch_data/"}
+	j.Spec.Source = &v1.SourceSpec{Git: &v1.GitSource{URL: "https://git.example.com/team/mnist-pytorch.git", Branch: "main",
+		CredentialsSecret: "trainyard-git-x7k2p"}}
+	j.Status.SourceCommit = "0123456789abcdef0123456789abcdef01234567"
+	k := j.Spec.Kubernetes
+	k.Volumes = []corev1.Volume{{Name: "data-training-data", VolumeSource: corev1.VolumeSource{
+		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "training-data"}}}}
+	k.VolumeMounts = []corev1.VolumeMount{{Name: "data-training-data", MountPath: "/mnist_data"}}
+	k.TensorBoard = &v1.TensorBoardSpec{LogDir: "/mnist_data/pytorch_data/logs"}
+	k.PodLabels = map[string]string{"team": "vision", LabelJob: "not-this"}
+	k.PodAnnotations = map[string]string{"note": "arena"}
+	k.PriorityClassName = "high"
+	return j
+}
+
 func TestRenderGolden(t *testing.T) {
 	override := baseJob()
 	override.Name = "patched"
 	override.Spec.Kubernetes.PodTemplate = &runtime.RawExtension{Raw: []byte(`{
 		"metadata": {"labels": {"team": "vision"}},
 		"spec": {"hostIPC": true, "containers": [{"name": "worker", "securityContext": {"runAsUser": 1000}}]}}`)}
-	for name, job := range map[string]*v1.TrainJob{"cpu": baseJob(), "gpu": gpuJob(), "override": override} {
+	for name, job := range map[string]*v1.TrainJob{"cpu": baseJob(), "gpu": gpuJob(), "override": override, "arena": arenaJob()} {
 		t.Run(name, func(t *testing.T) {
 			a, err := Render(job, 2, Options{Image: "ghcr.io/trainyard/trainyard:v0.1.0"})
 			if err != nil {
 				t.Fatal(err)
 			}
+			objs := []any{a.Job, a.Service}
+			tb, err := RenderTensorBoard(job)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tb != nil {
+				objs = append(objs, tb.Deployment, tb.Service)
+			}
 			var b strings.Builder
-			for _, obj := range []any{a.Job, a.Service} {
+			for _, obj := range objs {
 				data, err := yaml.Marshal(obj)
 				if err != nil {
 					t.Fatal(err)
@@ -142,6 +174,18 @@ func TestRenderWiring(t *testing.T) {
 	d := Defaulted(baseJob())
 	if d.Spec.RunName != "mnist-0f1e2d3c" || d.Spec.StoragePath != DefaultStoragePath {
 		t.Errorf("defaults: run name %q, storage %q", d.Spec.RunName, d.Spec.StoragePath)
+	}
+}
+
+func TestTensorBoardNeedsAVolume(t *testing.T) {
+	j := baseJob()
+	j.Spec.Kubernetes.TensorBoard = &v1.TensorBoardSpec{}
+	_, err := RenderTensorBoard(j)
+	if err == nil || !strings.Contains(err.Error(), "TensorBoard reads /trainyard/results/mnist-0f1e2d3c, which no volume of the workers holds") {
+		t.Errorf("RenderTensorBoard without a volume = %v", err)
+	}
+	if tb, err := RenderTensorBoard(baseJob()); tb != nil || err != nil {
+		t.Errorf("a job without tensorboard renders %v, %v", tb, err)
 	}
 }
 
