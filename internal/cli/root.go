@@ -129,6 +129,7 @@ On this machine:
   trainyard run --workers 2 -- python3 train.py    run a job here, in the foreground
   trainyard run -f job.yaml                        the same job from a file
   trainyard results [RUN]                          the runs, or one run's metrics
+  trainyard tensorboard RUN                        TensorBoard (the one on PATH) on a run
   trainyard devices                                the GPUs Trainyard can use
 
 On a job server, which queues jobs on its machine's GPUs:
@@ -162,7 +163,7 @@ On Kubernetes:
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageError(fmt.Errorf("%w%s (see '%s --help')", err, flagHint(c, err), c.CommandPath()))
 	})
-	root.AddCommand(newRunCommand(g), newResultsCommand(g), newDashboardCommand(g), newDevicesCommand(g), newVersionCommand(g))
+	root.AddCommand(newRunCommand(g), newResultsCommand(g), newTensorBoardCommand(g), newDashboardCommand(g), newDevicesCommand(g), newVersionCommand(g))
 	root.AddCommand(newServerCommand(g), newSubmitCommand(g), newListCommand(g), newGetCommand(g), newLogsCommand(g), newStopCommand(g), newDeleteCommand(g), newTopCommand(g), newDataCommand(g))
 	root.AddCommand(newInstallCommand(g), newUninstallCommand(g), newOperatorCommand(g))
 	root.AddCommand(newWorkerCommand(g), newCopySelfCommand(g))
