@@ -63,7 +63,15 @@ trainyard), and paths (--workdir, --storage-path) are paths inside the worker
 containers. The storage path (default /trainyard/results) should be on a volume
 (spec.kubernetes.volumes and volumeMounts in the job file), or checkpoints and logs go
 with the pods. The job is checked here, then by the cluster, whose refusals name the
-field (exit 2).`
+field (exit 2).
+
+Arena's command line works on a cluster, flag for flag: --gpus, --working-dir (there, the
+folder in the containers the command runs in, where --sync-source clones code/<repo>),
+--priority (the workers' PriorityClass), --selector, --toleration, --annotation, --label,
+--data NAME:PATH, --sync-mode git --sync-source URL (credentials from GIT_SYNC_USERNAME and
+GIT_SYNC_PASSWORD, kept in a Secret the TrainJob owns; the branch is pinned to its commit
+now), and --tensorboard [--logdir DIR]. Without --kube, --sync-source clones into the run
+folder, where the workers then start.`
 
 const submitExample = `  trainyard submit -- python3 train.py --epochs 3
   trainyard submit --workers 2 --gpus-per-worker 4 --max-restarts 3 -- python3 train.py
@@ -72,7 +80,11 @@ const submitExample = `  trainyard submit -- python3 train.py --epochs 3
   ID=$(trainyard submit --no-wait -- python3 train.py) && trainyard logs -f "$ID"
   trainyard submit --kube --name mnist --image pytorch/pytorch:2.9.0-cuda12.8-cudnn9-runtime \
       --workers 2 --gpus-per-worker 1 -- python3 train.py
-  trainyard submit --kube -n team-a -f job.yaml --queue team-a-gpus`
+  trainyard submit --kube -n team-a -f job.yaml --queue team-a-gpus
+  trainyard submit --kube --name=pytorch-dist --gpus=1 --workers=3 --working-dir=/root \
+      --image=IMAGE --sync-mode=git --sync-source=https://git.example.com/team/mnist-pytorch.git \
+      --data=training-data:/mnist_data --tensorboard --logdir=/mnist_data/logs \
+      -- python /root/code/mnist-pytorch/mnist.py --epochs 10`
 
 // submitOptions are the flags of submit that are not part of the job.
 type submitOptions struct {
