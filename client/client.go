@@ -11,10 +11,15 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
+	"os/user"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 	"unicode/utf8"
+
+	"github.com/trainyard/trainyard/internal/server"
 )
 
 // userAgent is what the client tells the server it is.
@@ -225,6 +230,9 @@ func (c *Client) send(ctx context.Context, r request) (*http.Response, error) {
 func (c *Client) setHeaders(h http.Header) {
 	h.Set("User-Agent", userAgent)
 	h.Set("Accept", "application/json")
+	if who := Submitter(); who != "" {
+		h.Set(HeaderUser, who)
+	}
 	if c.token != "" {
 		h.Set("Authorization", "Bearer "+c.token)
 	}
@@ -299,4 +307,26 @@ func truncate(s string, n int) string {
 		n--
 	}
 	return s[:n] + "…"
+}
+
+// HeaderUser is the header that names the client's user and host to the server.
+const HeaderUser = server.HeaderUser
+
+// Submitter is user@host of this process, which the client names to the server (the job
+// list's "who"); "" when neither is known.
+var Submitter = sync.OnceValue(submitter)
+
+func submitter() string {
+	name := ""
+	if u, err := user.Current(); err == nil {
+		name = u.Username
+	}
+	host, _ := os.Hostname()
+	switch {
+	case name != "" && host != "":
+		return name + "@" + host
+	case name != "":
+		return name
+	}
+	return host
 }

@@ -443,6 +443,10 @@ func (s *TrainJobSpec) GracePeriod() int64 {
 	return *s.TerminationGracePeriodSeconds
 }
 
+// AnnotationSubmittedBy names who submitted a TrainJob: the user the API server
+// authenticated `trainyard submit --kube` as (its SelfSubjectReview).
+const AnnotationSubmittedBy = "trainyard.dev/submitted-by"
+
 // AnnotationGang says how the job's gang was described. GangImplicit marks a job of one
 // process whose user gave no gang (no --workers, --procs-per-worker or job file: `trainyard
 // submit -- python3 train.py`, or a Ray Jobs API submission): there, Ray Train's

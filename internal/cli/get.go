@@ -127,7 +127,11 @@ func jobFields(v view, d client.JobDetail) [][2]string {
 	if g := j.Gang; g != nil {
 		fields = append(fields, [2]string{"Gang", leasedGang(g)})
 	}
-	fields = append(fields, [2]string{"Submitted", v.clock(j.SubmittedAt) + " (" + v.age(j.SubmittedAt) + ")"})
+	submitted := v.clock(j.SubmittedAt) + " (" + v.age(j.SubmittedAt) + ")"
+	if j.SubmittedBy != "" {
+		submitted += " by " + cell(j.SubmittedBy)
+	}
+	fields = append(fields, [2]string{"Submitted", submitted})
 	if j.StartedAt != nil {
 		fields = append(fields, [2]string{"Started", v.clock(*j.StartedAt)})
 	}

@@ -57,6 +57,12 @@ func kubeSubmit(ctx context.Context, g *globals, flags *jobspec.Flags, kf *kubec
 	if err := c.CheckClaims(ctx, job.Namespace, kf); err != nil {
 		return kubeError(err)
 	}
+	if who := c.WhoAmI(ctx); who != "" {
+		if job.Annotations == nil {
+			job.Annotations = map[string]string{}
+		}
+		job.Annotations[v1.AnnotationSubmittedBy] = who
+	}
 	created, err := submitWithSecret(ctx, c, job, store, kf.DryRun == kubecli.DryRunServer)
 	if err != nil {
 		return kubeError(err)

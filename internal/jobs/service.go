@@ -90,8 +90,10 @@ type Submission struct {
 	Job        *v1.TrainJob
 	Priority   int
 	Entrypoint string
-	Metadata   map[string]string
-	RuntimeEnv json.RawMessage
+	// SubmittedBy says who submitted the job (see store.Job).
+	SubmittedBy string
+	Metadata    map[string]string
+	RuntimeEnv  json.RawMessage
 }
 
 // Submit stores a job as pending and wakes the scheduler. A job without a CPU request
@@ -115,7 +117,7 @@ func (s *Service) Submit(sub Submission) (*store.Job, error) {
 		return nil, fmt.Errorf("encode job: %w", err)
 	}
 	j := &store.Job{ID: sub.ID, Name: sub.Job.Name, Status: store.Pending, Priority: sub.Priority,
-		Entrypoint: sub.Entrypoint, Spec: spec, Metadata: sub.Metadata, RuntimeEnv: sub.RuntimeEnv,
+		Entrypoint: sub.Entrypoint, SubmittedBy: sub.SubmittedBy, Spec: spec, Metadata: sub.Metadata, RuntimeEnv: sub.RuntimeEnv,
 		RunDir: filepath.Join(sub.Job.Spec.StoragePath, sub.Job.Spec.RunName), SubmittedAt: time.Now()}
 	if err := s.cfg.Store.CreateUnique(j); err != nil {
 		return nil, err

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	authv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -438,4 +439,14 @@ func (c *Cluster) Submit(ctx context.Context, job *v1.TrainJob, dryRun bool) (*v
 		return nil, notServed(c)
 	}
 	return nil, err
+}
+
+// WhoAmI is the user the API server authenticates this client as (a SelfSubjectReview),
+// or "" when it does not say.
+func (c *Cluster) WhoAmI(ctx context.Context) string {
+	r, err := c.Core.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err != nil {
+		return ""
+	}
+	return r.Status.UserInfo.Username
 }

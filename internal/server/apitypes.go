@@ -51,6 +51,9 @@ type Job struct {
 	Priority   int               `json:"priority"`
 	Entrypoint string            `json:"entrypoint,omitempty"`
 	Metadata   map[string]string `json:"metadata,omitempty"`
+	// SubmittedBy is the user and host the submitting client named (not authenticated)
+	// and the address it submitted from.
+	SubmittedBy string `json:"submittedBy,omitempty"`
 	// RuntimeEnv is the runtime_env a Ray client submitted, if any.
 	RuntimeEnv json.RawMessage `json:"runtimeEnv,omitempty"`
 	// Workers is the number of workers in the job's gang.

@@ -50,7 +50,8 @@ func (s *Server) submitNative(w http.ResponseWriter, r *http.Request) (*store.Jo
 			return nil, err
 		}
 	}
-	j, err := s.admit(req.job, wd, jobs.Submission{ID: id, Priority: req.priority})
+	j, err := s.admit(req.job, wd, jobs.Submission{ID: id, Priority: req.priority,
+		SubmittedBy: submitter(r)})
 	if err != nil {
 		wd.remove()
 		return nil, nameTaken(err)

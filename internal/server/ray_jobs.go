@@ -29,7 +29,7 @@ func (s *Server) raySubmit(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, ray, err)
 		return
 	}
-	j, err := s.submitRay(req)
+	j, err := s.submitRay(req, submitter(r))
 	if err != nil {
 		s.writeError(w, r, ray, err)
 		return
@@ -39,7 +39,7 @@ func (s *Server) raySubmit(w http.ResponseWriter, r *http.Request) {
 }
 
 // submitRay submits a decoded Ray submission.
-func (s *Server) submitRay(req *raySubmit) (*store.Job, error) {
+func (s *Server) submitRay(req *raySubmit, who string) (*store.Job, error) {
 	id, err := newRayID(req.SubmissionID)
 	if err != nil {
 		return nil, err
@@ -54,7 +54,7 @@ func (s *Server) submitRay(req *raySubmit) (*store.Job, error) {
 	if err != nil {
 		return nil, err
 	}
-	j, err := s.admit(rayTrainJob(req), wd, jobs.Submission{ID: id, Entrypoint: req.Entrypoint,
+	j, err := s.admit(rayTrainJob(req), wd, jobs.Submission{ID: id, Entrypoint: req.Entrypoint, SubmittedBy: who,
 		Metadata: req.Metadata, RuntimeEnv: req.RuntimeEnv})
 	if err != nil {
 		wd.remove()

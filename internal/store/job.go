@@ -61,6 +61,10 @@ type Job struct {
 	Priority int `json:"priority"`
 	// Entrypoint is the command line a Ray Jobs API client submitted, if any.
 	Entrypoint string `json:"entrypoint,omitempty"`
+	// SubmittedBy says who submitted the job, as far as the server can tell: the user
+	// and host the client names (not authenticated: every client holds the same token)
+	// and the address the request came from.
+	SubmittedBy string `json:"submittedBy,omitempty"`
 	// Spec is the resolved TrainJob as JSON; the store keeps it without interpreting it.
 	Spec json.RawMessage `json:"spec"`
 	// Metadata is the client's key-value metadata (Ray's job metadata).

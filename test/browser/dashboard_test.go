@@ -22,6 +22,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/trainyard/trainyard/client"
 	"github.com/trainyard/trainyard/internal/testbinary"
 )
 
@@ -69,6 +70,10 @@ func TestDashboardInChromium(t *testing.T) {
 		t.Fatalf("signing in ended at %s with %d, want %s/ with 200", loc, resp.Status, s.url)
 	}
 	checkRows(t, ctx, "the job list", map[string]string{ticker: "running", quick: "succeeded"})
+	who := run(t, ctx, "read who submitted", chromedp.Text(chromedp.CSS(`#jobs tr[data-id="`+ticker+`"] td.who`)))
+	if want := client.Submitter() + " from 127.0.0.1"; who != want {
+		t.Errorf("the job list's By column says %q, want %q (the CLI's user@host and address)", who, want)
+	}
 	screenshot(t, ctx, "jobs.png")
 
 	// The status filter and the search narrow it.

@@ -70,6 +70,11 @@ func TestCLIArena(t *testing.T) {
 		job.Spec.Kubernetes.TensorBoard.LogDir != "/mnist_data/pytorch_data/logs" {
 		t.Errorf("spec.source.git = %+v, workingDir %q, tensorboard %+v", g, job.Spec.WorkingDir, job.Spec.Kubernetes.TensorBoard)
 	}
+	if who := job.Annotations[v1alpha1.AnnotationSubmittedBy]; who == "" {
+		t.Errorf("no %s annotation: the user the API server authenticated the CLI as", v1alpha1.AnnotationSubmittedBy)
+	} else {
+		t.Logf("submitted by %s", who)
+	}
 	for _, e := range job.Spec.Env {
 		if strings.HasPrefix(e.Name, "GIT_SYNC_") {
 			t.Errorf("the TrainJob holds %s in clear", e.Name)

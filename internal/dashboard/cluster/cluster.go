@@ -64,7 +64,7 @@ func status(p v1.JobPhase) client.JobStatus {
 func jobOf(t *v1.TrainJob) client.Job {
 	j := client.Job{ID: t.Name, Name: t.Name, Status: status(t.Status.Phase), Message: t.Status.Reason,
 		Workers: t.Spec.WorkerCount(), Resources: &t.Spec.Resources, RunDir: t.Status.RunDir,
-		SubmittedAt: t.CreationTimestamp.Time}
+		SubmittedAt: t.CreationTimestamp.Time, SubmittedBy: t.Annotations[v1.AnnotationSubmittedBy]}
 	if t.Spec.Suspend && !t.Status.Phase.Finished() {
 		j.StopRequested = true
 	}
