@@ -44,6 +44,12 @@ type HappeningSource interface {
 	Happenings(ctx context.Context, ref string) ([]Happening, error)
 }
 
+// RankUseSource is a Backend that measures the GPUs of a job's ranks itself (a cluster's
+// workers, each read in its pod), by rank.
+type RankUseSource interface {
+	RankUse(ctx context.Context, ref string) (map[int]*client.GPUUse, error)
+}
+
 // CheckpointSource is a Backend that also lists every checkpoint a job committed, kept or
 // deleted (the server, local runs): a job's page shows them.
 type CheckpointSource interface {

@@ -202,6 +202,13 @@ func (h *Handler) jobPage(w http.ResponseWriter, r *http.Request, session string
 // rankUse returns what the GPUs of each rank of the job's last attempt are doing, or nil
 // when the machine does not say.
 func (h *Handler) rankUse(r *http.Request, d client.JobDetail) map[int]*client.GPUUse {
+	if rs, ok := h.cfg.Backend.(RankUseSource); ok {
+		use, err := rs.RankUse(r.Context(), d.Job.ID)
+		if err != nil || len(use) == 0 {
+			return nil
+		}
+		return use
+	}
 	n, err := h.cfg.Backend.Node(r.Context())
 	if err != nil || len(n.GPUs.Utilization) == 0 {
 		return nil

@@ -25,12 +25,20 @@ while not os.path.exists(os.environ["GO_AHEAD"]):
 `
 
 // While the attempt runs, worker 0 serves its progress: the last iteration, its metrics
-// and the latest checkpoint.
+// and the latest checkpoint; and what its GPU does, from nvidia-smi (a stand-in here that
+// shows two GPUs, of which the worker has the first).
 func TestProgressWhileRunning(t *testing.T) {
 	goAhead := filepath.Join(t.TempDir(), "go")
 	job := pythonJob(t, progressScript, v1.EnvVar{Name: "GO_AHEAD", Value: goAhead})
 	one := int32(1)
 	job.Spec.Workers = &one
+	job.Spec.Resources.GPU = 1
+	smi := t.TempDir()
+	rows := "0, GPU-0000, NVIDIA H100 80GB HBM3, 81559, 1024, 37, 570.86.15\n1, GPU-0001, NVIDIA H100 80GB HBM3, 81559, 0, 0, 570.86.15\n"
+	if err := os.WriteFile(filepath.Join(smi, "nvidia-smi"), []byte("#!/bin/sh\nprintf '"+rows+"'\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", smi+":"+os.Getenv("PATH"))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -61,6 +69,18 @@ func TestProgressWhileRunning(t *testing.T) {
 	}
 	if got.Outcome != workload.OutcomeRunning || got.Metrics["loss"] != "0.5" || got.Checkpoint != "checkpoint_000001" {
 		t.Errorf("progress %+v", got)
+	}
+	resp, err := http.Get("http://" + addr + workload.GPUsPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gpus workload.WorkerGPUs
+	_ = json.NewDecoder(resp.Body).Decode(&gpus)
+	resp.Body.Close()
+	want := workload.GPUSample{Index: 0, UUID: "GPU-0000", Name: "NVIDIA H100 80GB HBM3", UtilizationPercent: 37,
+		MemoryUsedBytes: 1024 << 20, MemoryTotalBytes: 81559 << 20}
+	if gpus.Worker != 0 || gpus.Error != "" || len(gpus.GPUs) != 1 || gpus.GPUs[0] != want {
+		t.Errorf("GPUs %+v, want only the worker's GPU: %+v", gpus, want)
 	}
 	if err := os.WriteFile(goAhead, nil, 0o644); err != nil {
 		t.Fatal(err)

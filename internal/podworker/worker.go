@@ -156,9 +156,7 @@ func (w *worker) run(ctx context.Context) error {
 			MasterAddr: w.cfg.MasterAddr, MasterPort: w.cfg.MasterPort},
 		ExtraEnv: extra, RayCompat: python.CompatDir(helper), AttemptEnv: w.session.AttemptEnv, ForceKill: w.opts.ForceKill}
 	w.session.OnActivity(l.Touch)
-	if w.primary() {
-		defer w.serveProgress(w.cfg.ProgressAddr)()
-	}
+	defer w.serveProgress(w.cfg.ProgressAddr, gpus)()
 	w.res, err = l.RunAttempt(ctx, w.cfg.Attempt)
 	return err
 }

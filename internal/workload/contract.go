@@ -47,6 +47,10 @@ const (
 	// attempt runs (container port "progress").
 	ProgressPort = 29501
 	ProgressPath = "/progress"
+	// GPUsPath is where every worker serves what its GPUs do now (WorkerGPUs), on
+	// ProgressPort, for `top job --kube` and the dashboard (through the API server's
+	// pod proxy).
+	GPUsPath = "/gpus"
 	// TerminationLog is where a worker writes its Summary.
 	TerminationLog = "/dev/termination-log"
 	// TerminationLogMax is the most the kubelet keeps of a termination message.
@@ -119,4 +123,23 @@ func AttemptName(job string, attempt int) string {
 func MasterAddr(job string, attempt int) string {
 	name := AttemptName(job, attempt)
 	return name + "-0." + name
+}
+
+// WorkerGPUs is what a worker's GPUs do now, as NVML (nvidia-smi) in its pod says.
+type WorkerGPUs struct {
+	Worker int         `json:"worker"`
+	GPUs   []GPUSample `json:"gpus"`
+	// Error says why the GPUs could not be read, when they could not.
+	Error string `json:"error,omitempty"`
+}
+
+// GPUSample is one GPU's use.
+type GPUSample struct {
+	// Index is the GPU's index in the pod.
+	Index              int    `json:"index"`
+	UUID               string `json:"uuid,omitempty"`
+	Name               string `json:"name,omitempty"`
+	UtilizationPercent int    `json:"utilizationPercent"`
+	MemoryUsedBytes    int64  `json:"memoryUsedBytes"`
+	MemoryTotalBytes   int64  `json:"memoryTotalBytes"`
 }

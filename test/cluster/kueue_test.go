@@ -92,6 +92,7 @@ func TestKueueAdmitsAndPreemptsGangs(t *testing.T) {
 	t.Run("a gang waits for the quota", func(t *testing.T) {
 		gpuJob("first", "low", sleep("20")).submit(t, ctx)
 		waitStatus(t, "first", 3*time.Minute, func(s trainJobStatus) bool { return s.Phase == "Running" })
+		checkWorkerGPUs(t, ctx, "first", 2, 2)
 		gpuJob("second", "low", sleep("1")).submit(t, ctx)
 		waitStatus(t, "second", time.Minute, func(s trainJobStatus) bool { return s.hasReason("Queued") })
 		if s := getStatus(t, ctx, "first"); s.Phase != "Running" {

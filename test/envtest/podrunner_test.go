@@ -168,8 +168,14 @@ func (k *podRunner) startPod(ctx context.Context, p *corev1.Pod, index, port int
 	msgPath := filepath.Join(k.dir, p.Name+".msg")
 	cmd := exec.Command(k.binary, c.Command[1:]...)
 	cmd.Dir = c.WorkingDir
+	// The pods share this machine's loopback: worker 0 serves its progress where the
+	// operator reads it, the others (which serve only their GPUs) on any free port.
+	progress := "127.0.0.1:0"
+	if index == 0 {
+		progress = "127.0.0.1:" + strconv.Itoa(progressPort(p))
+	}
 	cmd.Env = append(os.Environ(), "JOB_COMPLETION_INDEX="+strconv.Itoa(index), "TRAINYARD_TERMINATION_LOG="+msgPath,
-		workload.EnvProgressAddr+"=127.0.0.1:"+strconv.Itoa(progressPort(p)))
+		workload.EnvProgressAddr+"="+progress)
 	for _, e := range c.Env {
 		switch e.Name {
 		case workload.EnvMasterAddr:

@@ -286,3 +286,32 @@ func (s *Source) Happenings(ctx context.Context, ref string) ([]dashboard.Happen
 	}
 	return out, nil
 }
+
+// RankUse reads what the GPUs of each running worker pod of the job's current attempt do
+// now, in the pods, through the API server; a worker's ranks share its figures, keyed by
+// its first rank as Get lists them.
+func (s *Source) RankUse(ctx context.Context, ref string) (map[int]*client.GPUUse, error) {
+	d, err := s.Cluster.Describe(ctx, ref)
+	if err != nil {
+		return nil, notFound(err)
+	}
+	procs := 1
+	if p := d.Job.Spec.ProcsPerWorker; p != nil {
+		procs = int(*p)
+	}
+	out := map[int]*client.GPUUse{}
+	for _, g := range s.Cluster.GPUsOf(ctx, d.Pods) {
+		if len(g.GPUs) == 0 {
+			continue
+		}
+		var u client.GPUUse
+		for _, x := range g.GPUs {
+			u.Percent += float64(max(x.UtilizationPercent, 0))
+			u.UsedBytes += x.MemoryUsedBytes
+			u.TotalBytes += x.MemoryTotalBytes
+		}
+		u.Percent /= float64(len(g.GPUs))
+		out[g.Worker*procs] = &u
+	}
+	return out, nil
+}
