@@ -21,6 +21,7 @@ func newGetCommand(g *globals) *cobra.Command {
 		remote remoteOptions
 		output string
 		kube   kubeOptions
+		events bool
 	)
 	cmd := &cobra.Command{
 		Use:     "get ID|NAME",
@@ -34,15 +35,20 @@ it reported and its committed checkpoints.
 
 -o json and -o yaml print everything the server knows, the resolved TrainJob included.` + remoteHelp + kubeHelp + `
 
-On a cluster: the TrainJob's phase and reason, attempt, restarts and disruptions, its
-conditions, the last iteration and metrics, the latest checkpoint and the run folder,
-each worker pod of the current attempt (phase, container state such as
-ImagePullBackOff or OOMKilled, restarts, node, IP), and the job's events. -o yaml
-prints the TrainJob.`,
+On a cluster, in the shape of Arena's get: the TrainJob's phase and reason, attempt,
+restarts and disruptions, priority (its pods' PriorityClass, or N/A), the training
+duration (since its first attempt started), its conditions, the last iteration and
+metrics, the latest checkpoint and the run folder; each worker pod of the current attempt,
+Arena's instances (its worker index and ranks, phase, container state such as
+ImagePullBackOff or OOMKilled, restarts, GPUs, node, IP, age); the GPUs its pods hold of
+those it requests ("Allocated/Requested GPUs of Job: 2/2"); and the TrainJob's events.
+-e (--events) adds the events of its pods (scheduling, image pulls, evictions), each with
+the object it is about. -o yaml prints the TrainJob.`,
 		Example: `  trainyard get raysubmit_XtqM3Lq8hZxwWz2a
   trainyard get mnist
   trainyard get raysubmit_XtqM3Lq8hZxwWz2a -o yaml
   trainyard get --kube mnist
+  trainyard get --kube -e mnist
   trainyard get --kube -n team-a mnist -o yaml`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -51,7 +57,7 @@ prints the TrainJob.`,
 				return err
 			}
 			if on {
-				return kubeGet(cmd.Context(), g, &kube, args[0], output)
+				return kubeGet(cmd.Context(), g, &kube, args[0], output, events)
 			}
 			if err := checkOutput(output, "json", "yaml"); err != nil {
 				return err
@@ -73,6 +79,8 @@ prints the TrainJob.`,
 	remote.bind(cmd.Flags())
 	cmd.Flags().StringVarP(&output, "output", "o", "", outputHelp("json", "yaml"))
 	kube.bind(cmd.Flags())
+	cmd.Flags().BoolVarP(&events, "events", "e", false, "with --kube: show the events of the job's pods too, not only the TrainJob's")
+	kube.only("events")
 	return cmd
 }
 

@@ -113,7 +113,8 @@ func submitWithSecret(ctx context.Context, c *kubecli.Cluster, job *v1.TrainJob,
 	return created, err
 }
 
-// kubeList prints the TrainJobs of the namespace, or of all.
+// kubeList prints the TrainJobs of the namespace, or of all, with the node of each one's
+// worker 0 (N/A, and a warning, when the pods cannot be listed).
 func kubeList(ctx context.Context, g *globals, k *kubeOptions, allNamespaces bool, statuses []string, output string) error {
 	if err := checkOutput(output, "wide", "json", "yaml"); err != nil {
 		return err
@@ -133,11 +134,16 @@ func kubeList(ctx context.Context, g *globals, k *kubeOptions, allNamespaces boo
 	if output == "json" || output == "yaml" {
 		return printData(g.io.Out, output, kubecli.JobList(nonNil(jobs)))
 	}
-	return kubecli.PrintJobs(kubeView(g, output), jobs, allNamespaces, where(c, allNamespaces))
+	nodes, err := c.WorkerNodes(ctx, jobs, allNamespaces)
+	if err != nil {
+		fmt.Fprintf(g.io.Err, "trainyard: warning: the NODE column is N/A: cannot list the worker pods: %v\n", err)
+	}
+	return kubecli.PrintJobs(kubeView(g, output), jobs, nodes, allNamespaces, where(c, allNamespaces))
 }
 
-// kubeGet describes one TrainJob: its status, conditions, worker pods and events.
-func kubeGet(ctx context.Context, g *globals, k *kubeOptions, name, output string) error {
+// kubeGet describes one TrainJob: its status, conditions, worker pods and events; with
+// podEvents (-e) its pods' events too.
+func kubeGet(ctx context.Context, g *globals, k *kubeOptions, name, output string, podEvents bool) error {
 	if err := checkOutput(output, "json", "yaml"); err != nil {
 		return err
 	}
@@ -155,6 +161,9 @@ func kubeGet(ctx context.Context, g *globals, k *kubeOptions, name, output strin
 	d, err := c.Describe(ctx, name)
 	if err != nil {
 		return kubeError(err)
+	}
+	if podEvents {
+		c.AddPodEvents(ctx, d)
 	}
 	return kubecli.PrintDetail(kubeView(g, output), d)
 }

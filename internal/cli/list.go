@@ -34,7 +34,8 @@ failed). A job submitted without --cpus-per-worker holds the server's default sh
 folder.` + remoteHelp + kubeHelp + `
 
 On a cluster: each TrainJob's name, phase, workers ready of all, GPUs (workers x GPUs
-per worker), restarts (with how many were disruptions: evictions, preemptions), age and
+per worker), restarts (with how many were disruptions: evictions, preemptions), age, node
+(of worker 0's pod, rank 0's, as Arena's NODE is its chief's; N/A while it has none) and
 reason; -A lists every namespace's, --status filters by phase (pending, running,
 restarting, succeeded, failed, interrupted, suspended; stopped means suspended), and
 -o wide adds the attempt and the last iteration.`,

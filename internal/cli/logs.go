@@ -13,7 +13,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/trainyard/trainyard/client"
-	"github.com/trainyard/trainyard/internal/kubecli"
 )
 
 // logsOptions are the flags of logs.
@@ -21,9 +20,14 @@ type logsOptions struct {
 	follow bool
 	tail   int
 	rank   int
-	// attempt and from are --kube's.
-	attempt int32
-	from    string
+	// The rest are --kube's.
+	attempt    int32
+	from       string
+	instance   string
+	allRanks   bool
+	since      string
+	sinceTime  string
+	timestamps bool
 }
 
 func newLogsCommand(g *globals) *cobra.Command {
@@ -47,18 +51,25 @@ printed meanwhile (on stderr, as "trainyard: job ID is waiting: needs 2 GPUs, 1 
 The console log is streamed by the server (the WebSocket that 'ray job logs --follow'
 reads); a rank's log is read again every second.` + remoteHelp + kubeHelp + `
 
-On a cluster the lines come from the worker pods of the current attempt (or --attempt
-N), container "worker", each prefixed with its rank as trainyard run prints them, merged
-in time order; --rank R keeps rank R's lines and -t N the last N. With -f they are
-followed from every worker's pod at once, attempt after attempt, until the job ends.
-When the pods are gone (or the cluster cannot reach their kubelet), the rank logs are
-read from the run folder (<run folder>/logs/attempt-N/rank-R.log) if this machine has
-the job's storage volume mounted at the same path, or from a copy of the run folder (or
-of the storage path) that --from names.`,
+On a cluster, as Arena's logs: the log of worker 0's pod of the current attempt (or
+--attempt N), container "worker": rank 0's lines (and those of the worker's other local
+ranks), each prefixed with its rank as trainyard run prints them. -i (--instance) names
+another pod: worker-I for worker I's, or a pod's name ('get --kube' lists them);
+--all-ranks prints every worker's pod, merged in time order; --rank R keeps rank R's
+lines, from its worker's pod. -t N prints the last N lines, --since 10m those of the last
+10 minutes (--since-time, those from an RFC 3339 time on), --timestamps begins each with
+the time the kubelet read it. With -f the lines are followed as they come, attempt after
+attempt, until the job ends; a pod that -i names is followed until it ends. When the pods
+are gone (or the cluster cannot reach their kubelet), the rank logs are read from the
+run folder (<run folder>/logs/attempt-N/rank-R.log) if this machine has the job's
+storage volume mounted at the same path, or from a copy of the run folder (or of the
+storage path) that --from names; they have no timestamps.`,
 		Example: `  trainyard logs raysubmit_XtqM3Lq8hZxwWz2a
   trainyard logs -f mnist
   trainyard logs -t 20 --rank 1 raysubmit_XtqM3Lq8hZxwWz2a
   trainyard logs --kube -f mnist
+  trainyard logs --kube -i worker-1 --since 10m --timestamps mnist
+  trainyard logs --kube --all-ranks -t 100 mnist
   trainyard logs --kube --attempt 1 --rank 3 mnist
   trainyard logs --kube --from /mnt/results mnist`,
 		Args: cobra.ExactArgs(1),
@@ -71,8 +82,11 @@ of the storage path) that --from names.`,
 				return err
 			}
 			if on {
-				return kubeLogs(cmd.Context(), g, &kube, args[0], kubecli.LogOptions{Follow: opts.follow, Tail: opts.tail, Rank: opts.rank,
-					Attempt: opts.attempt, From: opts.from})
+				lo, err := kubeLogOptions(opts)
+				if err != nil {
+					return err
+				}
+				return kubeLogs(cmd.Context(), g, &kube, args[0], lo)
 			}
 			c, err := remote.client()
 			if err != nil {
@@ -88,7 +102,12 @@ of the storage path) that --from names.`,
 	kube.bind(cmd.Flags())
 	cmd.Flags().Int32Var(&opts.attempt, "attempt", 0, "with --kube: print this attempt's logs (default: the current attempt)")
 	cmd.Flags().StringVar(&opts.from, "from", "", "with --kube: read the rank logs from this copy of the run folder (or of the storage path)")
-	kube.only("attempt", "from")
+	cmd.Flags().StringVarP(&opts.instance, "instance", "i", "", "with --kube: the pod to print, worker-I or a pod's name (default: worker-0)")
+	cmd.Flags().BoolVar(&opts.allRanks, "all-ranks", false, "with --kube: print every worker's pod, merged in time order")
+	cmd.Flags().StringVar(&opts.since, "since", "", "with --kube: print only the lines newer than this, such as 30s, 10m or 2h")
+	cmd.Flags().StringVar(&opts.sinceTime, "since-time", "", "with --kube: print only the lines from this RFC 3339 time on")
+	cmd.Flags().BoolVar(&opts.timestamps, "timestamps", false, "with --kube: begin each line with the time the kubelet read it")
+	kube.only("attempt", "from", "instance", "all-ranks", "since", "since-time", "timestamps")
 	return cmd
 }
 

@@ -140,10 +140,13 @@ against the machine's GPUs. With a NAME (or ID), that job's ranks of its last at
 each rank's worker, PID, GPUs, and their utilization and memory now (from nvidia-smi),
 as Arena's top job shows them.` + remoteHelp + kubeHelp + `
 
-On a cluster: each TrainJob of the namespace (-A: of all) with its phase, workers ready,
-the GPUs it asks for and those its pods on nodes hold, its last iteration and metrics;
-with a NAME, that job's worker pods of its current attempt with their node, state and
-the GPUs, CPU and memory they request.`,
+On a cluster, as Arena's top job: each TrainJob of the namespace (-A: of all) with its
+phase, workers ready, GPU(Requested) (workers x GPUs per worker), GPU(Allocated) (what
+its pods that are on a node and have not ended hold), the node of worker 0's pod, its
+last iteration and metrics; then the totals, "Total Allocated/Requested GPUs of Training
+Jobs: 3/4", whose requests are those of the jobs that have not ended and are not
+suspended. With a NAME, that job's worker pods of its current attempt with their node,
+state and the GPUs, CPU and memory they request.`,
 		Example: `  trainyard top job
   trainyard top job fashion-mnist
   trainyard top job -o json

@@ -11,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/duration"
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
 	"github.com/trainyard/trainyard/internal/shell"
@@ -34,8 +36,10 @@ type Detail struct {
 	Job *v1.TrainJob
 	// Pods are the worker pods of the job's current attempt.
 	Pods []corev1.Pod
-	// Events are the job's events, oldest first.
+	// Events are the job's events, oldest first; with PodEvents its pods' too.
 	Events []corev1.Event
+	// PodEvents says that Events hold the pods' events as well as the job's (get -e).
+	PodEvents bool
 	// Problems say what could not be read (pods, events) and why.
 	Problems []string
 }
@@ -70,10 +74,41 @@ func (c *Cluster) jobEvents(ctx context.Context, job *v1.TrainJob) ([]corev1.Eve
 	events := slices.DeleteFunc(list.Items, func(e corev1.Event) bool {
 		return e.InvolvedObject.UID != "" && job.UID != "" && e.InvolvedObject.UID != job.UID // an earlier job of that name
 	})
+	sortEvents(events)
+	return events, nil
+}
+
+// AddPodEvents adds the events of d's pods (scheduling, image pulls, evictions: what
+// Arena's get -e shows) to the job's, in time order. Events that cannot be read are noted
+// in Problems.
+func (c *Cluster) AddPodEvents(ctx context.Context, d *Detail) {
+	d.PodEvents = true
+	if len(d.Pods) == 0 {
+		return
+	}
+	uids := map[types.UID]bool{}
+	for i := range d.Pods {
+		uids[d.Pods[i].UID] = true
+	}
+	sel := fields.Set{"involvedObject.kind": "Pod"}.AsSelector().String()
+	list, err := c.Core.CoreV1().Events(d.Job.Namespace).List(ctx, metav1.ListOptions{FieldSelector: sel})
+	if err != nil {
+		d.Problems = append(d.Problems, "cannot list the pods' events: "+c.explain(err).Error())
+		return
+	}
+	for _, e := range list.Items {
+		if uids[e.InvolvedObject.UID] {
+			d.Events = append(d.Events, e)
+		}
+	}
+	sortEvents(d.Events)
+}
+
+// sortEvents orders events by when they were last seen, oldest first.
+func sortEvents(events []corev1.Event) {
 	slices.SortStableFunc(events, func(a, b corev1.Event) int {
 		return eventTime(&a).Compare(eventTime(&b).Time)
 	})
-	return events, nil
 }
 
 // eventTime is when an event was last seen, whichever API recorded it.
@@ -113,13 +148,13 @@ func eventCount(e *corev1.Event) int32 {
 // PrintDetail writes a job as kubectl describe does: fields, then sections.
 func PrintDetail(v View, d *Detail) error {
 	tw := v.table()
-	for _, f := range detailFields(v, d.Job) {
+	for _, f := range detailFields(v, d) {
 		fmt.Fprintf(tw, "%s:\t%s\n", f[0], f[1])
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	for _, section := range []func(View, *Detail) error{printMetrics, printConditions, printWorkers, printEvents} {
+	for _, section := range []func(View, *Detail) error{printMetrics, printConditions, printWorkers, printGPUs, printEvents} {
 		if err := section(v, d); err != nil {
 			return err
 		}
@@ -133,7 +168,8 @@ func PrintDetail(v View, d *Detail) error {
 }
 
 // detailFields are the job's name-value lines; those that do not apply are left out.
-func detailFields(v View, j *v1.TrainJob) [][2]string {
+func detailFields(v View, d *Detail) [][2]string {
+	j := d.Job
 	s, st := &j.Spec, &j.Status
 	p := phase(j)
 	if st.Phase == "" {
@@ -158,6 +194,7 @@ func detailFields(v View, j *v1.TrainJob) [][2]string {
 			f = append(f, [2]string{"Queue", k.QueueName})
 		}
 	}
+	f = append(f, [2]string{"Priority", priorityClass(d)})
 	f = append(f, [2]string{"Command", shell.Join(append(slices.Clone(s.Command), s.Args...))},
 		[2]string{"Created", v.clock(&j.CreationTimestamp)})
 	if st.StartTime != nil {
@@ -166,11 +203,50 @@ func detailFields(v View, j *v1.TrainJob) [][2]string {
 	if st.CompletionTime != nil {
 		f = append(f, [2]string{"Completed", v.clock(st.CompletionTime)})
 	}
-	f = append(f, [2]string{"Run dir", orDash(st.RunDir)})
+	f = append(f, [2]string{"Duration", trainingDuration(v, j)}, [2]string{"Run dir", orDash(st.RunDir)})
+	if k := s.Kubernetes; k != nil && k.TensorBoard != nil {
+		f = append(f, [2]string{"TensorBoard", workload.TensorBoardAccess(j.Namespace, j.Name)})
+	}
 	if st.Iteration > 0 {
 		f = append(f, [2]string{"Iteration", fmt.Sprint(st.Iteration)})
 	}
 	return append(f, [2]string{"Checkpoint", orDash(st.LatestCheckpoint)})
+}
+
+// priorityClass is the priority class of the job's pods (which admission may have set
+// from the cluster's default), else the one the job asks for, else N/A, as Arena shows it.
+func priorityClass(d *Detail) string {
+	for i := range d.Pods {
+		if pc := d.Pods[i].Spec.PriorityClassName; pc != "" {
+			return pc
+		}
+	}
+	if k := d.Job.Spec.Kubernetes; k != nil && k.PriorityClassName != "" {
+		return k.PriorityClassName
+	}
+	return notAvailable
+}
+
+// trainingDuration is how long the job has trained: from its first attempt's start to its
+// completion, or until now; N/A before it started.
+func trainingDuration(v View, j *v1.TrainJob) string {
+	st := &j.Status
+	if st.StartTime == nil {
+		return notAvailable + " (not started)"
+	}
+	end := v.Now
+	switch {
+	case st.CompletionTime != nil:
+		end = st.CompletionTime.Time
+	case st.Phase.Finished(): // ended with no completion time: when it last changed
+		end = st.StartTime.Time
+		for _, c := range st.Conditions {
+			if c.LastTransitionTime.After(end) {
+				end = c.LastTransitionTime.Time
+			}
+		}
+	}
+	return duration.HumanDuration(end.Sub(st.StartTime.Time))
 }
 
 // printMetrics writes the last reported metrics, by name.
@@ -204,7 +280,8 @@ func printConditions(v View, d *Detail) error {
 	return tw.Flush()
 }
 
-// printWorkers writes the state of each worker pod of the current attempt.
+// printWorkers writes the state of each worker pod of the current attempt: Arena's
+// instances, with the ranks each runs.
 func printWorkers(v View, d *Detail) error {
 	attempt := d.Job.Status.Attempt
 	if attempt == 0 {
@@ -216,22 +293,42 @@ func printWorkers(v View, d *Detail) error {
 	}
 	fmt.Fprintf(v.Out, "\nWorkers of attempt %d (%s):\n", attempt, workload.AttemptName(d.Job.Name, int(attempt)))
 	tw := v.table()
-	fmt.Fprintln(tw, "  WORKER\tPOD\tPHASE\tSTATE\tRESTARTS\tNODE\tIP\tAGE\tMESSAGE")
+	fmt.Fprintln(tw, "  WORKER\tRANKS\tPOD\tPHASE\tSTATE\tRESTARTS\tGPUS\tNODE\tIP\tAGE\tMESSAGE")
 	for i := range d.Pods {
 		p := &d.Pods[i]
+		w := workerIndex(p)
 		worker := "?"
-		if w := workerIndex(p); w >= 0 {
+		if w >= 0 {
 			worker = fmt.Sprint(w)
 		}
 		state, msg := podState(p)
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", worker, p.Name, orDash(string(p.Status.Phase)), cell(state),
-			podRestarts(p), orDash(p.Spec.NodeName), orDash(p.Status.PodIP), v.age(p.CreationTimestamp),
-			orDash(shorten(cell(msg), messageWidth)))
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", worker, rankRange(&d.Job.Spec, w), p.Name,
+			orDash(string(p.Status.Phase)), cell(state), podRestarts(p), gpus(podRequests(p)), orDash(p.Spec.NodeName),
+			orDash(p.Status.PodIP), v.age(p.CreationTimestamp), orDash(shorten(cell(msg), messageWidth)))
 	}
 	return tw.Flush()
 }
 
-// printEvents writes the job's events as kubectl describe does.
+// printGPUs writes Arena's line of the GPUs the job's pods hold (those on a node that have
+// not ended) of those it asks for, while it has not ended and asks for some.
+func printGPUs(v View, d *Detail) error {
+	j := d.Job
+	requested := int64(j.Spec.WorkerCount()) * int64(j.Spec.Resources.GPU)
+	if requested == 0 || j.Status.Phase.Finished() {
+		return nil
+	}
+	var allocated int64
+	for i := range d.Pods {
+		if p := &d.Pods[i]; p.Spec.NodeName != "" && !terminated(p) {
+			allocated += gpus(podRequests(p))
+		}
+	}
+	_, err := fmt.Fprintf(v.Out, "\nGPUs:\n  Allocated/Requested GPUs of Job: %d/%d\n", allocated, requested)
+	return err
+}
+
+// printEvents writes the job's events as kubectl describe does; with its pods' events,
+// each with the object it is about, as kubectl get events does.
 func printEvents(v View, d *Detail) error {
 	if len(d.Events) == 0 {
 		_, err := fmt.Fprintln(v.Out, "\nEvents: <none>")
@@ -239,7 +336,11 @@ func printEvents(v View, d *Detail) error {
 	}
 	fmt.Fprintln(v.Out, "\nEvents:")
 	tw := v.table()
-	fmt.Fprintln(tw, "  TYPE\tREASON\tAGE\tFROM\tMESSAGE")
+	header := "  TYPE\tREASON\tAGE\tFROM\tMESSAGE"
+	if d.PodEvents {
+		header = "  OBJECT\t" + header[2:]
+	}
+	fmt.Fprintln(tw, header)
 	for i := range d.Events {
 		e := &d.Events[i]
 		age := v.age(eventTime(e))
@@ -250,7 +351,11 @@ func printEvents(v View, d *Detail) error {
 		if from == "" {
 			from = e.ReportingController
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", orDash(e.Type), orDash(e.Reason), age, orDash(from), cell(strings.TrimSpace(e.Message)))
+		row := fmt.Sprintf("%s\t%s\t%s\t%s\t%s", orDash(e.Type), orDash(e.Reason), age, orDash(from), cell(strings.TrimSpace(e.Message)))
+		if d.PodEvents {
+			row = strings.ToLower(e.InvolvedObject.Kind) + "/" + e.InvolvedObject.Name + "\t" + row
+		}
+		fmt.Fprintln(tw, "  "+row)
 	}
 	return tw.Flush()
 }

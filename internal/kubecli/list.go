@@ -71,15 +71,16 @@ func JobList(jobs []v1.TrainJob) *v1.TrainJobList {
 	return list
 }
 
-// PrintJobs writes jobs as a table: name, phase, workers ready, GPUs, restarts, age; with
-// allNamespaces their namespace first, and -o wide the attempt, iteration and reason.
-func PrintJobs(v View, jobs []v1.TrainJob, allNamespaces bool, where string) error {
+// PrintJobs writes jobs as a table: name, phase, workers ready, GPUs, restarts, age, the
+// node of worker 0 (N/A when nodes do not have it) and reason; with allNamespaces their
+// namespace first, and -o wide the attempt and iteration.
+func PrintJobs(v View, jobs []v1.TrainJob, nodes WorkerNodes, allNamespaces bool, where string) error {
 	if len(jobs) == 0 {
 		_, err := fmt.Fprintf(v.Out, "No TrainJobs %s.\n", where)
 		return err
 	}
 	tw := v.table()
-	header := "NAME\tPHASE\tREADY\tGPUS\tRESTARTS\tAGE"
+	header := "NAME\tPHASE\tREADY\tGPUS\tRESTARTS\tAGE\tNODE"
 	if allNamespaces {
 		header = "NAMESPACE\t" + header
 	}
@@ -90,13 +91,13 @@ func PrintJobs(v View, jobs []v1.TrainJob, allNamespaces bool, where string) err
 	}
 	fmt.Fprintln(tw, header)
 	for i := range jobs {
-		fmt.Fprintln(tw, jobRow(v, &jobs[i], allNamespaces))
+		fmt.Fprintln(tw, jobRow(v, &jobs[i], nodes.of(&jobs[i]), allNamespaces))
 	}
 	return tw.Flush()
 }
 
 // jobRow is one job's row of the list.
-func jobRow(v View, j *v1.TrainJob, allNamespaces bool) string {
+func jobRow(v View, j *v1.TrainJob, node string, allNamespaces bool) string {
 	workers := j.Spec.WorkerCount()
 	p := phase(j)
 	if j.Spec.Suspend && j.Status.Phase != v1.PhaseSuspended && !j.Status.Phase.Finished() {
@@ -107,7 +108,7 @@ func jobRow(v View, j *v1.TrainJob, allNamespaces bool) string {
 		cols = append(cols, j.Namespace)
 	}
 	cols = append(cols, j.Name, p, fmt.Sprintf("%d/%d", j.Status.WorkersReady, workers),
-		fmt.Sprint(workers*int(j.Spec.Resources.GPU)), restarts(&j.Status), v.age(j.CreationTimestamp))
+		fmt.Sprint(workers*int(j.Spec.Resources.GPU)), restarts(&j.Status), v.age(j.CreationTimestamp), node)
 	reason := cell(j.Status.Reason)
 	if v.Wide {
 		cols = append(cols, fmt.Sprint(j.Status.Attempt), fmt.Sprint(j.Status.Iteration))

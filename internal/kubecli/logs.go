@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -26,7 +27,7 @@ import (
 var pollInterval = time.Second
 
 // LogOptions are the flags of 'logs --kube'. The zero value prints every rank's lines of
-// the current attempt once.
+// the current attempt once ('logs --kube' itself asks for worker 0's, as Arena does).
 type LogOptions struct {
 	// Follow keeps printing as the workers print, attempt after attempt, until the job
 	// ends (or, with Attempt, until that attempt ends).
@@ -35,6 +36,15 @@ type LogOptions struct {
 	Tail int
 	// Rank prints only this rank's lines; -1 every rank's.
 	Rank int
+	// Instance chooses one pod (Arena's -i): "worker-I" is worker I's pod of the attempt,
+	// anything else the name of one of the job's pods; empty, every worker's.
+	Instance string
+	// Since prints only the lines of the last Since (the pod log API's sinceSeconds); 0 all.
+	Since time.Duration
+	// SinceTime prints only the lines from SinceTime on (sinceTime); zero all.
+	SinceTime time.Time
+	// Timestamps begins each line with the time the kubelet read it (the API's timestamps).
+	Timestamps bool
 	// Attempt is the attempt to print; 0 the current one.
 	Attempt int32
 	// From is a local copy of the run folder, or of the storage path that holds it, to
@@ -47,7 +57,8 @@ type logReader struct {
 	c      *Cluster
 	job    *v1.TrainJob
 	opts   LogOptions
-	worker int // the worker of opts.Rank; -1 for all
+	worker int         // the worker of opts.Rank or opts.Instance; -1 for all
+	pod    *corev1.Pod // the pod opts.Instance names, if it names one
 	out    io.Writer
 	notes  io.Writer
 
@@ -70,7 +81,13 @@ func (c *Cluster) Logs(ctx context.Context, name string, opts LogOptions, out, n
 	if err := l.check(); err != nil {
 		return err
 	}
+	if err := l.instance(ctx); err != nil {
+		return err
+	}
 	attempt := opts.Attempt
+	if l.pod != nil { // that pod's attempt, and no other
+		attempt, opts.Attempt = int32(podAttempt(l.pod)), int32(podAttempt(l.pod))
+	}
 	if attempt == 0 {
 		attempt = job.Status.Attempt
 	}
@@ -96,6 +113,9 @@ func (c *Cluster) Logs(ctx context.Context, name string, opts LogOptions, out, n
 // check refuses a rank or attempt the job does not have.
 func (l *logReader) check() error {
 	s, st := &l.job.Spec, &l.job.Status
+	if l.opts.Instance != "" && l.opts.Rank >= 0 {
+		return inputError("-i and --rank: give one of them (--rank R reads the pod of the worker that runs rank R)")
+	}
 	if l.opts.Attempt > st.Attempt {
 		return inputError("--attempt %d: TrainJob %s has had %s", l.opts.Attempt, l.job.Name, plural(int(st.Attempt), "attempt"))
 	}
@@ -109,6 +129,86 @@ func (l *logReader) check() error {
 	return nil
 }
 
+// instance finds the worker, or the pod, that opts.Instance names: "worker-I", or the name
+// of one of the job's pods (of any attempt). Its error names the instances there are.
+func (l *logReader) instance(ctx context.Context) error {
+	name := l.opts.Instance
+	if name == "" {
+		return nil
+	}
+	if w, ok := workerName(name); ok && w < l.job.Spec.WorkerCount() {
+		l.worker = w
+		return nil
+	}
+	pods, err := l.c.workerPods(ctx, l.job, 0)
+	if err != nil {
+		return err
+	}
+	l.pod, err = findPod(l.job, name, pods, l.opts.Attempt)
+	if err != nil {
+		return err
+	}
+	l.worker = workerIndex(l.pod)
+	return nil
+}
+
+// findPod returns the pod of job that -i names among its pods; the pod must be of attempt,
+// unless that is 0. Its error says which workers and pods there are.
+func findPod(job *v1.TrainJob, name string, pods []corev1.Pod, attempt int32) (*corev1.Pod, error) {
+	i := slices.IndexFunc(pods, func(p corev1.Pod) bool { return p.Name == name })
+	if i < 0 || workerIndex(&pods[i]) < 0 {
+		return nil, unknownInstance(job, name, pods)
+	}
+	p := &pods[i]
+	if a := podAttempt(p); attempt > 0 && a != int(attempt) {
+		return nil, inputError("-i %s: that pod is of attempt %d, not of --attempt %d", name, a, attempt)
+	}
+	return p, nil
+}
+
+// workerName reads "worker-I", I a worker index.
+func workerName(s string) (int, bool) {
+	digits, ok := strings.CutPrefix(s, "worker-")
+	if !ok || digits == "" || strings.TrimLeft(digits, "0123456789") != "" {
+		return 0, false
+	}
+	w, err := strconv.Atoi(digits)
+	return w, err == nil
+}
+
+// maxNamedPods is the most pod names an error lists.
+const maxNamedPods = 8
+
+// unknownInstance is the error for an -i that names neither a worker of job nor one of its
+// pods: it says which there are.
+func unknownInstance(job *v1.TrainJob, name string, pods []corev1.Pod) error {
+	n := job.Spec.WorkerCount()
+	workers := "1 worker, worker-0"
+	switch {
+	case n == 2:
+		workers = "2 workers, worker-0 and worker-1"
+	case n > 2:
+		workers = fmt.Sprintf("%d workers, worker-0 to worker-%d", n, n-1)
+	}
+	var names []string
+	for i := range pods {
+		if podAttempt(&pods[i]) == int(job.Status.Attempt) {
+			names = append(names, pods[i].Name)
+		}
+	}
+	if len(names) > maxNamedPods {
+		names = append(names[:maxNamedPods], fmt.Sprintf("... (%d in all)", len(names)))
+	}
+	podList := ""
+	switch {
+	case job.Status.Attempt == 0:
+		podList = " and no pods yet"
+	case len(names) > 0:
+		podList = fmt.Sprintf(", whose pods in attempt %d are %s", job.Status.Attempt, strings.Join(names, ", "))
+	}
+	return inputError("-i %s: TrainJob %s has %s%s; name one of them, or give --all-ranks for every worker", name, job.Name, workers, podList)
+}
+
 // attempt prints (or follows) the logs of one attempt, from its pods or its run folder.
 func (l *logReader) attempt(ctx context.Context, n int32) error {
 	if l.opts.From != "" {
@@ -118,7 +218,10 @@ func (l *logReader) attempt(ctx context.Context, n int32) error {
 	if err != nil {
 		return err
 	}
-	over := l.attemptOver(l.job, n)
+	if l.pod != nil {
+		pods = slices.DeleteFunc(pods, func(p corev1.Pod) bool { return p.UID != l.pod.UID })
+	}
+	over := l.attemptOver(l.job, n) || (l.pod != nil && len(pods) == 0)
 	switch {
 	case len(pods) == 0 && over:
 		return l.files(ctx, n, fmt.Sprintf("the pods of attempt %d of %s are gone", n, l.job.Name))
@@ -211,9 +314,11 @@ func (l *logReader) podLog(ctx context.Context, p *corev1.Pod, opts corev1.PodLo
 	return l.c.Core.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &opts).Stream(ctx)
 }
 
-// logLine is one line of a pod's log, with the time the kubelet read it.
+// logLine is one line of a pod's log, with the time the kubelet read it (at, and ts as
+// the kubelet wrote it; none for the run folder's lines).
 type logLine struct {
 	at   time.Time
+	ts   string
 	text string
 }
 
@@ -222,10 +327,26 @@ func parseLogLine(s string) logLine {
 	s = strings.TrimRight(s, "\r\n")
 	if ts, text, ok := strings.Cut(s, " "); ok {
 		if at, err := time.Parse(time.RFC3339Nano, ts); err == nil {
-			return logLine{at: at, text: text}
+			return logLine{at: at, ts: ts, text: text}
 		}
 	}
 	return logLine{text: s}
+}
+
+// logOptions are the pod log API's options for the first read of a pod's log: --since or
+// --since-time, and with every rank's lines, --tail (a rank's are filtered here, after).
+func (l *logReader) logOptions() corev1.PodLogOptions {
+	var opts corev1.PodLogOptions
+	switch {
+	case l.opts.Since > 0:
+		opts.SinceSeconds = ptr(int64(math.Ceil(l.opts.Since.Seconds())))
+	case !l.opts.SinceTime.IsZero():
+		opts.SinceTime = &metav1.Time{Time: l.opts.SinceTime}
+	}
+	if l.opts.Tail > 0 && l.opts.Rank < 0 {
+		opts.TailLines = ptr(int64(l.opts.Tail))
+	}
+	return opts
 }
 
 // wants reports whether a line is one the options ask for: with a rank, that rank's own
@@ -326,11 +447,7 @@ func (l *logReader) printPods(ctx context.Context, pods map[int]*corev1.Pod) err
 			l.note("worker %d (pod %s) has not started: %s", w, p.Name, state)
 			continue
 		}
-		var opts corev1.PodLogOptions
-		if l.opts.Tail > 0 && l.opts.Rank < 0 {
-			opts.TailLines = ptr(int64(l.opts.Tail))
-		}
-		rc, err := l.podLog(ctx, p, opts)
+		rc, err := l.podLog(ctx, p, l.logOptions())
 		switch {
 		case waitingToStart(err):
 			state, _ := podState(p)
@@ -353,7 +470,7 @@ func (l *logReader) printPods(ctx context.Context, pods map[int]*corev1.Pod) err
 
 // merge writes the streams' lines in time order, keeping only the last Tail.
 func (l *logReader) merge(streams []*podStream) error {
-	var ring []string
+	var ring []logLine
 	for {
 		var next *podStream
 		for _, s := range streams {
@@ -365,31 +482,35 @@ func (l *logReader) merge(streams []*podStream) error {
 			break
 		}
 		if l.opts.Tail > 0 {
-			ring = append(ring, next.head.text)
+			ring = append(ring, next.head)
 			if len(ring) > l.opts.Tail {
 				ring = ring[1:]
 			}
-		} else if err := l.write(next.head.text); err != nil {
+		} else if err := l.write(next.head); err != nil {
 			return err
 		}
 		if err := next.advance(l); err != nil {
 			return err
 		}
 	}
-	for _, text := range ring {
-		if err := l.write(text); err != nil {
+	for _, line := range ring {
+		if err := l.write(line); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// write writes one line to out.
-func (l *logReader) write(text string) error {
+// write writes one line to out, with --timestamps after the kubelet's time of it.
+func (l *logReader) write(line logLine) error {
+	text := line.text + "\n"
+	if l.opts.Timestamps && line.ts != "" {
+		text = line.ts + " " + text
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.printed = true
-	_, err := io.WriteString(l.out, text+"\n")
+	_, err := io.WriteString(l.out, text)
 	return err
 }
 
@@ -440,13 +561,11 @@ func (l *logReader) followWorker(ctx context.Context, n int32, w int) error {
 			}
 			continue
 		}
-		opts := corev1.PodLogOptions{Follow: true}
-		switch {
-		case !since.IsZero():
-			opts.SinceTime = &metav1.Time{Time: since}
-		case l.opts.Tail > 0 && l.opts.Rank < 0:
-			opts.TailLines = ptr(int64(l.opts.Tail))
+		opts := l.logOptions()
+		if !since.IsZero() { // a reconnection: from the last line printed
+			opts = corev1.PodLogOptions{SinceTime: &metav1.Time{Time: since}}
 		}
+		opts.Follow = true
 		rc, err := l.podLog(ctx, p, opts)
 		switch {
 		case waitingToStart(err):
@@ -499,7 +618,7 @@ func (l *logReader) copyLines(rc io.Reader, since time.Time) (time.Time, error) 
 					last = ll.at
 				}
 				if l.wants(ll.text) {
-					if werr := l.write(ll.text); werr != nil {
+					if werr := l.write(ll); werr != nil {
 						return last, werr
 					}
 				}
@@ -514,13 +633,21 @@ func (l *logReader) copyLines(rc io.Reader, since time.Time) (time.Time, error) 
 	}
 }
 
-// waitForPod returns the newest pod of worker w in attempt n, waiting for it to appear;
-// nil when the attempt is over without one.
+// waitForPod returns the newest pod of worker w in attempt n (the pod -i names, if it
+// names one), waiting for it to appear; nil when the attempt is over without one, or the
+// pod named is gone.
 func (l *logReader) waitForPod(ctx context.Context, n int32, w int) (*corev1.Pod, error) {
 	for {
 		pods, err := l.c.workerPods(ctx, l.job, n)
 		if err != nil {
 			return nil, err
+		}
+		if l.pod != nil {
+			i := slices.IndexFunc(pods, func(p corev1.Pod) bool { return p.UID == l.pod.UID })
+			if i < 0 {
+				return nil, nil
+			}
+			return &pods[i], nil
 		}
 		if p := newestPerWorker(pods)[w]; p != nil {
 			return p, nil

@@ -219,3 +219,78 @@ func WorkerSummary(p *corev1.Pod) (worker int, state, message string) {
 	state, message = podState(p)
 	return workerIndex(p), state, message
 }
+
+// rankRange writes the ranks a worker runs: "3", or "4-7" with several processes per
+// worker; "?" for a pod whose worker index is unknown.
+func rankRange(s *v1.TrainJobSpec, worker int) string {
+	if worker < 0 {
+		return "?"
+	}
+	procs := procsPerWorker(s)
+	if procs == 1 {
+		return strconv.Itoa(worker)
+	}
+	return fmt.Sprintf("%d-%d", worker*procs, worker*procs+procs-1)
+}
+
+// notAvailable is what a cell shows that has no value yet, as Arena shows it.
+const notAvailable = "N/A"
+
+// WorkerNodes are the nodes of the TrainJobs' worker 0 pods of their current attempts, as
+// 'list --kube' and 'top job --kube' show them, by namespace and name.
+type WorkerNodes map[string]string
+
+// of is the node of j's worker 0, or N/A when its pod is not on one (or there is none).
+func (n WorkerNodes) of(j *v1.TrainJob) string {
+	if node := n[j.Namespace+"/"+j.Name]; node != "" {
+		return node
+	}
+	return notAvailable
+}
+
+// WorkerNodes returns the node of worker 0's pod of each job's current attempt: the node of
+// its rank 0, where Arena shows its chief's. It lists only worker 0's pods, of the
+// cluster's namespace or of every namespace.
+func (c *Cluster) WorkerNodes(ctx context.Context, jobs []v1.TrainJob, allNamespaces bool) (WorkerNodes, error) {
+	out := WorkerNodes{}
+	if len(jobs) == 0 {
+		return out, nil
+	}
+	ns := c.Namespace
+	if allNamespaces {
+		ns = ""
+	}
+	sel := labels.Set{workload.LabelManagedBy: workload.ManagedBy, workload.LabelCompletionIndex: "0"}.String()
+	list, err := c.Core.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return out, c.explain(err)
+	}
+	return workerZeroNodes(jobs, list.Items), nil
+}
+
+// workerZeroNodes finds, for each job, the newest of pods that is its current attempt's
+// worker 0, and that pod's node.
+func workerZeroNodes(jobs []v1.TrainJob, pods []corev1.Pod) WorkerNodes {
+	byKey := map[string]*v1.TrainJob{}
+	for i := range jobs {
+		byKey[jobs[i].Namespace+"/"+jobs[i].Name] = &jobs[i]
+	}
+	out := WorkerNodes{}
+	newest := map[string]*corev1.Pod{}
+	for i := range pods {
+		p := &pods[i]
+		key := p.Namespace + "/" + p.Labels[workload.LabelJob]
+		j := byKey[key]
+		if j == nil || j.Status.Attempt == 0 || podAttempt(p) != int(j.Status.Attempt) || workerIndex(p) != 0 {
+			continue
+		}
+		if uid, ok := p.Labels[workload.LabelJobUID]; ok && j.UID != "" && uid != string(j.UID) {
+			continue // an earlier job of that name
+		}
+		if old := newest[key]; old == nil || !p.CreationTimestamp.Before(&old.CreationTimestamp) {
+			newest[key] = p
+			out[key] = p.Spec.NodeName
+		}
+	}
+	return out
+}

@@ -128,7 +128,8 @@ func TestPrintJobs(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			v, out := testView(tc.wide)
-			if err := PrintJobs(v, tc.jobs, tc.all, "in namespace team-a"); err != nil {
+			nodes := WorkerNodes{"team-a/bert-large": "gpu-1"} // the others have no worker 0 on a node: N/A
+			if err := PrintJobs(v, tc.jobs, nodes, tc.all, "in namespace team-a"); err != nil {
 				t.Fatal(err)
 			}
 			golden(t, name, out.String())
@@ -158,6 +159,25 @@ func TestPrintDetail(t *testing.T) {
 	}
 	golden(t, "get-running", out.String())
 
+	// -e: the pods' events too, each with its object; the pods' priority class; how to
+	// reach the job's TensorBoard.
+	job.Spec.Kubernetes.TensorBoard = &v1.TensorBoardSpec{}
+	for i := range d.Pods {
+		d.Pods[i].Spec.PriorityClassName = "team-a-high"
+	}
+	d.PodEvents = true
+	d.Events = append(d.Events[:1], corev1.Event{Type: corev1.EventTypeWarning, Reason: "Failed", Count: 4,
+		Message:        `Failed to pull image "pytorch/pytorch:2.9.0": not found`,
+		InvolvedObject: corev1.ObjectReference{Kind: "Pod", Name: d.Pods[1].Name}, Source: corev1.EventSource{Component: "kubelet"},
+		FirstTimestamp: ago(19 * time.Minute), LastTimestamp: ago(15 * time.Minute)}, d.Events[1])
+	d.Events[0].InvolvedObject = corev1.ObjectReference{Kind: v1.Kind, Name: job.Name}
+	d.Events[2].InvolvedObject = corev1.ObjectReference{Kind: v1.Kind, Name: job.Name}
+	v, out = testView(false)
+	if err := PrintDetail(v, d); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "get-events", out.String())
+
 	fresh := makeJob("resnet").obj()
 	fresh.Spec.Suspend = true
 	v, out = testView(false)
@@ -182,8 +202,10 @@ func TestPrintTop(t *testing.T) {
 
 	job := running()
 	usage := []JobUsage{{Namespace: "team-a", Name: job.Name, Phase: v1.PhaseRunning, Workers: 2, Ready: 1, GPUsRequested: 8, GPUsHeld: 8,
-		Iteration: 1200, Metrics: job.Status.LastMetrics, Created: job.CreationTimestamp},
-		{Namespace: "team-b", Name: "resnet", Workers: 1, GPUsRequested: 1, Created: ago(time.Minute)}}
+		Node: "gpu-1", Iteration: 1200, Metrics: job.Status.LastMetrics, Created: job.CreationTimestamp},
+		{Namespace: "team-b", Name: "resnet", Workers: 1, GPUsRequested: 1, Created: ago(time.Minute)},
+		{Namespace: "team-b", Name: "vit", Phase: v1.PhaseSucceeded, Workers: 4, GPUsRequested: 16, Node: "gpu-2", Iteration: 90000,
+			Created: ago(30 * time.Hour)}}
 	v, out = testView(false)
 	if err := PrintJobUsage(v, usage, true, "in any namespace"); err != nil {
 		t.Fatal(err)

@@ -32,6 +32,9 @@ func (l *logReader) files(ctx context.Context, n int32, why string) error {
 	}
 	if why != "" {
 		l.note("%s; reading the rank logs in %s", why, dir)
+		if l.opts.Since > 0 || !l.opts.SinceTime.IsZero() || l.opts.Timestamps {
+			l.note("the rank logs have no timestamps: --since, --since-time and --timestamps do not apply to them")
+		}
 	}
 	logs := filepath.Join(dir, filepath.Dir(rundir.LogPath(int(n), 0)))
 	if l.opts.Follow {
@@ -81,8 +84,8 @@ func (l *logReader) localRunDir(n int32) (string, error) {
 		"mount it at %s, or copy the run folder here and give --from DIR", n, filepath.Join(runDir, logs), storagePath(&l.job.Spec))
 }
 
-// rankFiles returns the ranks whose logs the folder holds, in order (only --rank's when
-// given).
+// rankFiles returns the ranks whose logs the folder holds, in order: only --rank's when
+// given, only those of -i's worker when it names one.
 func (l *logReader) rankFiles(logs string) ([]int, error) {
 	if l.opts.Rank >= 0 {
 		if _, err := os.Stat(filepath.Join(logs, rankFile(l.opts.Rank))); err != nil {
@@ -100,7 +103,8 @@ func (l *logReader) rankFiles(logs string) ([]int, error) {
 		if !ok {
 			continue
 		}
-		if r, err := strconv.Atoi(strings.TrimPrefix(name, "rank-")); err == nil && strings.HasPrefix(name, "rank-") {
+		r, err := strconv.Atoi(strings.TrimPrefix(name, "rank-"))
+		if err == nil && strings.HasPrefix(name, "rank-") && (l.worker < 0 || r/procsPerWorker(&l.job.Spec) == l.worker) {
 			ranks = append(ranks, r)
 		}
 	}
@@ -119,7 +123,7 @@ func (l *logReader) printFile(logs string, rank int) error {
 		return fmt.Errorf("read the log of rank %d: %w", rank, err)
 	}
 	defer f.Close()
-	var ring []string
+	var ring []logLine
 	r := bufio.NewReaderSize(f, 64<<10)
 	for {
 		line, err := r.ReadString('\n')
@@ -218,9 +222,9 @@ func (l *logReader) readNew(logs string, rank int, offsets map[int]int64, partia
 
 // fileLine is a line of a rank's log as printed: prefixed with its rank, as the console
 // prefixes it (without the pid, which the file does not keep), unless --rank chose it.
-func (l *logReader) fileLine(rank int, text string) string {
+func (l *logReader) fileLine(rank int, text string) logLine {
 	if l.opts.Rank >= 0 {
-		return text
+		return logLine{text: text}
 	}
-	return "[rank " + strconv.Itoa(rank) + "] " + text
+	return logLine{text: "[rank " + strconv.Itoa(rank) + "] " + text}
 }

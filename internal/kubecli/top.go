@@ -155,14 +155,18 @@ type JobUsage struct {
 	Ready     int32       `json:"ready"`
 	// GPUsRequested is what the job asks for: workers x GPUs per worker.
 	GPUsRequested int64 `json:"gpusRequested"`
-	// GPUsHeld is what its pods that are on a node and have not ended request.
-	GPUsHeld  int64             `json:"gpusHeld"`
+	// GPUsHeld is what its pods that are on a node and have not ended request: Arena's
+	// GPU(Allocated).
+	GPUsHeld int64 `json:"gpusHeld"`
+	// Node is the node of worker 0's pod of the current attempt, when it is on one.
+	Node      string            `json:"node,omitempty"`
 	Iteration int64             `json:"iteration,omitempty"`
 	Metrics   map[string]string `json:"metrics,omitempty"`
 	Created   metav1.Time       `json:"created"`
 }
 
-// JobUsage returns what each TrainJob of the namespace (or of all) asks for and holds.
+// JobUsage returns what each TrainJob of the namespace (or of all) asks for and holds, and
+// the node of its worker 0.
 func (c *Cluster) JobUsage(ctx context.Context, allNamespaces bool) ([]JobUsage, error) {
 	jobs, err := c.ListJobs(ctx, allNamespaces)
 	if err != nil {
@@ -184,14 +188,18 @@ func (c *Cluster) JobUsage(ctx context.Context, allNamespaces bool) ([]JobUsage,
 			held[p.Namespace+"/"+p.Labels[workload.LabelJob]+"/"+p.Labels[workload.LabelJobUID]] += gpus(podRequests(p))
 		}
 	}
+	nodes, err := c.WorkerNodes(ctx, jobs, allNamespaces)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]JobUsage, 0, len(jobs))
 	for i := range jobs {
 		j := &jobs[i]
 		key := j.Namespace + "/" + j.Name + "/"
 		out = append(out, JobUsage{Namespace: j.Namespace, Name: j.Name, Phase: j.Status.Phase, Workers: j.Spec.WorkerCount(),
 			Ready: j.Status.WorkersReady, GPUsRequested: int64(j.Spec.WorkerCount()) * int64(j.Spec.Resources.GPU),
-			GPUsHeld: held[key+string(j.UID)] + held[key], Iteration: j.Status.Iteration, Metrics: j.Status.LastMetrics,
-			Created: j.CreationTimestamp})
+			GPUsHeld: held[key+string(j.UID)] + held[key], Node: nodes[j.Namespace+"/"+j.Name], Iteration: j.Status.Iteration,
+			Metrics: j.Status.LastMetrics, Created: j.CreationTimestamp})
 	}
 	return out, nil
 }
@@ -199,28 +207,40 @@ func (c *Cluster) JobUsage(ctx context.Context, allNamespaces bool) ([]JobUsage,
 // metricsWidth is the most of a job's metrics top job shows; -o wide shows them all.
 const metricsWidth = 50
 
-// PrintJobUsage writes one row per job, then the totals.
+// PrintJobUsage writes one row per job, with Arena's GPU(Requested) and GPU(Allocated)
+// columns, then the totals: the GPUs allocated to every job, of those requested by the
+// jobs that want them now (not those that ended or are suspended), as Arena counts its
+// running jobs'.
 func PrintJobUsage(v View, jobs []JobUsage, allNamespaces bool, where string) error {
 	if len(jobs) == 0 {
 		_, err := fmt.Fprintf(v.Out, "No TrainJobs %s.\n", where)
 		return err
 	}
 	tw := v.table()
-	header := "NAME\tPHASE\tREADY\tGPUS REQUESTED\tGPUS HELD\tITERATION\tAGE\tLAST METRICS"
+	header := "NAME\tPHASE\tREADY\tGPU(Requested)\tGPU(Allocated)\tNODE\tITERATION\tAGE\tLAST METRICS"
 	if allNamespaces {
 		header = "NAMESPACE\t" + header
 	}
 	fmt.Fprintln(tw, header)
-	var requested, held int64
+	var requested, allocated int64
+	idle := 0
 	for _, j := range jobs {
-		requested += j.GPUsRequested
-		held += j.GPUsHeld
+		allocated += j.GPUsHeld
+		if j.Phase.Finished() || j.Phase == v1.PhaseSuspended {
+			idle++
+		} else {
+			requested += j.GPUsRequested
+		}
 		metrics := cell(metricsText(j.Metrics))
 		if !v.Wide {
 			metrics = shorten(metrics, metricsWidth)
 		}
-		row := fmt.Sprintf("%s\t%s\t%d/%d\t%d\t%d\t%d\t%s\t%s", j.Name, orDash(string(j.Phase)), j.Ready, j.Workers,
-			j.GPUsRequested, j.GPUsHeld, j.Iteration, v.age(j.Created), orDash(metrics))
+		node := j.Node
+		if node == "" {
+			node = notAvailable
+		}
+		row := fmt.Sprintf("%s\t%s\t%d/%d\t%d\t%d\t%s\t%d\t%s\t%s", j.Name, orDash(string(j.Phase)), j.Ready, j.Workers,
+			j.GPUsRequested, j.GPUsHeld, node, j.Iteration, v.age(j.Created), orDash(metrics))
 		if allNamespaces {
 			row = j.Namespace + "\t" + row
 		}
@@ -229,7 +249,16 @@ func PrintJobUsage(v View, jobs []JobUsage, allNamespaces bool, where string) er
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(v.Out, "\nGPUs: %d held of %d requested by %s.\n", held, requested, plural(len(jobs), "job"))
+	counted := plural(len(jobs)-idle, "job")
+	switch {
+	case idle == 1:
+		counted += " (not counting 1 that ended or is suspended)"
+	case idle > 1:
+		counted += fmt.Sprintf(" (not counting %d that ended or are suspended)", idle)
+	}
+	_, err := fmt.Fprintf(v.Out, "\nGPUs: %d allocated of %d requested by %s.\n"+
+		"Total Allocated/Requested GPUs of Training Jobs: %d/%d\n", // Arena's top job line
+		allocated, requested, counted, allocated, requested)
 	return err
 }
 
@@ -291,7 +320,7 @@ func PrintJobWorkers(v View, jw *JobWorkers) error {
 	if jw.Attempt > 0 {
 		head += fmt.Sprintf(", attempt %d", jw.Attempt)
 	}
-	head += fmt.Sprintf(", %d/%d workers ready, GPUs %d held of %d requested", j.Ready, j.Workers, j.GPUsHeld, j.GPUsRequested)
+	head += fmt.Sprintf(", %d/%d workers ready, GPUs %d allocated of %d requested", j.Ready, j.Workers, j.GPUsHeld, j.GPUsRequested)
 	if j.Iteration > 0 {
 		head += fmt.Sprintf("\nIteration %d: %s", j.Iteration, orDash(cell(metricsText(j.Metrics))))
 	}

@@ -20,6 +20,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -168,22 +169,33 @@ type fakeLogLine struct {
 
 // startFakeKubelet serves GET /containerLogs/{namespace}/{pod}/{container} as the kubelet
 // does, from logs (by pod name): with timestamps when asked, the last tailLines when
-// asked; a followed log ends with the lines, as the log of a container that has exited
-// does. It returns its port.
-func startFakeKubelet(t *testing.T, logs map[string][]fakeLogLine) int {
+// asked, those since sinceTime or of the last sinceSeconds when asked; a followed log
+// ends with the lines, as the log of a container that has exited does. It returns its
+// port, and a function that returns the queries it was sent.
+func startFakeKubelet(t *testing.T, logs map[string][]fakeLogLine) (int, func() []url.Values) {
 	t.Helper()
+	var (
+		mu      sync.Mutex
+		queries []url.Values
+	)
 	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		mu.Lock()
+		queries = append(queries, q)
+		mu.Unlock()
 		parts := strings.Split(strings.TrimPrefix(r.URL.Path, "/containerLogs/"), "/")
 		lines, ok := logs[parts[1]]
 		if len(parts) != 3 || !ok || parts[2] != workload.WorkerContainer {
 			http.Error(w, "no such container", http.StatusNotFound)
 			return
 		}
-		q := r.URL.Query()
 		if n, err := strconv.Atoi(q.Get("tailLines")); err == nil && n < len(lines) {
 			lines = lines[len(lines)-n:]
 		}
 		since, _ := time.Parse(time.RFC3339, q.Get("sinceTime"))
+		if n, err := strconv.Atoi(q.Get("sinceSeconds")); err == nil {
+			since = time.Now().Add(-time.Duration(n) * time.Second)
+		}
 		for _, l := range lines {
 			if l.at.Before(since) {
 				continue
@@ -200,7 +212,11 @@ func startFakeKubelet(t *testing.T, logs map[string][]fakeLogLine) int {
 		t.Fatal(err)
 	}
 	port, _ := strconv.Atoi(u.Port())
-	return port
+	return port, func() []url.Values {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]url.Values(nil), queries...)
+	}
 }
 
 // wantOutput fails the test unless the command exited with wantCode and out (its stdout
@@ -340,9 +356,10 @@ func TestCLIListGetStopDelete(t *testing.T) {
 
 	job := submitRunningMNIST(k, "/trainyard/results/mnist-1234")
 	k.node("gpu-a", 8, "64", "512Gi", 0)
-	k.workerPod(job, 1, 0, "gpu-a", 1, stateDone) // the first attempt's, not shown
+	k.node("gpu-b", 8, "64", "512Gi", 0)
+	first := k.workerPod(job, 1, 0, "gpu-b", 1, stateDone) // the first attempt's, not shown
 	k.workerPod(job, 2, 0, "gpu-a", 1, stateRunning)
-	k.workerPod(job, 2, 1, "", 1, statePulling)
+	pending := k.workerPod(job, 2, 1, "", 1, statePulling)
 	k.create(&corev1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: k.ns, Name: "mnist.1"},
 		InvolvedObject: corev1.ObjectReference{Kind: "TrainJob", APIVersion: v1alpha1.APIVersion, Namespace: k.ns, Name: "mnist", UID: job.UID},
 		Reason:         "Restarting", Message: "worker 1 was evicted; starting attempt 2", Type: corev1.EventTypeWarning,
@@ -353,9 +370,24 @@ func TestCLIListGetStopDelete(t *testing.T) {
 		Reason:    "Created", Note: "created attempt 2 (mnist-a2)", Type: corev1.EventTypeNormal, Action: "Create",
 		ReportingController: "trainyard.dev/operator", ReportingInstance: "operator-0", EventTime: metav1.NewMicroTime(time.Now())})
 
+	// Pod events, for get -e: the current attempt's pods', not the first attempt's.
+	for i, e := range []struct {
+		pod            *corev1.Pod
+		reason, source string
+		message        string
+	}{
+		{pending, "FailedScheduling", "default-scheduler", "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."},
+		{first, "Pulled", "kubelet", `Successfully pulled image "img:1"`},
+	} {
+		k.create(&corev1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: k.ns, Name: fmt.Sprintf("%s.%d", e.pod.Name, i)},
+			InvolvedObject: corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: k.ns, Name: e.pod.Name, UID: e.pod.UID},
+			Reason:         e.reason, Message: e.message, Type: corev1.EventTypeWarning, Source: corev1.EventSource{Component: e.source},
+			Count: 1, FirstTimestamp: metav1.NewTime(time.Now().Add(-time.Minute)), LastTimestamp: metav1.NewTime(time.Now().Add(-time.Minute))})
+	}
+
 	code, out, _ = k.trainyard(list)
-	wantOutput(t, "list", code, out, 0, "NAME   PHASE    READY  GPUS  RESTARTS          AGE")
-	wantMatch(t, "list", out, `mnist  Running  1/2    2     1 \(1 disruption\)  \d+s +attempt 2: 1 of 2 workers running`)
+	wantOutput(t, "list", code, out, 0, "NAME   PHASE    READY  GPUS  RESTARTS          AGE  NODE   REASON\n")
+	wantMatch(t, "list", out, `mnist  Running  1/2    2     1 \(1 disruption\)  \d+s +gpu-a  attempt 2: 1 of 2 workers running`)
 	code, out, _ = k.trainyard(list, "-A", "-o", "wide")
 	wantOutput(t, "list -A -o wide", code, out, 0, "NAMESPACE", "ATTEMPT  ITERATION", k.ns+"  mnist")
 	code, out, _ = k.trainyard(list, "--status", "succeeded")
@@ -371,17 +403,35 @@ func TestCLIListGetStopDelete(t *testing.T) {
 	wantOutput(t, "get", code, out, 0,
 		"Name:        mnist\n", "Phase:       Running\n", "Reason:      attempt 2: 1 of 2 workers running\n", "Attempt:     2\n",
 		"Restarts:    1 (1 disruption)\n", "Workers:     2 x 1 process, 1 GPU each\n", "Ready:       1/2\n", "Image:       img:1\n",
-		"Run dir:     /trainyard/results/mnist-1234\n", "Iteration:   7\n", "Checkpoint:  checkpoint_000007\n",
+		"Priority:    N/A\n", "Run dir:     /trainyard/results/mnist-1234\n", "Iteration:   7\n", "Checkpoint:  checkpoint_000007\n",
 		"Last metrics (iteration 7):", "  accuracy  0.86\n  loss      0.4123\n",
 		"Conditions:", "  Restarting  False   Evicted",
-		"Workers of attempt 2 (mnist-a2):",
-		"  Normal   Created", "trainyard.dev/operator  created attempt 2 (mnist-a2)\n")
-	wantMatch(t, "get", out,
+		"Workers of attempt 2 (mnist-a2):\n  WORKER  RANKS  POD            PHASE    STATE             RESTARTS  GPUS  NODE   IP         AGE  MESSAGE\n",
+		"\nGPUs:\n  Allocated/Requested GPUs of Job: 1/2\n",
+		"Events:\n  TYPE     REASON      AGE", "  Normal   Created", "trainyard.dev/operator  created attempt 2 (mnist-a2)\n")
+	wantMatch(t, "get", out, `Duration:    \d+s\n`,
 		`  Warning  Restarting  3m\d*s? \(x2 over 5m\d*s?\) +trainyard-operator +worker 1 was evicted; starting attempt 2\n`,
-		`  0       mnist-a2-0-x2  Running  Running           0         gpu-a  10\.0\.2\.10  \d+s   -\n`,
-		`  1       mnist-a2-1-x2  Pending  ImagePullBackOff  1         -      10\.0\.2\.11  \d+s   Back-off pulling image "img:1"\n`)
-	if strings.Contains(out, "mnist-a1-0") {
-		t.Errorf("get shows the first attempt's pod:\n%s", out)
+		`  0       0      mnist-a2-0-x2  Running  Running           0         1     gpu-a  10\.0\.2\.10  \d+s +-\n`,
+		`  1       1      mnist-a2-1-x2  Pending  ImagePullBackOff  1         1     -      10\.0\.2\.11  \d+s +Back-off pulling image "img:1"\n`)
+	if strings.Contains(out, "mnist-a1-0") || strings.Contains(out, "FailedScheduling") {
+		t.Errorf("get shows the first attempt's pod, or without -e a pod's event:\n%s", out)
+	}
+
+	// -e: the pods' events too, each with its object; the priority class the job asks for
+	// when its pods do not say.
+	job = k.job("mnist")
+	job.Spec.Kubernetes.PriorityClassName = "team-high"
+	if err := k.env.Client.Update(k.ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	code, out, _ = k.trainyard([]string{"get", "mnist"}, "-e")
+	wantOutput(t, "get -e", code, out, 0, "Priority:    team-high\n", "Events:\n  OBJECT             TYPE     REASON            AGE")
+	wantMatch(t, "get -e", out,
+		`  trainjob/mnist +Warning  Restarting +3m\d*s? \(x2 over 5m\d*s?\) +trainyard-operator +worker 1 was evicted; starting attempt 2\n`,
+		`  pod/mnist-a2-1-x2 +Warning  FailedScheduling +\d+s +default-scheduler +0/2 nodes are available: 2 Insufficient nvidia.com/gpu.\n`,
+		`  trainjob/mnist +Normal   Created `)
+	if strings.Contains(out, "Pulled") {
+		t.Errorf("get -e shows the event of the first attempt's pod:\n%s", out)
 	}
 	code, out, _ = k.trainyard([]string{"get", "mnist"}, "-o", "yaml")
 	wantOutput(t, "get -o yaml", code, out, 0, "apiVersion: trainyard.dev/v1alpha1\nkind: TrainJob\n", "latestCheckpoint: checkpoint_000007")
@@ -412,6 +462,15 @@ func TestCLIListGetStopDelete(t *testing.T) {
 		"server flag":            {words: []string{"list"}, args: []string{"--address", "http://x"}, code: 2, want: "trainyard: --address: only for a trainyard server, not with --kube"},
 		"rank out of range":      {words: []string{"logs", "mnist"}, args: []string{"--rank", "2"}, code: 2, want: "trainyard: --rank 2: TrainJob mnist has ranks 0 to 1"},
 		"attempt out of range":   {words: []string{"logs", "mnist"}, args: []string{"--attempt", "3"}, code: 2, want: "trainyard: --attempt 3: TrainJob mnist has had 2 attempts"},
+		"no such worker": {words: []string{"logs", "mnist"}, args: []string{"-i", "worker-9"}, code: 2,
+			want: "trainyard: -i worker-9: TrainJob mnist has 2 workers, worker-0 and worker-1, whose pods in attempt 2 are mnist-a2-0-x2, mnist-a2-1-x2; " +
+				"name one of them, or give --all-ranks for every worker\n"},
+		"no such pod": {words: []string{"logs", "mnist"}, args: []string{"-i", "mnist-a2-0"}, code: 2, want: "trainyard: -i mnist-a2-0: TrainJob mnist has 2 workers"},
+		"another attempt's pod": {words: []string{"logs", "mnist"}, args: []string{"-i", "mnist-a1-0-x1", "--attempt", "2"}, code: 2,
+			want: "trainyard: -i mnist-a1-0-x1: that pod is of attempt 1, not of --attempt 2\n"},
+		"bad --since": {words: []string{"logs", "mnist"}, args: []string{"--since", "abc"}, code: 2,
+			want: "trainyard: --since abc: not a duration: give a number and a unit, such as 30s, 10m or 2h\n"},
+		"-i and --rank": {words: []string{"logs", "mnist"}, args: []string{"-i", "worker-1", "--rank", "1"}, code: 2, want: "trainyard: -i and --rank: give one of them"},
 	}
 	for name, tc := range bad {
 		t.Run(name, func(t *testing.T) {
@@ -460,11 +519,12 @@ func TestCLITop(t *testing.T) {
 	}
 
 	code, out, _ = k.trainyard([]string{"top", "job"})
-	wantOutput(t, "top job", code, out, 0, "NAME   PHASE    READY  GPUS REQUESTED  GPUS HELD  ITERATION  AGE", "GPUs: 1 held of 2 requested by 1 job.")
-	wantMatch(t, "top job", out, `mnist  Running  1/2    2               1          7          \d+s +accuracy=0\.86 loss=0\.4123\n`)
+	wantOutput(t, "top job", code, out, 0, "NAME   PHASE    READY  GPU(Requested)  GPU(Allocated)  NODE   ITERATION  AGE",
+		"\nGPUs: 1 allocated of 2 requested by 1 job.\nTotal Allocated/Requested GPUs of Training Jobs: 1/2\n")
+	wantMatch(t, "top job", out, `mnist  Running  1/2    2               1               gpu-a  7          \d+s +accuracy=0\.86 loss=0\.4123\n`)
 	code, out, _ = k.trainyard([]string{"top", "job", "mnist"})
 	wantOutput(t, "top job mnist", code, out, 0,
-		"TrainJob "+k.ns+"/mnist: Running, attempt 2, 1/2 workers ready, GPUs 1 held of 2 requested\nIteration 7: accuracy=0.86 loss=0.4123\n",
+		"TrainJob "+k.ns+"/mnist: Running, attempt 2, 1/2 workers ready, GPUs 1 allocated of 2 requested\nIteration 7: accuracy=0.86 loss=0.4123\n",
 		"WORKER  POD            NODE   PHASE    STATE             GPUS  CPU  MEMORY\n",
 		"0       mnist-a2-0-x2  gpu-a  Running  Running           1     4    16Gi\n",
 		"1       mnist-a2-1-x2  -      Pending  ImagePullBackOff  1     4    16Gi\n")
@@ -476,7 +536,7 @@ func TestCLILogs(t *testing.T) {
 	job := submitRunningMNIST(k, runDir)
 	t0 := time.Date(2026, 11, 22, 13, 0, 0, 0, time.UTC)
 	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
-	port := startFakeKubelet(t, map[string][]fakeLogLine{
+	port, queries := startFakeKubelet(t, map[string][]fakeLogLine{
 		"mnist-a2-0-x2": {{at(1), "[rank 0 pid 10] starting"}, {at(3), "[rank 0 pid 10] epoch 1: loss=0.5"}, {at(5), "trainyard: worker 0 done"}},
 		"mnist-a2-1-x2": {{at(2), "[rank 1 pid 11] starting"}, {at(4), "[rank 1 pid 11] epoch 1: loss=0.6"}},
 		"mnist-a3-0-x3": {{at(10), "[rank 0 pid 20] resuming from checkpoint_000007"}},
@@ -487,21 +547,43 @@ func TestCLILogs(t *testing.T) {
 	k.workerPod(job, 2, 1, "gpu-a", 1, stateDone)
 	logs := []string{"logs", "mnist"}
 
-	code, out, _ := k.trainyard(logs)
-	wantOutput(t, "logs", code, out, 0, "[rank 0 pid 10] starting\n[rank 1 pid 11] starting\n[rank 0 pid 10] epoch 1: loss=0.5\n"+
-		"[rank 1 pid 11] epoch 1: loss=0.6\ntrainyard: worker 0 done\n")
-	code, out, _ = k.trainyard(logs, "--rank", "1")
-	if code != 0 || out != "[rank 1 pid 11] starting\n[rank 1 pid 11] epoch 1: loss=0.6\n" {
-		t.Errorf("logs --rank 1: exit %d:\n%s", code, out)
+	// As Arena's: worker 0's pod (rank 0's) unless -i names another, or --all-ranks.
+	worker0 := "[rank 0 pid 10] starting\n[rank 0 pid 10] epoch 1: loss=0.5\ntrainyard: worker 0 done\n"
+	worker1 := "[rank 1 pid 11] starting\n[rank 1 pid 11] epoch 1: loss=0.6\n"
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{nil, worker0},
+		{[]string{"-i", "worker-1"}, worker1},
+		{[]string{"--instance", "mnist-a2-1-x2"}, worker1},
+		{[]string{"--all-ranks"}, "[rank 0 pid 10] starting\n[rank 1 pid 11] starting\n[rank 0 pid 10] epoch 1: loss=0.5\n" +
+			"[rank 1 pid 11] epoch 1: loss=0.6\ntrainyard: worker 0 done\n"},
+		{[]string{"--rank", "1"}, worker1},
+		{[]string{"-t", "2"}, "[rank 0 pid 10] epoch 1: loss=0.5\ntrainyard: worker 0 done\n"},
+		{[]string{"--all-ranks", "-t", "2"}, "[rank 1 pid 11] epoch 1: loss=0.6\ntrainyard: worker 0 done\n"},
+		{[]string{"-i", "worker-1", "--timestamps"}, "2026-11-22T13:00:02Z [rank 1 pid 11] starting\n2026-11-22T13:00:04Z [rank 1 pid 11] epoch 1: loss=0.6\n"},
+		{[]string{"--since", "1s"}, ""}, // the lines are days older
+		{[]string{"--since", "1000000h"}, worker0},
+		{[]string{"--since-time", "2026-11-22T13:00:02Z"}, "[rank 0 pid 10] epoch 1: loss=0.5\ntrainyard: worker 0 done\n"},
+	} {
+		code, out, _ := k.trainyard(logs, c.args...)
+		if code != 0 || out != c.want {
+			t.Errorf("logs %s: exit %d:\n%s\nwant:\n%s", strings.Join(c.args, " "), code, out, c.want)
+		}
 	}
-	code, out, _ = k.trainyard(logs, "-t", "2")
-	if code != 0 || out != "[rank 1 pid 11] epoch 1: loss=0.6\ntrainyard: worker 0 done\n" {
-		t.Errorf("logs -t 2: exit %d:\n%s", code, out)
+	// --since is the pod log API's sinceSeconds, which the API server passes on to the kubelet.
+	sent := map[string]bool{}
+	for _, q := range queries() {
+		sent[q.Get("sinceSeconds")+"/"+q.Get("sinceTime")] = true
+	}
+	if !sent["1/"] || !sent["3600000000/"] || !sent["/2026-11-22T13:00:02Z"] {
+		t.Errorf("the kubelet was sent sinceSeconds/sinceTime %v; want 1, 3600000000 and 2026-11-22T13:00:02Z", sent)
 	}
 	k.setJobStatus("mnist", func(st *v1alpha1.TrainJobStatus) { st.Phase = v1alpha1.PhaseSucceeded })
-	code, out, errOut := k.trainyard(logs, "-f")
-	wantOutput(t, "logs -f", code, out, 0, "[rank 0 pid 10] starting\n", "[rank 1 pid 11] epoch 1: loss=0.6\n", "trainyard: worker 0 done\n")
-	wantOutput(t, "logs -f", code, errOut, 0, "trainyard: TrainJob mnist succeeded")
+	code, out, errOut := k.trainyard(logs, "-f", "--all-ranks")
+	wantOutput(t, "logs -f --all-ranks", code, out, 0, "[rank 0 pid 10] starting\n", "[rank 1 pid 11] epoch 1: loss=0.6\n", "trainyard: worker 0 done\n")
+	wantOutput(t, "logs -f --all-ranks", code, errOut, 0, "trainyard: TrainJob mnist succeeded")
 
 	// -f follows attempt after attempt, until the job ends.
 	k.setJobStatus("mnist", func(st *v1alpha1.TrainJobStatus) { st.Phase = v1alpha1.PhaseRunning })
@@ -522,8 +604,10 @@ func TestCLILogs(t *testing.T) {
 	if err := <-restarted; err != nil {
 		t.Fatal(err)
 	}
-	wantOutput(t, "logs -f over two attempts", code, out, 0, "[rank 1 pid 11] epoch 1: loss=0.6\n", "[rank 0 pid 20] resuming from checkpoint_000007\n",
-		"[rank 1 pid 21] resuming from checkpoint_000007\n")
+	wantOutput(t, "logs -f over two attempts", code, out, 0, "[rank 0 pid 10] epoch 1: loss=0.5\n", "[rank 0 pid 20] resuming from checkpoint_000007\n")
+	if strings.Contains(out, "[rank 1") {
+		t.Errorf("logs -f prints worker 1's lines:\n%s", out)
+	}
 	wantOutput(t, "logs -f over two attempts", code, errOut, 0, "trainyard: attempt 3 of mnist started",
 		"trainyard: TrainJob mnist succeeded: all 2 workers succeeded in attempt 3\n")
 
@@ -531,14 +615,22 @@ func TestCLILogs(t *testing.T) {
 	writeTestFile(t, filepath.Join(runDir, "logs", "attempt-1", "rank-0.log"), "first line of rank 0\nsecond line of rank 0\n")
 	writeTestFile(t, filepath.Join(runDir, "logs", "attempt-1", "rank-1.log"), "first line of rank 1\n")
 	code, out, errOut = k.trainyard(logs, "--attempt", "1")
-	wantOutput(t, "logs --attempt 1", code, out, 0, "[rank 0] first line of rank 0\n[rank 0] second line of rank 0\n[rank 1] first line of rank 1\n")
+	if want := "[rank 0] first line of rank 0\n[rank 0] second line of rank 0\n"; code != 0 || out != want {
+		t.Errorf("logs --attempt 1: exit %d, %q; want worker 0's %q", code, out, want)
+	}
 	wantOutput(t, "logs --attempt 1", code, errOut, 0, "trainyard: the pods of attempt 1 of mnist are gone; reading the rank logs in "+runDir)
+	code, out, _ = k.trainyard(logs, "--attempt", "1", "-i", "worker-1")
+	if code != 0 || out != "[rank 1] first line of rank 1\n" {
+		t.Errorf("logs --attempt 1 -i worker-1: exit %d, %q", code, out)
+	}
+	code, out, _ = k.trainyard(logs, "--attempt", "1", "--all-ranks")
+	wantOutput(t, "logs --attempt 1 --all-ranks", code, out, 0, "[rank 0] first line of rank 0\n[rank 0] second line of rank 0\n[rank 1] first line of rank 1\n")
 	code, out, _ = k.trainyard(logs, "--attempt", "1", "--rank", "0", "-t", "1")
 	if code != 0 || out != "second line of rank 0\n" {
 		t.Errorf("logs --attempt 1 --rank 0 -t 1: exit %d, %q", code, out)
 	}
-	code, out, _ = k.trainyard(logs, "--attempt", "1", "-f")
-	wantOutput(t, "logs --attempt 1 -f", code, out, 0, "[rank 0] second line of rank 0\n", "[rank 1] first line of rank 1\n")
+	code, out, _ = k.trainyard(logs, "--attempt", "1", "-f", "--all-ranks")
+	wantOutput(t, "logs --attempt 1 -f --all-ranks", code, out, 0, "[rank 0] second line of rank 0\n", "[rank 1] first line of rank 1\n")
 
 	// A copy of the storage path elsewhere.
 	code, out, _ = k.trainyard(logs, "--attempt", "1", "--from", filepath.Dir(runDir), "--rank", "1")
@@ -552,9 +644,10 @@ func TestCLILogs(t *testing.T) {
 	k.setJobStatus("mnist", func(st *v1alpha1.TrainJobStatus) { st.Phase, st.Attempt = v1alpha1.PhaseRunning, 4 })
 	k.workerPod(job, 4, 0, "gone-node", 1, stateRunning)
 	writeTestFile(t, filepath.Join(runDir, "logs", "attempt-4", "rank-0.log"), "rank 0 in attempt 4\n")
-	code, out, errOut = k.trainyard(logs)
+	code, out, errOut = k.trainyard(logs, "--timestamps")
 	wantOutput(t, "logs of an unreachable pod", code, out, 0, "[rank 0] rank 0 in attempt 4\n")
-	wantOutput(t, "logs of an unreachable pod", code, errOut, 0, "trainyard: the cluster cannot give the log of pod mnist-a4-0-x4 (its node gone-node is gone)", "reading the rank logs in "+runDir)
+	wantOutput(t, "logs of an unreachable pod", code, errOut, 0, "trainyard: the cluster cannot give the log of pod mnist-a4-0-x4 (its node gone-node is gone)",
+		"reading the rank logs in "+runDir, "trainyard: the rank logs have no timestamps: --since, --since-time and --timestamps do not apply to them\n")
 
 	// Neither the pods nor the run folder: where the logs were, and what to do.
 	if err := os.RemoveAll(runDir); err != nil {
