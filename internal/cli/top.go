@@ -146,7 +146,9 @@ its pods that are on a node and have not ended hold), the node of worker 0's pod
 last iteration and metrics; then the totals, "Total Allocated/Requested GPUs of Training
 Jobs: 3/4", whose requests are those of the jobs that have not ended and are not
 suspended. With a NAME, that job's worker pods of its current attempt with their node,
-state and the GPUs, CPU and memory they request.`,
+state, the GPUs, CPU and memory they request, and their GPUs' utilization and memory now,
+which each worker samples from nvidia-smi (read through the API server's pod proxy:
+the user needs the right to get pods/proxy).`,
 		Example: `  trainyard top job
   trainyard top job fashion-mnist
   trainyard top job -o json

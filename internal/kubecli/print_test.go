@@ -160,8 +160,10 @@ func TestPrintDetail(t *testing.T) {
 	golden(t, "get-running", out.String())
 
 	// -e: the pods' events too, each with its object; the pods' priority class; how to
-	// reach the job's TensorBoard.
+	// reach the job's TensorBoard; the commit of its code the workers checked out.
 	job.Spec.Kubernetes.TensorBoard = &v1.TensorBoardSpec{}
+	job.Spec.Source = &v1.SourceSpec{Git: &v1.GitSource{URL: "https://git.example.com/ml/bert.git", Branch: "main"}}
+	job.Status.SourceCommit = "0123456789abcdef0123456789abcdef01234567"
 	for i := range d.Pods {
 		d.Pods[i].Spec.PriorityClassName = "team-a-high"
 	}
@@ -213,7 +215,8 @@ func TestPrintTop(t *testing.T) {
 	golden(t, "top-job", out.String())
 
 	jw := &JobWorkers{Job: usage[0], Attempt: 2, Workers: []WorkerUsage{
-		{Worker: 0, Pod: "bert-large-a2-0-abcde", Node: "gpu-1", Phase: "Running", State: "Running", GPUs: 4, MilliCPU: 16000, MemoryBytes: 128 << 30},
+		{Worker: 0, Pod: "bert-large-a2-0-abcde", Node: "gpu-1", Phase: "Running", State: "Running", GPUs: 4, MilliCPU: 16000, MemoryBytes: 128 << 30,
+			GPUUse: &GPUUse{Percent: 87.5, UsedBytes: 4 * 61440 << 20, TotalBytes: 4 * 81559 << 20}},
 		{Worker: 1, Pod: "bert-large-a2-1-fghij", Phase: "Pending", State: "Unschedulable", GPUs: 4, MilliCPU: 16000, MemoryBytes: 128 << 30},
 	}}
 	v, out = testView(false)
@@ -221,4 +224,20 @@ func TestPrintTop(t *testing.T) {
 		t.Fatal(err)
 	}
 	golden(t, "top-job-workers", out.String())
+}
+
+// A worker's GPUs sum up to one row: mean utilisation, memory summed; an error or no GPU
+// reported is no figure, not a zero.
+func TestUseOf(t *testing.T) {
+	u, ok := useOf(workload.WorkerGPUs{GPUs: []workload.GPUSample{
+		{Index: 0, UtilizationPercent: 100, MemoryUsedBytes: 10 << 30, MemoryTotalBytes: 80 << 30},
+		{Index: 1, UtilizationPercent: 50, MemoryUsedBytes: 20 << 30, MemoryTotalBytes: 80 << 30}}})
+	if !ok || u.Percent != 75 || u.UsedBytes != 30<<30 || u.TotalBytes != 160<<30 {
+		t.Errorf("useOf = %+v, %v", u, ok)
+	}
+	for _, g := range []workload.WorkerGPUs{{}, {Error: "nvidia-smi: not found", GPUs: []workload.GPUSample{{}}}} {
+		if u, ok := useOf(g); ok {
+			t.Errorf("useOf(%+v) = %+v, want none", g, u)
+		}
+	}
 }

@@ -272,6 +272,31 @@ type WorkerUsage struct {
 	GPUs        int64  `json:"gpus"`
 	MilliCPU    int64  `json:"milliCPU"`
 	MemoryBytes int64  `json:"memoryBytes"`
+	// GPUUse is what the pod's GPUs do now, as its worker samples them (nvidia-smi);
+	// absent when the pod runs no GPU or could not be read.
+	GPUUse *GPUUse `json:"gpuUse,omitempty"`
+}
+
+// GPUUse is the use of a worker's GPUs: their mean utilisation and their memory summed.
+type GPUUse struct {
+	Percent    float64 `json:"percent"`
+	UsedBytes  int64   `json:"usedBytes"`
+	TotalBytes int64   `json:"totalBytes"`
+}
+
+// useOf sums what a worker reported of its GPUs; false when it reported none.
+func useOf(g workload.WorkerGPUs) (*GPUUse, bool) {
+	if g.Error != "" || len(g.GPUs) == 0 {
+		return nil, false
+	}
+	u := &GPUUse{}
+	for _, s := range g.GPUs {
+		u.Percent += float64(s.UtilizationPercent)
+		u.UsedBytes += s.MemoryUsedBytes
+		u.TotalBytes += s.MemoryTotalBytes
+	}
+	u.Percent /= float64(len(g.GPUs))
+	return u, true
 }
 
 // JobWorkers is one TrainJob of 'top job --kube NAME' and the pods of its current attempt.
@@ -282,7 +307,7 @@ type JobWorkers struct {
 }
 
 // WorkerUsage returns what the TrainJob name and each worker pod of its current attempt
-// request.
+// request, and what the running pods' GPUs do now (Arena's top job NAME).
 func (c *Cluster) WorkerUsage(ctx context.Context, name string) (*JobWorkers, error) {
 	job, err := c.GetJob(ctx, name)
 	if err != nil {
@@ -299,12 +324,16 @@ func (c *Cluster) WorkerUsage(ctx context.Context, name string) (*JobWorkers, er
 	if err != nil {
 		return nil, err
 	}
+	use := c.GPUsOf(ctx, pods)
 	for i := range pods {
 		p := &pods[i]
 		req := podRequests(p)
 		state, _ := podState(p)
 		w := WorkerUsage{Worker: workerIndex(p), Pod: p.Name, Node: p.Spec.NodeName, Phase: string(p.Status.Phase), State: state,
 			GPUs: gpus(req), MilliCPU: amount(req, corev1.ResourceCPU), MemoryBytes: amount(req, corev1.ResourceMemory)}
+		if u, ok := useOf(use[p.Name]); ok {
+			w.GPUUse = u
+		}
 		if p.Spec.NodeName != "" && !terminated(p) {
 			out.Job.GPUsHeld += w.GPUs
 		}
@@ -333,14 +362,19 @@ func PrintJobWorkers(v View, jw *JobWorkers) error {
 	}
 	fmt.Fprintln(v.Out)
 	tw := v.table()
-	fmt.Fprintln(tw, "WORKER\tPOD\tNODE\tPHASE\tSTATE\tGPUS\tCPU\tMEMORY")
+	fmt.Fprintln(tw, "WORKER\tPOD\tNODE\tPHASE\tSTATE\tGPUS\tGPU UTIL\tGPU MEMORY\tCPU\tMEMORY")
 	for _, w := range jw.Workers {
 		worker := "?"
 		if w.Worker >= 0 {
 			worker = fmt.Sprint(w.Worker)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", worker, w.Pod, orDash(w.Node), orDash(w.Phase), cell(w.State),
-			w.GPUs, units.Cores(w.MilliCPU), units.BytesIEC(w.MemoryBytes))
+		util, mem := "-", "-"
+		if u := w.GPUUse; u != nil {
+			util = fmt.Sprintf("%.0f%%", u.Percent)
+			mem = fmt.Sprintf("%d/%d MiB", u.UsedBytes>>20, u.TotalBytes>>20)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", worker, w.Pod, orDash(w.Node), orDash(w.Phase), cell(w.State),
+			w.GPUs, util, mem, units.Cores(w.MilliCPU), units.BytesIEC(w.MemoryBytes))
 	}
 	return tw.Flush()
 }

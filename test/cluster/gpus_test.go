@@ -3,6 +3,8 @@ package cluster
 import (
 	"context"
 	"io"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -45,5 +47,10 @@ func checkWorkerGPUs(t *testing.T, ctx context.Context, name string, workers, gp
 			}
 		}
 		t.Logf("pod %s (worker %d): %+v", pod, w.Worker, w.GPUs)
+	}
+	// Arena's top job NAME: each worker's GPU use on its row.
+	code, out, errOut := trainyardCmd(t, ctx, "top", "job", "--kube", name)
+	if code != 0 || strings.Count(out, "/"+strconv.Itoa(gpus*81559)+" MiB") != workers {
+		t.Errorf("top job --kube %s: exit %d, want each of %d workers with its GPUs' memory:\n%s%s", name, code, workers, out, errOut)
 	}
 }

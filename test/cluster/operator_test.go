@@ -232,7 +232,7 @@ func TestOperatorTrainsOnRealPods(t *testing.T) {
 
 	t.Run("trains to the end", func(t *testing.T) {
 		job{name: "mnist", args: []string{"--epochs", "2", "--train-subset", "6000", "--test-subset", "1000"}}.submit(t, ctx)
-		code, logs, errOut := trainyardCmd(t, ctx, "logs", "--kube", "-f", "mnist")
+		code, logs, errOut := trainyardCmd(t, ctx, "logs", "--kube", "-f", "--all-ranks", "mnist")
 		if code != 0 {
 			t.Errorf("logs -f: exit %d: %s", code, errOut)
 		}
@@ -270,6 +270,7 @@ func TestOperatorTrainsOnRealPods(t *testing.T) {
 		}
 	})
 
+	testArena(t, ctx)
 	testLifecycle(t, ctx)
 }
 

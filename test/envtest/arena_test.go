@@ -60,7 +60,7 @@ func TestCLIArena(t *testing.T) {
 		}
 	}
 
-	code, errOut := arena("pytorch-dist", "--env", "GIT_SYNC_PASSWORD=s3cret")
+	code, errOut := arena("pytorch-dist", "--env", "GIT_SYNC_PASSWORD=s3cret", "--priority=team-a-high")
 	if code != 0 {
 		t.Fatalf("submit: exit %d\n%s", code, errOut)
 	}
@@ -69,6 +69,9 @@ func TestCLIArena(t *testing.T) {
 	if g.URL != url || g.Revision != tip || g.CredentialsSecret == "" || job.Spec.WorkingDir != "/root" ||
 		job.Spec.Kubernetes.TensorBoard.LogDir != "/mnist_data/pytorch_data/logs" {
 		t.Errorf("spec.source.git = %+v, workingDir %q, tensorboard %+v", g, job.Spec.WorkingDir, job.Spec.Kubernetes.TensorBoard)
+	}
+	if pc := job.Spec.Kubernetes.PriorityClassName; pc != "team-a-high" {
+		t.Errorf("--priority on --kube is Arena's PriorityClass; spec.kubernetes.priorityClassName = %q", pc)
 	}
 	if who := job.Annotations[v1alpha1.AnnotationSubmittedBy]; who == "" {
 		t.Errorf("no %s annotation: the user the API server authenticated the CLI as", v1alpha1.AnnotationSubmittedBy)

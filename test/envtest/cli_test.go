@@ -308,8 +308,8 @@ spec:
 			want: `trainyard: invalid job: --name (metadata.name): Invalid value: "my.job": a name is 1 to 45 characters`},
 		"taken name": {args: []string{"--name", "mnist", "--image", "img:1", "--", "true"}, code: 1,
 			want: `trainyard: TrainJob "mnist" already exists in namespace "` + k.ns + `"`},
-		"server flag": {args: []string{"--priority", "3", "--image", "img:1", "--", "true"}, code: 2,
-			want: "trainyard: --priority: only for a trainyard server, not with --kube"},
+		"server flag": {args: []string{"--id", "x1", "--image", "img:1", "--", "true"}, code: 2,
+			want: "trainyard: --id: only for a trainyard server, not with --kube"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -525,9 +525,10 @@ func TestCLITop(t *testing.T) {
 	code, out, _ = k.trainyard([]string{"top", "job", "mnist"})
 	wantOutput(t, "top job mnist", code, out, 0,
 		"TrainJob "+k.ns+"/mnist: Running, attempt 2, 1/2 workers ready, GPUs 1 allocated of 2 requested\nIteration 7: accuracy=0.86 loss=0.4123\n",
-		"WORKER  POD            NODE   PHASE    STATE             GPUS  CPU  MEMORY\n",
-		"0       mnist-a2-0-x2  gpu-a  Running  Running           1     4    16Gi\n",
-		"1       mnist-a2-1-x2  -      Pending  ImagePullBackOff  1     4    16Gi\n")
+		// No kubelet here serves the running pod's GPUs: no figure, not a zero.
+		"WORKER  POD            NODE   PHASE    STATE             GPUS  GPU UTIL  GPU MEMORY  CPU  MEMORY\n",
+		"0       mnist-a2-0-x2  gpu-a  Running  Running           1     -         -           4    16Gi\n",
+		"1       mnist-a2-1-x2  -      Pending  ImagePullBackOff  1     -         -           4    16Gi\n")
 }
 
 func TestCLILogs(t *testing.T) {
