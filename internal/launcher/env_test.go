@@ -159,3 +159,22 @@ func TestEnvPythonPath(t *testing.T) {
 		})
 	}
 }
+
+// The attempt's first line says which workers of the gang start here: all of them on one
+// machine, one in each pod of a gang on Kubernetes.
+func TestWorkersHere(t *testing.T) {
+	workers := int32(4)
+	job := &v1.TrainJob{Spec: v1.TrainJobSpec{Workers: &workers}}
+	for _, c := range []struct {
+		slots []Slot
+		want  string
+	}{
+		{[]Slot{{Worker: 0}, {Worker: 1}, {Worker: 2}, {Worker: 3}}, "4 worker(s)"},
+		{[]Slot{{Worker: 2}}, "worker 2 of 4"},
+	} {
+		l := &Launcher{Job: job, Placement: Placement{Slots: c.slots}}
+		if got := l.workersHere(); got != c.want {
+			t.Errorf("%d slots: %q, want %q", len(c.slots), got, c.want)
+		}
+	}
+}

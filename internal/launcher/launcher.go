@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"maps"
 	"os"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -193,10 +195,24 @@ func (l *Launcher) attemptEnv(n int) (map[string]string, error) {
 	return env, nil
 }
 
+// workersHere says which workers of the gang this launcher starts: "2 worker(s)" when it
+// starts them all, "worker 1 of 2" in one pod of a gang on Kubernetes.
+func (l *Launcher) workersHere() string {
+	slots, all := l.Placement.Slots, int(l.Job.Spec.WorkerCount())
+	if len(slots) == all || len(slots) == 0 {
+		return fmt.Sprintf("%d worker(s)", len(slots))
+	}
+	ids := make([]string, len(slots))
+	for i, sl := range slots {
+		ids[i] = strconv.Itoa(sl.Worker)
+	}
+	return fmt.Sprintf("worker %s of %d", strings.Join(ids, ","), all)
+}
+
 func (l *Launcher) beginAttempt(n, port int) error {
 	s := &l.Job.Spec
-	l.notice("attempt %d: starting %d worker(s) x %d process(es), rendezvous %s:%d, logs in %s",
-		n, len(l.Placement.Slots), s.ProcCount(), l.Placement.MasterAddr, port, l.Folder.Dir)
+	l.notice("attempt %d: starting %s x %d process(es), rendezvous %s:%d, logs in %s",
+		n, l.workersHere(), s.ProcCount(), l.Placement.MasterAddr, port, l.Folder.Dir)
 	return l.Folder.Update(func(rec *rundir.Record) {
 		rec.Phase, rec.Supervisor = v1.PhaseRunning, os.Getpid()
 		if n > 1 {

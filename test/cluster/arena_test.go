@@ -120,8 +120,40 @@ func testArena(t *testing.T, ctx context.Context) {
 				t.Errorf("get lacks %q:\n%s", want, out)
 			}
 		}
+		t.Logf("get --kube pytorch-dist:\n%s", out)
+		arenaFollowUps(t, ctx)
 		if code, _, _ := trainyardCmd(t, ctx, "delete", "--kube", "pytorch-dist"); code != 0 {
 			t.Errorf("delete: exit %d", code)
 		}
 	})
+}
+
+// arenaFollowUps runs what the README's Arena section shows after the submit (arena list,
+// logs, top job, data list with our binary) on the finished job, and checks what each
+// prints.
+func arenaFollowUps(t *testing.T, ctx context.Context) {
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"list", "--kube"}, []string{"NODE", "pytorch-dist", "Succeeded", testcluster.NodeName}},
+		{[]string{"logs", "--kube", "pytorch-dist"}, []string{"epoch 1/1"}}, // worker 0's pod: rank 0
+		{[]string{"logs", "--kube", "pytorch-dist", "-i", "worker-1", "--timestamps"}, []string{"Z "}},
+		{[]string{"top", "job", "--kube"}, []string{"GPU(Requested)", "pytorch-dist", "Total Allocated/Requested GPUs of Training Jobs"}},
+		{[]string{"data", "list", "--kube"}, []string{"training-data", "Bound", "1Gi", "RWX"}},
+	} {
+		code, out, errOut := trainyardCmd(t, ctx, c.args...)
+		t.Logf("trainyard %s:\n%s", strings.Join(c.args, " "), out)
+		if code != 0 {
+			t.Errorf("trainyard %s: exit %d: %s", strings.Join(c.args, " "), code, errOut)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("trainyard %s lacks %q", strings.Join(c.args, " "), w)
+			}
+		}
+	}
+	if _, out, _ := trainyardCmd(t, ctx, "logs", "--kube", "pytorch-dist", "-t", "2"); strings.Count(out, "\n") > 2 {
+		t.Errorf("logs -t 2 printed %d lines:\n%s", strings.Count(out, "\n"), out)
+	}
 }
