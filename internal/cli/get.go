@@ -11,7 +11,6 @@ import (
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
 	"github.com/trainyard/trainyard/client"
-	"github.com/trainyard/trainyard/internal/gitsource"
 	"github.com/trainyard/trainyard/internal/jobspec"
 	"github.com/trainyard/trainyard/internal/shell"
 )
@@ -154,26 +153,14 @@ func jobFields(v view, d client.JobDetail) [][2]string {
 	}
 	if d.Spec != nil {
 		if src, ok := jobspec.GitSource(&d.Spec.Spec); ok {
-			fields = append(fields, [2]string{"Code", sourceLine(src, d.Run)})
+			commit := ""
+			if d.Run != nil {
+				commit = d.Run.SourceCommit
+			}
+			fields = append(fields, [2]string{"Code", src.Describe(commit)})
 		}
 	}
 	return append(fields, [2]string{"Run dir", orDash(j.RunDir)})
-}
-
-// sourceLine says which repository and commit a job's code comes from: the commit its run
-// cloned, else the one pinned at submission, else the branch it will clone.
-func sourceLine(src gitsource.Source, run *client.Run) string {
-	at := src.Revision
-	if run != nil && run.SourceCommit != "" {
-		at = run.SourceCommit
-	}
-	switch {
-	case at != "":
-		return src.URL + " at commit " + at
-	case src.Branch != "":
-		return src.URL + " (branch " + src.Branch + ")"
-	}
-	return src.URL
 }
 
 // leasedGang describes the gang a job's process leased GPUs for, and which it holds.

@@ -40,6 +40,22 @@ type Source struct {
 	Username, Password string
 }
 
+// Describe says which repository and commit the code comes from, as get shows it: the
+// commit checkedOut (what a clone checked out), else Revision, else Branch.
+func (s Source) Describe(checkedOut string) string {
+	at := s.Revision
+	if checkedOut != "" {
+		at = checkedOut
+	}
+	switch {
+	case at != "":
+		return s.URL + " at commit " + at
+	case s.Branch != "":
+		return s.URL + " (branch " + s.Branch + ")"
+	}
+	return s.URL
+}
+
 var shaRE = regexp.MustCompile(`^[0-9a-f]{40}$`)
 
 // Check validates the source's fields without network access. Its errors say what to fix.

@@ -119,3 +119,23 @@ func TestCheckRefusesBadSources(t *testing.T) {
 		t.Errorf("RepoName = %q", got)
 	}
 }
+
+// get's Code line: the commit a clone checked out wins over the pinned revision, which wins
+// over the branch.
+func TestDescribe(t *testing.T) {
+	sha1, sha2 := strings.Repeat("a", 40), strings.Repeat("b", 40)
+	for _, c := range []struct {
+		src        Source
+		checkedOut string
+		want       string
+	}{
+		{Source{URL: "https://h/r.git", Branch: "dev", Revision: sha1}, sha2, "https://h/r.git at commit " + sha2},
+		{Source{URL: "https://h/r.git", Branch: "dev", Revision: sha1}, "", "https://h/r.git at commit " + sha1},
+		{Source{URL: "https://h/r.git", Branch: "dev"}, "", "https://h/r.git (branch dev)"},
+		{Source{URL: "https://h/r.git"}, "", "https://h/r.git"},
+	} {
+		if got := c.src.Describe(c.checkedOut); got != c.want {
+			t.Errorf("%+v.Describe(%q) = %q, want %q", c.src, c.checkedOut, got, c.want)
+		}
+	}
+}

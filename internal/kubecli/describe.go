@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/duration"
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
+	"github.com/trainyard/trainyard/internal/jobspec"
 	"github.com/trainyard/trainyard/internal/shell"
 	"github.com/trainyard/trainyard/internal/workload"
 )
@@ -195,8 +196,8 @@ func detailFields(v View, d *Detail) [][2]string {
 		}
 	}
 	f = append(f, [2]string{"Priority", priorityClass(d)})
-	if src := s.Source; src != nil && src.Git != nil {
-		f = append(f, [2]string{"Code", gitLine(src.Git, st.SourceCommit)})
+	if src, ok := jobspec.GitSource(s); ok {
+		f = append(f, [2]string{"Code", src.Describe(st.SourceCommit)})
 	}
 	f = append(f, [2]string{"Command", shell.Join(append(slices.Clone(s.Command), s.Args...))},
 		[2]string{"Created", v.clock(&j.CreationTimestamp)})
@@ -214,22 +215,6 @@ func detailFields(v View, d *Detail) [][2]string {
 		f = append(f, [2]string{"Iteration", fmt.Sprint(st.Iteration)})
 	}
 	return append(f, [2]string{"Checkpoint", orDash(st.LatestCheckpoint)})
-}
-
-// gitLine says which repository and commit the workers run: the commit they checked out,
-// else the one the job pins, else its branch.
-func gitLine(g *v1.GitSource, checkedOut string) string {
-	at := g.Revision
-	if checkedOut != "" {
-		at = checkedOut
-	}
-	switch {
-	case at != "":
-		return g.URL + " at commit " + at
-	case g.Branch != "":
-		return g.URL + " (branch " + g.Branch + ")"
-	}
-	return g.URL
 }
 
 // priorityClass is the priority class of the job's pods (which admission may have set
