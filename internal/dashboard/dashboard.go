@@ -21,6 +21,8 @@ type Backend interface {
 	ListPage(ctx context.Context, opts client.ListOptions) (client.JobList, error)
 	Get(ctx context.Context, ref string) (client.JobDetail, error)
 	Stop(ctx context.Context, ref string) (client.Job, error)
+	// Delete deletes a job that has ended, with its record (its run folder stays).
+	Delete(ctx context.Context, ref string) error
 	Logs(ctx context.Context, id string, opts client.LogOptions) (string, error)
 	Follow(ctx context.Context, ref string, w io.Writer, opts client.LogOptions) error
 	Results(ctx context.Context, ref string, opts client.ResultOptions) (client.ResultList, error)
@@ -122,6 +124,7 @@ func New(cfg Config) (*Handler, error) {
 	h.mux.HandleFunc("GET /jobs/{id}/log", h.signedIn(h.logText))
 	h.mux.HandleFunc("GET /jobs/{id}/follow", h.signedIn(h.follow))
 	h.mux.HandleFunc("POST /jobs/{id}/stop", h.signedIn(h.stop))
+	h.mux.HandleFunc("POST /jobs/{id}/delete", h.signedIn(h.deleteJob))
 	h.mux.HandleFunc("GET /jobs/{id}/results.json", h.signedIn(h.resultsJSON))
 	h.mux.HandleFunc("GET /compare", h.signedIn(h.comparePage))
 	h.mux.HandleFunc("GET /machine", h.signedIn(h.machinePage))
@@ -197,6 +200,10 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, status int, msg s
 func (h *Handler) backendError(w http.ResponseWriter, r *http.Request, err error) {
 	if client.IsNotFound(err) {
 		h.fail(w, r, http.StatusNotFound, err.Error())
+		return
+	}
+	if ae, ok := errors.AsType[*client.APIError](err); ok && ae.Status == http.StatusConflict {
+		h.fail(w, r, http.StatusConflict, err.Error()) // such as deleting a job that runs
 		return
 	}
 	h.log.Error("dashboard: the server's API failed", "path", r.URL.Path, "err", err)

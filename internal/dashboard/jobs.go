@@ -296,3 +296,14 @@ func (h *Handler) stop(w http.ResponseWriter, r *http.Request, _ string) {
 	h.log.Info("dashboard: stop", "job", j.ID, "client", r.RemoteAddr)
 	http.Redirect(w, r, "/jobs/"+url.PathEscape(j.ID), http.StatusSeeOther)
 }
+
+// deleteJob deletes an ended job (the Delete button), then shows the job list.
+func (h *Handler) deleteJob(w http.ResponseWriter, r *http.Request, _ string) {
+	id := r.PathValue("id")
+	if err := h.cfg.Backend.Delete(r.Context(), id); err != nil {
+		h.backendError(w, r, err)
+		return
+	}
+	h.log.Info("dashboard: delete", "job", id, "client", r.RemoteAddr)
+	http.Redirect(w, r, "/", http.StatusSeeOther)
+}

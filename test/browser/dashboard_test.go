@@ -8,7 +8,9 @@ package browser
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -34,7 +36,7 @@ func TestMain(m *testing.M) { testbinary.Main(m, &bin) }
 var tickerCommand = []string{"sh", "-c", "i=0; while true; do i=$((i+1)); echo tick $i; sleep 0.5; done"}
 
 // A user signs in with Chromium, filters and searches the job list, watches a running
-// job's log grow live, and stops the job.
+// job's log grow live, stops the job and deletes it.
 func TestDashboardInChromium(t *testing.T) {
 	chromium := chromiumPath()
 	if chromium == "" {
@@ -136,6 +138,25 @@ func TestDashboardInChromium(t *testing.T) {
 	}
 	s.waitStatus(t, ticker, "STOPPED")
 
+	// An ended job has Delete, confirmed in a dialog: the job list follows, without the job.
+	do(t, ctx, "reload the stopped job's page", chromedp.Reload())
+	resp = load(t, ctx, "click Delete", chromedp.Click(chromedp.ID("delete")))
+	select {
+	case d := <-dialogs:
+		if want := "Delete this job and its record? Its run folder stays."; d.err != nil || d.message != want {
+			t.Errorf("the Delete dialog said %q (accept: %v), want %q", d.message, d.err, want)
+		}
+	case <-time.After(10 * time.Second):
+		t.Errorf("clicking Delete opened no dialog")
+	}
+	if loc := location(t, ctx); resp.Status != http.StatusOK || loc != s.url+"/" {
+		t.Errorf("Delete ended at %s with %d, want the job list with 200", loc, resp.Status)
+	}
+	checkRows(t, ctx, "the jobs after the delete", map[string]string{quick: "succeeded"})
+	if jobs, err := s.jobs(); err != nil || len(jobs) != 1 {
+		t.Errorf("after Delete the server lists %v (%v), want the quick job alone", jobs, err)
+	}
+
 	// Sign out: / sends the browser to the sign-in page again.
 	load(t, ctx, "sign out", chromedp.Click(chromedp.ID("logout")))
 	do(t, ctx, "open / signed out", chromedp.Navigate(s.url+"/"))
@@ -185,6 +206,33 @@ func TestDashboardRefusals(t *testing.T) {
 	}
 	if code := send("POST", "/jobs/"+ticker+"/stop", ""); code != http.StatusForbidden {
 		t.Errorf("POST /jobs/%s/stop with the session cookie and no CSRF token answered %d, want 403", ticker, code)
+	}
+	if code := send("POST", "/jobs/"+ticker+"/delete", ""); code != http.StatusForbidden {
+		t.Errorf("POST /jobs/%s/delete with the session cookie and no CSRF token answered %d, want 403", ticker, code)
+	}
+	// With its CSRF token, deleting a running job is refused, saying why.
+	req, _ := http.NewRequest("GET", s.url+"/jobs/"+ticker, nil)
+	req.AddCookie(session)
+	resp, err = noRedirects.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	csrf := regexp.MustCompile(`name="csrf-token" content="([0-9a-f]+)"`).FindSubmatch(body)
+	if csrf == nil {
+		t.Fatalf("no CSRF token on the job's page:\n%s", body)
+	}
+	req, _ = http.NewRequest("POST", s.url+"/jobs/"+ticker+"/delete", strings.NewReader(url.Values{"csrf": {string(csrf[1])}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.AddCookie(session)
+	if resp, err = noRedirects.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusConflict || !strings.Contains(string(body), "stop it first") {
+		t.Errorf("deleting the running ticker answered %s, want 409 saying to stop it first:\n%s", resp.Status, body)
 	}
 	if code := send("GET", "/", "evil.example"); code != http.StatusForbidden {
 		t.Errorf("GET / with Host: evil.example answered %d, want 403", code)

@@ -12,7 +12,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainyard/trainyard/api/v1alpha1"
 	"github.com/trainyard/trainyard/internal/dashboard"
@@ -102,5 +104,15 @@ func TestDashboardOnACluster(t *testing.T) {
 	}
 	if resp, _ := browser.Get(srv.URL + "/jobs/nope"); resp.StatusCode != http.StatusNotFound {
 		t.Errorf("an unknown TrainJob: %s, want 404", resp.Status)
+	}
+
+	// Delete deletes the TrainJob and shows the job list.
+	resp, err = browser.PostForm(srv.URL+"/jobs/mnist/delete", url.Values{"csrf": {csrf[1]}})
+	if err != nil || resp.StatusCode != http.StatusOK || resp.Request.URL.Path != "/" {
+		t.Fatalf("delete: %v %v", resp, err)
+	}
+	err = k.env.Client.Get(k.ctx, client.ObjectKey{Namespace: k.ns, Name: "mnist"}, &v1alpha1.TrainJob{})
+	if !apierrors.IsNotFound(err) {
+		t.Errorf("after Delete the TrainJob is still there (%v)", err)
 	}
 }

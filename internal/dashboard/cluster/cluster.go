@@ -223,6 +223,12 @@ func (s *Source) Stop(ctx context.Context, ref string) (client.Job, error) {
 	return jobOf(t), nil
 }
 
+// Delete deletes the TrainJob (as trainyard delete --kube), without waiting for its pods
+// to go.
+func (s *Source) Delete(ctx context.Context, ref string) error {
+	return s.Cluster.Delete(ctx, ref, false, 0)
+}
+
 // Logs returns the job's log: its worker pods' lines (or the run folder's), the last
 // opts.Tail lines of each rank.
 func (s *Source) Logs(ctx context.Context, id string, opts client.LogOptions) (string, error) {

@@ -29,8 +29,8 @@ import (
 	"github.com/trainyard/trainyard/internal/server"
 )
 
-// ErrReadOnly is the answer to Stop: local runs are watched, not controlled.
-var ErrReadOnly = errors.New("this dashboard shows local runs read-only: stop a run with Ctrl-C where it runs, or kill its trainyard run process")
+// ErrReadOnly is the answer to Stop and Delete: local runs are watched, not controlled.
+var ErrReadOnly = errors.New("this dashboard shows local runs read-only: stop a run with Ctrl-C where it runs (or kill its trainyard run process), delete one by removing its folder")
 
 // maxLogBytes is how much of a log's end Logs reads.
 const maxLogBytes = 16 << 20
@@ -145,6 +145,9 @@ func (s *Source) Get(_ context.Context, ref string) (client.JobDetail, error) { 
 
 // Stop refuses: see ErrReadOnly.
 func (s *Source) Stop(context.Context, string) (client.Job, error) { return client.Job{}, ErrReadOnly }
+
+// Delete is refused: the dashboard of local runs is read-only (delete a run's folder).
+func (s *Source) Delete(context.Context, string) error { return ErrReadOnly }
 
 // logPath returns the file of a run's log: the rank's (rank 0's without one) of its last
 // attempt.

@@ -94,6 +94,9 @@ func TestSource(t *testing.T) {
 	if _, err := s.Stop(ctx, "mnist-b"); err == nil || !strings.Contains(err.Error(), "read-only") {
 		t.Errorf("stop: %v", err)
 	}
+	if err := s.Delete(ctx, "mnist-a"); err == nil || !strings.Contains(err.Error(), "removing its folder") {
+		t.Errorf("delete: %v", err)
+	}
 
 	// Follow writes what a running run's log gains, and returns once the run has finished.
 	var out bytes.Buffer

@@ -55,6 +55,10 @@ document.addEventListener("DOMContentLoaded", () => {
   if (stop) stop.addEventListener("submit", (ev) => {
     if (!confirm("Stop this job?")) ev.preventDefault();
   });
+  const del = document.getElementById("delete-form");
+  if (del) del.addEventListener("submit", (ev) => {
+    if (!confirm("Delete this job and its record? Its run folder stays.")) ev.preventDefault();
+  });
 });
 
 // Metric curves: one chart per metric, one series per job (the compare page overlays
