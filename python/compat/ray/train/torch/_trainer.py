@@ -45,6 +45,16 @@ __all__ = ["TorchConfig", "TorchTrainer"]
 _fits = 0  # how many in-gang fit() calls this process has started
 
 
+def _leave_process_group() -> None:
+    """Destroy the process group once the loop has ended, as Ray's TorchConfig does when
+    training ends. A gloo group left to the interpreter's exit can abort the process
+    ("terminate called without an active exception") when a peer has already exited."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
 def fits_run() -> int:
     """Return how many times fit() ran the loop in this process (the worker bootstrap asks)."""
     return _fits
@@ -158,6 +168,7 @@ class TorchTrainer:
             self.train_loop_per_worker()
         result = _result(session)
         printer.completed()
+        _leave_process_group()
         return result
 
     def _join_gang(self) -> None:
