@@ -28,8 +28,8 @@ while True:
 `
 
 // The dashboard of local runs (trainyard dashboard STORAGE): runs that trainyard run wrote
-// are listed with their status, a running run's log and curve grow live, and the pages
-// are read-only (no Stop).
+// are listed with their status, a running run's log, curve and last result grow live, and
+// the pages are read-only (no Stop).
 func TestLocalDashboardInChromium(t *testing.T) {
 	chromium := chromiumPath()
 	if chromium == "" {
@@ -84,15 +84,34 @@ func TestLocalDashboardInChromium(t *testing.T) {
 		log, err := chromedp.Run(ctx, chromedp.TextContent(chromedp.CSS("pre#log")))
 		return err == nil && lastTick(log) > before, err
 	})
+	lastResult := func() (int, error) {
+		text, err := chromedp.Run(ctx, chromedp.Text(chromedp.ID("last-result")))
+		if err != nil {
+			return 0, err
+		}
+		var it int
+		if _, err := fmt.Sscanf(text, "iteration %d: loss=", &it); err != nil {
+			return 0, fmt.Errorf("dd#last-result says %q: %w", text, err)
+		}
+		return it, nil
+	}
 	var n0 int
 	poll(t, 30*time.Second, "the live run's curve", func() (bool, error) {
 		n, err := points(ctx)
 		n0 = n
 		return err == nil && n > 0, err
 	})
+	it0, err := lastResult()
+	if err != nil {
+		t.Fatal(err)
+	}
 	poll(t, 30*time.Second, fmt.Sprintf("the curve to gain points after %d", n0), func() (bool, error) {
 		n, err := points(ctx)
 		return err == nil && n > n0, err
+	})
+	poll(t, 30*time.Second, fmt.Sprintf("the Last result field to pass iteration %d", it0), func() (bool, error) {
+		it, err := lastResult()
+		return err == nil && it > it0, err
 	})
 	if gone := run(t, ctx, "look for form#stop-form", chromedp.Evaluate[bool](`document.getElementById("stop-form") === null`)); !gone {
 		t.Errorf("the read-only dashboard of local runs offers Stop")

@@ -100,6 +100,7 @@ function startCurves() {
       }
       for (const k of Object.keys(run.metrics)) if (!seen.has(k)) run.metrics[k].push(null);
       run.last = r.iteration;
+      run.latest = r;
     }
     run.total = Math.max(run.total, run.xs.length);
   };
@@ -146,12 +147,26 @@ function startCurves() {
   if (el.dataset.live === "true") {
     setInterval(() => {
       const before = runs[0].xs.length;
-      load(0).then(() => { if (runs[0].xs.length !== before) draw(); });
+      load(0).then(() => {
+        if (runs[0].xs.length === before) return;
+        draw();
+        showLatest(runs[0].latest);
+      });
     }, 2000);
   }
 }
 
 document.addEventListener("DOMContentLoaded", startCurves);
+
+// showLatest writes a running job's newest result into its "Last result" field, as the
+// page renders it (metrics by name, 5 significant digits).
+function showLatest(r) {
+  const dd = document.getElementById("last-result");
+  if (!dd || !r) return;
+  const metrics = Object.keys(r.metrics || {}).sort()
+    .map((k) => `${k}=${typeof r.metrics[k] === "number" ? parseFloat(r.metrics[k].toPrecision(5)) : r.metrics[k]}`);
+  dd.textContent = `iteration ${r.iteration}: ${metrics.join(" ")}`;
+}
 
 // The machine page: each GPU's utilization and memory over the last hour, from the
 // dashboard's samples (refreshed every 5 seconds).
