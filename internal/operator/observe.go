@@ -23,8 +23,16 @@ type observation struct {
 	blocked   *problem // why a worker does not start, if it does not
 	summary   *workload.Summary
 	progress  string // where worker 0 serves its progress, while it runs
-	// commit is the commit of the job's git source a worker's init container cloned.
+	// commit is the commit of the job's git source a worker's init container cloned (the
+	// lowest worker's that has); clones are every worker's, in worker order.
 	commit string
+	clones []clone
+}
+
+// clone is the commit a worker's init container checked out.
+type clone struct {
+	worker      int
+	pod, commit string
 }
 
 // failure is a worker that ended the attempt.
@@ -83,8 +91,11 @@ func observe(job *batchv1.Job, pods []corev1.Pod, workers int) observation {
 				o.blocked = podProblem(p)
 			}
 		}
-		if c := clonedCommit(p); c != "" && o.commit == "" {
-			o.commit = c
+		if c := clonedCommit(p); c != "" {
+			if o.commit == "" {
+				o.commit = c
+			}
+			o.clones = append(o.clones, clone{worker: workerIndex(p), pod: p.Name, commit: c})
 		}
 		if workerIndex(p) == 0 {
 			if s := summary(p); s != nil {
@@ -141,6 +152,23 @@ func podFailure(p *corev1.Pod) *failure {
 	f.reason = where + " " + exitText(p)
 	f.fatal = badInput(p)
 	return f
+}
+
+// splitCommits is the failure of an attempt whose workers cloned different commits of
+// the branch (it moved while they started, in a job whose revision is not pinned), or
+// nil. It is a disruption: the gang restarts on pinned, the commit the status records.
+func (o observation) splitCommits(pinned string) *failure {
+	for _, c := range o.clones {
+		if c.commit == o.clones[0].commit {
+			continue
+		}
+		first := o.clones[0]
+		return &failure{worker: c.worker, pod: c.pod, disruption: true,
+			reason: fmt.Sprintf("the workers cloned different commits of the branch (it moved while they started): "+
+				"worker %d %.12s, worker %d %.12s; restarting the gang on %.12s (set spec.source.git.revision to pin a commit)",
+				first.worker, first.commit, c.worker, c.commit, pinned)}
+	}
+	return nil
 }
 
 // clonedCommit is the commit the pod's init container cloned, from its termination message.

@@ -73,6 +73,7 @@ func TestOperator(t *testing.T) {
 		{"bad input is not restarted", testBadInput},
 		{"git source and tensorboard", testGitAndTensorBoard},
 		{"a clone that fails", testCloneFails},
+		{"workers that cloned different commits", testSplitClone},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := strings.ReplaceAll(strings.ToLower(tc.name), " ", "-")

@@ -240,6 +240,9 @@ func (s *step) track(ctx context.Context, o observation) error {
 	if st.SourceCommit == "" && o.commit != "" {
 		st.SourceCommit = o.commit // the first attempt's clone: restarts check it out
 	}
+	if o.failure == nil && !o.done() {
+		o.failure = o.splitCommits(st.SourceCommit)
+	}
 	if o.queued && st.AttemptStartTime != nil {
 		// Admitted once and suspended again, not by us (a suspended TrainJob never gets
 		// here): Kueue evicted or preempted the gang. Its pods end by SIGTERM, which is not

@@ -80,6 +80,31 @@ func testGitAndTensorBoard(k *cluster) {
 	})
 }
 
+// A branch that moves while a gang starts: its workers clone different commits, and the
+// gang restarts on the one the status records (a disruption, not the user's failure).
+func testSplitClone(k *cluster) {
+	const a, b = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+	k.newJob("moving", 2, func(j *v1.TrainJob) {
+		j.Spec.Source = &v1.SourceSpec{Git: &v1.GitSource{URL: "https://git.example.com/t/r.git", Branch: "main"}}
+	})
+	pods := k.startPods(k.attemptJob("moving", 1))
+	k.setPod(pods[0], cloned(a))
+	k.setPod(pods[1], cloned(b))
+	second := k.attemptJob("moving", 2)
+	if args := second.Spec.Template.Spec.InitContainers[0].Command; !slices.Contains(args, a) {
+		k.t.Errorf("attempt 2 must check out worker 0's commit: %q", args)
+	}
+	st := k.waitStatus("moving", "restarted", func(st *v1.TrainJobStatus) bool { return st.Restarts == 1 }).Status
+	if st.SourceCommit != a || st.Disruptions != 1 || st.Restarts != 1 {
+		k.t.Errorf("status after a split clone: commit %s, disruptions %d, restarts %d", st.SourceCommit, st.Disruptions, st.Restarts)
+	}
+	want := "attempt 1: the workers cloned different commits of the branch (it moved while they started): worker 0 aaaaaaaaaaaa, " +
+		"worker 1 bbbbbbbbbbbb; restarting the gang on aaaaaaaaaaaa (set spec.source.git.revision to pin a commit)"
+	if note := k.event("moving", "WorkerDisrupted"); note != want {
+		k.t.Errorf("WorkerDisrupted event %q, want %q", note, want)
+	}
+}
+
 // A worker whose init container could not clone (an unknown branch): the job fails with
 // the clone's reason, and is not restarted, since no restart can fix it.
 func testCloneFails(k *cluster) {
