@@ -348,3 +348,22 @@ func TestCopyExecutable(t *testing.T) {
 		t.Error("CopySelf into a folder that does not exist succeeded")
 	}
 }
+
+// A copy longer than one flush (8 MiB) arrives whole, byte for byte.
+func TestCopyFlushingCopiesAll(t *testing.T) {
+	data := make([]byte, 2*flushEvery+12345)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	src := filepath.Join(t.TempDir(), "big")
+	if err := os.WriteFile(src, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dst, err := copyExecutable(src, filepath.Join(t.TempDir(), "trainyard"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(dst); err != nil || !bytes.Equal(got, data) {
+		t.Errorf("the copy has %d bytes (%v), want the %d written, equal", len(got), err, len(data))
+	}
+}

@@ -205,7 +205,8 @@ func initContainer(opts Options) corev1.Container {
 		VolumeMounts: []corev1.VolumeMount{{Name: binVolume, MountPath: initMount}},
 		Resources: corev1.ResourceRequirements{
 			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
-			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")},
+			// The mapped binary is about 32 MiB of it; copy-self keeps its page cache small.
+			Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi")},
 		},
 	}
 }
