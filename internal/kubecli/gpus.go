@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/trainyard/trainyard/client"
 	"github.com/trainyard/trainyard/internal/workload"
 )
 
@@ -57,6 +58,22 @@ func (c *Cluster) GPUsOf(ctx context.Context, pods []corev1.Pod) map[string]work
 	}
 	wg.Wait()
 	return out
+}
+
+// UseOf sums what a worker reported of its GPUs: their mean utilisation (a GPU that could
+// not say counts as idle) and their memory summed; false when it reported none.
+func UseOf(g workload.WorkerGPUs) (*client.GPUUse, bool) {
+	if g.Error != "" || len(g.GPUs) == 0 {
+		return nil, false
+	}
+	u := &client.GPUUse{}
+	for _, s := range g.GPUs {
+		u.Percent += float64(max(s.UtilizationPercent, 0))
+		u.UsedBytes += s.MemoryUsedBytes
+		u.TotalBytes += s.MemoryTotalBytes
+	}
+	u.Percent /= float64(len(g.GPUs))
+	return u, true
 }
 
 // podGPUs is the GPUs the pod's worker container asks for.

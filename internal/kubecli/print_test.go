@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
+	"github.com/trainyard/trainyard/client"
 	"github.com/trainyard/trainyard/internal/workload"
 )
 
@@ -216,7 +217,7 @@ func TestPrintTop(t *testing.T) {
 
 	jw := &JobWorkers{Job: usage[0], Attempt: 2, Workers: []WorkerUsage{
 		{Worker: 0, Pod: "bert-large-a2-0-abcde", Node: "gpu-1", Phase: "Running", State: "Running", GPUs: 4, MilliCPU: 16000, MemoryBytes: 128 << 30,
-			GPUUse: &GPUUse{Percent: 87.5, UsedBytes: 4 * 61440 << 20, TotalBytes: 4 * 81559 << 20}},
+			GPUUse: &client.GPUUse{Percent: 87.5, UsedBytes: 4 * 61440 << 20, TotalBytes: 4 * 81559 << 20}},
 		{Worker: 1, Pod: "bert-large-a2-1-fghij", Phase: "Pending", State: "Unschedulable", GPUs: 4, MilliCPU: 16000, MemoryBytes: 128 << 30},
 	}}
 	v, out = testView(false)
@@ -229,15 +230,15 @@ func TestPrintTop(t *testing.T) {
 // A worker's GPUs sum up to one row: mean utilisation, memory summed; an error or no GPU
 // reported is no figure, not a zero.
 func TestUseOf(t *testing.T) {
-	u, ok := useOf(workload.WorkerGPUs{GPUs: []workload.GPUSample{
+	u, ok := UseOf(workload.WorkerGPUs{GPUs: []workload.GPUSample{
 		{Index: 0, UtilizationPercent: 100, MemoryUsedBytes: 10 << 30, MemoryTotalBytes: 80 << 30},
 		{Index: 1, UtilizationPercent: 50, MemoryUsedBytes: 20 << 30, MemoryTotalBytes: 80 << 30}}})
 	if !ok || u.Percent != 75 || u.UsedBytes != 30<<30 || u.TotalBytes != 160<<30 {
 		t.Errorf("useOf = %+v, %v", u, ok)
 	}
 	for _, g := range []workload.WorkerGPUs{{}, {Error: "nvidia-smi: not found", GPUs: []workload.GPUSample{{}}}} {
-		if u, ok := useOf(g); ok {
-			t.Errorf("useOf(%+v) = %+v, want none", g, u)
+		if u, ok := UseOf(g); ok {
+			t.Errorf("UseOf(%+v) = %+v, want none", g, u)
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
+	"github.com/trainyard/trainyard/client"
 	"github.com/trainyard/trainyard/internal/units"
 	"github.com/trainyard/trainyard/internal/workload"
 )
@@ -274,29 +275,7 @@ type WorkerUsage struct {
 	MemoryBytes int64  `json:"memoryBytes"`
 	// GPUUse is what the pod's GPUs do now, as its worker samples them (nvidia-smi);
 	// absent when the pod runs no GPU or could not be read.
-	GPUUse *GPUUse `json:"gpuUse,omitempty"`
-}
-
-// GPUUse is the use of a worker's GPUs: their mean utilisation and their memory summed.
-type GPUUse struct {
-	Percent    float64 `json:"percent"`
-	UsedBytes  int64   `json:"usedBytes"`
-	TotalBytes int64   `json:"totalBytes"`
-}
-
-// useOf sums what a worker reported of its GPUs; false when it reported none.
-func useOf(g workload.WorkerGPUs) (*GPUUse, bool) {
-	if g.Error != "" || len(g.GPUs) == 0 {
-		return nil, false
-	}
-	u := &GPUUse{}
-	for _, s := range g.GPUs {
-		u.Percent += float64(s.UtilizationPercent)
-		u.UsedBytes += s.MemoryUsedBytes
-		u.TotalBytes += s.MemoryTotalBytes
-	}
-	u.Percent /= float64(len(g.GPUs))
-	return u, true
+	GPUUse *client.GPUUse `json:"gpuUse,omitempty"`
 }
 
 // JobWorkers is one TrainJob of 'top job --kube NAME' and the pods of its current attempt.
@@ -331,7 +310,7 @@ func (c *Cluster) WorkerUsage(ctx context.Context, name string) (*JobWorkers, er
 		state, _ := podState(p)
 		w := WorkerUsage{Worker: workerIndex(p), Pod: p.Name, Node: p.Spec.NodeName, Phase: string(p.Status.Phase), State: state,
 			GPUs: gpus(req), MilliCPU: amount(req, corev1.ResourceCPU), MemoryBytes: amount(req, corev1.ResourceMemory)}
-		if u, ok := useOf(use[p.Name]); ok {
+		if u, ok := UseOf(use[p.Name]); ok {
 			w.GPUUse = u
 		}
 		if p.Spec.NodeName != "" && !terminated(p) {

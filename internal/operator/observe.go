@@ -23,9 +23,8 @@ type observation struct {
 	blocked   *problem // why a worker does not start, if it does not
 	summary   *workload.Summary
 	progress  string // where worker 0 serves its progress, while it runs
-	// commit is the commit of the job's git source a worker's init container cloned (the
-	// lowest worker's that has); clones are every worker's, in worker order.
-	commit string
+	// clones are the commits of the job's git source the workers' init containers
+	// cloned, in worker order.
 	clones []clone
 }
 
@@ -92,9 +91,6 @@ func observe(job *batchv1.Job, pods []corev1.Pod, workers int) observation {
 			}
 		}
 		if c := clonedCommit(p); c != "" {
-			if o.commit == "" {
-				o.commit = c
-			}
 			o.clones = append(o.clones, clone{worker: workerIndex(p), pod: p.Name, commit: c})
 		}
 		if workerIndex(p) == 0 {
@@ -152,6 +148,14 @@ func podFailure(p *corev1.Pod) *failure {
 	f.reason = where + " " + exitText(p)
 	f.fatal = badInput(p)
 	return f
+}
+
+// commit is the commit the lowest worker that has cloned the job's git source cloned, or "".
+func (o observation) commit() string {
+	if len(o.clones) == 0 {
+		return ""
+	}
+	return o.clones[0].commit
 }
 
 // splitCommits is the failure of an attempt whose workers cloned different commits of

@@ -237,8 +237,8 @@ func (s *step) track(ctx context.Context, o observation) error {
 		s.absorb(s.r.poller.take(s.job.UID)) // live progress, read outside Reconcile
 	}
 	s.absorb(o.summary) // a worker's final summary wins
-	if st.SourceCommit == "" && o.commit != "" {
-		st.SourceCommit = o.commit // the first attempt's clone: restarts check it out
+	if st.SourceCommit == "" && o.commit() != "" {
+		st.SourceCommit = o.commit() // the first attempt's clone: restarts check it out
 	}
 	if o.failure == nil && !o.done() {
 		o.failure = o.splitCommits(st.SourceCommit)

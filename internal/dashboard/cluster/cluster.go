@@ -307,17 +307,9 @@ func (s *Source) RankUse(ctx context.Context, ref string) (map[int]*client.GPUUs
 	}
 	out := map[int]*client.GPUUse{}
 	for _, g := range s.Cluster.GPUsOf(ctx, d.Pods) {
-		if len(g.GPUs) == 0 {
-			continue
+		if u, ok := kubecli.UseOf(g); ok {
+			out[g.Worker*procs] = u
 		}
-		var u client.GPUUse
-		for _, x := range g.GPUs {
-			u.Percent += float64(max(x.UtilizationPercent, 0))
-			u.UsedBytes += x.MemoryUsedBytes
-			u.TotalBytes += x.MemoryTotalBytes
-		}
-		u.Percent /= float64(len(g.GPUs))
-		out[g.Worker*procs] = &u
 	}
 	return out, nil
 }
