@@ -36,11 +36,14 @@ type Client struct {
 	// withheld, when the token file's token was not sent to this server, is the message
 	// that replaces the server's answer to a 401.
 	withheld string
-	http     *http.Client
-	tls      *tls.Config                                                       // for https servers, also used by the log WebSocket
-	poll     time.Duration                                                     // how often Follow reads a rank's log again
-	retry    time.Duration                                                     // how long Follow tries to reach a server that went away
-	dial     func(ctx context.Context, network, addr string) (net.Conn, error) // nil: the network
+	// bearer sends the token itself (WithBearer) instead of proofs in a session.
+	bearer bool
+	sess   sessions
+	http   *http.Client
+	tls    *tls.Config                                                       // for https servers, also used by the log WebSocket
+	poll   time.Duration                                                     // how often Follow reads a rank's log again
+	retry  time.Duration                                                     // how long Follow tries to reach a server that went away
+	dial   func(ctx context.Context, network, addr string) (net.Conn, error) // nil: the network
 }
 
 // Option adjusts a Client.
@@ -71,6 +74,14 @@ func WithDialer(dial func(ctx context.Context, network, addr string) (net.Conn, 
 		c.dial = dial
 		c.http = &http.Client{Transport: &http.Transport{DialContext: dial}}
 	}
+}
+
+// WithBearer makes the client send the token itself, "Authorization: Bearer <token>",
+// as Ray's clients do, instead of proving in a session that it holds it (the default,
+// see ErrNotTheServer). Only for a server that nobody else can stand in for: one in the
+// same process, reached WithDialer.
+func WithBearer() Option {
+	return func(c *Client) { c.bearer = true }
 }
 
 // WithPollInterval sets how often Follow reads a rank's log again; the default is one
@@ -189,26 +200,59 @@ func (c *Client) do(ctx context.Context, r request, out any) error {
 	}
 }
 
-// send builds and sends the HTTP request of r.
+// send builds and sends the HTTP request of r, signed in the client's session. A server
+// that forgot the session (it restarted, or the session expired) is asked for a new one,
+// and the request sent again, once.
 func (c *Client) send(ctx context.Context, r request) (*http.Response, error) {
 	if c.addrErr != nil {
 		return nil, c.addrErr
 	}
-	u := *c.base
-	u.RawPath, u.Path = r.path, mustUnescape(r.path)
-	u.RawQuery = r.query.Encode()
-	var body io.Reader
-	if r.body != nil {
+	body, err := r.encode()
+	if err != nil {
+		return nil, err
+	}
+	for try := 0; ; try++ {
+		req, err := c.build(ctx, r, body)
+		if err != nil {
+			return nil, err
+		}
+		resp, err := c.http.Do(req)
+		if err != nil {
+			return nil, c.unreachable(ctx, err)
+		}
+		if try > 0 || !stale(resp) {
+			return resp, nil
+		}
+		resp.Body.Close()
+		c.dropSession(sessionOf(req.Header))
+	}
+}
+
+// encode returns the body of r: its JSON, its raw bytes, or nil for none.
+func (r request) encode() ([]byte, error) {
+	switch {
+	case r.raw != nil:
+		return r.raw, nil
+	case r.body != nil:
 		data, err := json.Marshal(r.body)
 		if err != nil {
 			return nil, fmt.Errorf("%s %s: encode the request: %w", r.method, r.path, err)
 		}
-		body = bytes.NewReader(data)
+		return data, nil
 	}
-	if r.raw != nil {
-		body = bytes.NewReader(r.raw)
+	return nil, nil
+}
+
+// build makes the HTTP request of r with body, its headers and its proof.
+func (c *Client) build(ctx context.Context, r request, body []byte) (*http.Request, error) {
+	u := *c.base
+	u.RawPath, u.Path = r.path, mustUnescape(r.path)
+	u.RawQuery = r.query.Encode()
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
 	}
-	req, err := http.NewRequestWithContext(ctx, r.method, u.String(), body)
+	req, err := http.NewRequestWithContext(ctx, r.method, u.String(), rd)
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", r.method, r.path, err)
 	}
@@ -219,22 +263,18 @@ func (c *Client) send(ctx context.Context, r request) (*http.Response, error) {
 	case body != nil:
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return nil, c.unreachable(ctx, err)
+	if err := c.authorize(ctx, req.Header, r.method, req.URL.RequestURI(), body); err != nil {
+		return nil, err
 	}
-	return resp, nil
+	return req, nil
 }
 
-// setHeaders sets the headers every request carries.
+// setHeaders sets the headers every request carries but its proof.
 func (c *Client) setHeaders(h http.Header) {
 	h.Set("User-Agent", userAgent)
 	h.Set("Accept", "application/json")
 	if who := Submitter(); who != "" {
 		h.Set(HeaderUser, who)
-	}
-	if c.token != "" {
-		h.Set("Authorization", "Bearer "+c.token)
 	}
 }
 

@@ -14,6 +14,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/trainyard/trainyard/internal/auth"
 )
 
 // testToken is a well-formed token (at least 32 characters of the Bearer alphabet).
@@ -56,31 +58,53 @@ func (rec *recorder) last(t *testing.T) seen {
 	return rec.requests[len(rec.requests)-1]
 }
 
-// newRecorder starts a fake server that answers status and body.
+// proving puts h behind the checks of a trainyard server with the tests' token, which
+// answer a client's challenge and check its proofs.
+func proving(h http.Handler) http.Handler {
+	return auth.Middleware(testToken, auth.Options{}, h)
+}
+
+// newRecorder starts a fake server that checks requests as a trainyard server does and
+// answers status and body.
 func newRecorder(t *testing.T, status int, body string) (*recorder, *httptest.Server) {
 	t.Helper()
 	rec := &recorder{status: status, body: body}
-	srv := httptest.NewServer(rec)
+	srv := httptest.NewServer(proving(rec))
 	t.Cleanup(srv.Close)
 	return rec, srv
 }
 
+// The client proves that it holds the token, and never sends it; WithBearer sends it.
 func TestAuthorizationHeader(t *testing.T) {
 	cases := map[string]struct {
-		token string
-		want  string
+		token  string
+		opts   []Option
+		want   string // the header's start
+		prove  bool   // through a server that checks proofs
+		secret bool   // the token may appear
 	}{
-		"token sent as Bearer": {token: testToken, want: "Bearer " + testToken},
-		"no token, no header":  {token: "", want: ""},
+		"a proof, never the token": {token: testToken, want: auth.ProofScheme + " session=", prove: true},
+		"WithBearer: the token":    {token: testToken, opts: []Option{WithBearer()}, want: "Bearer " + testToken, secret: true},
+		"no token, no header":      {token: "", want: ""},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			rec, srv := newRecorder(t, http.StatusOK, `{"jobs": []}`)
-			if _, err := New(srv.URL, tc.token).List(context.Background()); err != nil {
+			rec := &recorder{status: http.StatusOK, body: `{"jobs": []}`}
+			var h http.Handler = rec
+			if tc.prove {
+				h = proving(rec)
+			}
+			srv := httptest.NewServer(h)
+			defer srv.Close()
+			if _, err := New(srv.URL, tc.token, tc.opts...).List(context.Background()); err != nil {
 				t.Fatal(err)
 			}
-			if got := rec.last(t).Auth; got != tc.want {
-				t.Errorf("Authorization %q, want %q", got, tc.want)
+			got := rec.last(t).Auth
+			if !strings.HasPrefix(got, tc.want) || tc.want == "" && got != "" {
+				t.Errorf("Authorization %q, want one that starts %q", got, tc.want)
+			}
+			if !tc.secret && tc.token != "" && strings.Contains(got, tc.token) {
+				t.Errorf("Authorization %q holds the token", got)
 			}
 		})
 	}

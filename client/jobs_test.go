@@ -102,7 +102,7 @@ func TestWaitStarted(t *testing.T) {
 			s := &statusServer{jobs: tc.jobs}
 			mux := http.NewServeMux()
 			mux.Handle("GET /api/v1/jobs/{id}", s)
-			web := httptest.NewServer(mux)
+			web := httptest.NewServer(proving(mux))
 			defer web.Close()
 			c := New(web.URL, testToken, WithPollInterval(time.Millisecond))
 			var reasons []string

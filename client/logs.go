@@ -151,12 +151,13 @@ func (c *Client) skipBacklog(ctx context.Context, id string, out *resumeWriter, 
 // streamLog copies the job's console log from the WebSocket to out until the server
 // closes it (nil) or it breaks. dialed says whether the stream was open.
 func (c *Client) streamLog(ctx context.Context, id string, out io.Writer) (dialed bool, err error) {
-	cfg, err := c.wsConfig(id)
+	cfg, err := c.wsConfig(ctx, id)
 	if err != nil {
 		return false, err
 	}
 	conn, err := c.dialWebSocket(ctx, cfg)
 	if err != nil {
+		c.dropSession(sessionOf(cfg.Header)) // it may have expired: the next try starts another
 		return false, fmt.Errorf("follow the log of job %s: %w", id, err)
 	}
 	defer conn.Close()
@@ -195,8 +196,8 @@ func (c *Client) dialWebSocket(ctx context.Context, cfg *websocket.Config) (*web
 }
 
 // wsConfig returns the WebSocket configuration of the job's log tail: ws or wss, the
-// token, and the server itself as Origin, which the server accepts.
-func (c *Client) wsConfig(id string) (*websocket.Config, error) {
+// proof of the request, and the server itself as Origin, which the server accepts.
+func (c *Client) wsConfig(ctx context.Context, id string) (*websocket.Config, error) {
 	if c.addrErr != nil {
 		return nil, c.addrErr
 	}
@@ -209,6 +210,9 @@ func (c *Client) wsConfig(id string) (*websocket.Config, error) {
 		return nil, fmt.Errorf("follow the log of job %s: %w", id, err)
 	}
 	c.setHeaders(cfg.Header)
+	if err := c.authorize(ctx, cfg.Header, http.MethodGet, loc.RequestURI(), nil); err != nil {
+		return nil, fmt.Errorf("follow the log of job %s: %w", id, err)
+	}
 	cfg.TlsConfig = c.tls
 	return cfg, nil
 }

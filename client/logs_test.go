@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/net/websocket"
 
+	"github.com/trainyard/trainyard/internal/auth"
 	"github.com/trainyard/trainyard/internal/logstream"
 )
 
@@ -77,7 +79,7 @@ func (s *logServer) routes() http.Handler {
 
 // follow runs Follow against the server and returns what it wrote.
 func (s *logServer) follow(id string, opts LogOptions) (string, error) {
-	web := httptest.NewServer(s.routes())
+	web := httptest.NewServer(proving(s.routes()))
 	defer web.Close()
 	c := New(web.URL, testToken, WithPollInterval(time.Millisecond))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -126,8 +128,8 @@ func TestFollowConsole(t *testing.T) {
 				t.Errorf("wrote %q, want %q", got, tc.want)
 			}
 			for _, a := range s.auth {
-				if a != "Bearer "+testToken {
-					t.Errorf("WebSocket Authorization %q, want the token", a)
+				if !strings.HasPrefix(a, auth.ProofScheme+" ") || strings.Contains(a, testToken) {
+					t.Errorf("WebSocket Authorization %q, want a proof, never the token", a)
 				}
 			}
 		})
@@ -246,7 +248,7 @@ func TestLastLines(t *testing.T) {
 // through WithTLSConfig.
 func TestFollowOverTLS(t *testing.T) {
 	s := &logServer{streams: [][]string{{"secure\n"}}}
-	web := httptest.NewTLSServer(s.routes())
+	web := httptest.NewTLSServer(proving(s.routes()))
 	defer web.Close()
 	pool := x509.NewCertPool()
 	pool.AddCert(web.Certificate())

@@ -33,6 +33,37 @@
 // (--token-file, $TRAINYARD_TOKEN) goes wherever the user points it. The token file
 // itself stays one line, so that Ray's clients can read it (RAY_AUTH_TOKEN_PATH).
 //
+// # Proofs instead of the token
+//
+// The trainyard CLI never sends the token. It proves that it holds it, and only after the
+// server has proved the same, so that whatever listens on a recorded port when the server
+// is down (another user's program, say) learns nothing it can use, and a relay between the
+// two (one that holds the recorded port while the server listens on another) can neither
+// replay nor change a request:
+//
+//  1. The client posts a fresh random nonce to ChallengePath (no token needed). The server
+//     answers a session ID (its issue time, random bytes and a MAC under a key of this
+//     server process, so it is valid at no other process and dies with this one) and
+//     ServerProof: an HMAC-SHA256 under the token of the nonce and the ID. A client that
+//     cannot verify it stops there (client.ErrNotTheServer): it has sent a nonce, nothing
+//     more.
+//  2. Both ends derive the session key, SessionKey, an HMAC under the token of the nonce and
+//     the ID; it never travels. Every request carries "Authorization: Trainyard-Proof
+//     session=..., nonce=..., seq=N, body=<SHA-256>, sig=..." where sig is an HMAC under
+//     the session key of the method, the request URI as sent, N and the body's hash.
+//  3. The server checks the ID, the signature, that the body is the one signed (at once for
+//     bodies up to 1 MiB; a longer one, a package upload, fails its reader at the end with
+//     ErrBodyMismatch, before the handler acts), and that N was not used in the session
+//     (a window of 1,024 numbers, for requests that overtake each other). It remembers up
+//     to 4,096 sessions that signed a request; a full table forgets the oldest and refuses,
+//     from then on, any session issued no later, so forgetting never reopens a replay.
+//     Sessions last SessionLifetime (an hour); a refused stale session is answered 401 with
+//     WWW-Authenticate: Trainyard-Proof error="stale", and the client starts a new one.
+//
+// Answers are not signed: over a network that others can change, use TLS as well. Ray's
+// clients, curl and the server's own dashboard in process send the token itself (Bearer,
+// below), as Ray's protocol has it.
+//
 // # Requests
 //
 // Middleware checks, in this order, for every request:
@@ -47,7 +78,7 @@
 //     without a token. The server exempts only its health check, HealthPath ("/healthz"),
 //     which must say nothing but that the server is up; /metrics is not exempt, as its
 //     numbers tell about the jobs.
-//  3. The token, in "Authorization: Bearer <token>" or in Ray's
+//  3. A proof in a session (above), or the token, in "Authorization: Bearer <token>" or in Ray's
 //     "X-Ray-Authorization: Bearer <token>" (which Ray clients send through proxies that
 //     use Authorization themselves), compared in constant time. The scheme name is
 //     case-insensitive ("bearer" works), as RFC 7235 says. Tokens in the URL query or in

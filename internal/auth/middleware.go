@@ -4,10 +4,12 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
+	"time"
 )
 
 // HealthPath is the server's health check, the one path it exempts from the token.
@@ -47,6 +49,8 @@ type Options struct {
 	// (RayMissingToken, RayInvalidToken), so that Ray's clients (KubeRay's among them, which
 	// decodes any JSON body as a job) see the refusal. OnRefuse still gets the full reason.
 	RayPath func(path string) bool
+	// Now is the clock of sessions (see ChallengePath); nil is time.Now.
+	Now func() time.Time
 }
 
 // Ray's refusals, as Ray's token middleware answers them
@@ -85,6 +89,11 @@ func Middleware(token string, opts Options, next http.Handler) http.Handler {
 		exempt[p] = true
 	}
 	want := sha256.Sum256([]byte(token))
+	now := opts.Now
+	if now == nil {
+		now = time.Now
+	}
+	proofs := newProver(token, now)
 	// refuse answers a refusal: msg as JSON, or rayText as Ray writes it on Ray's paths.
 	refuse := func(w http.ResponseWriter, r *http.Request, status int, msg, rayText string) {
 		if opts.OnRefuse != nil {
@@ -107,6 +116,18 @@ func Middleware(token string, opts Options, next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
+		if r.URL.Path == ChallengePath && r.Method == http.MethodPost {
+			proofs.challenge(w, r)
+			return
+		}
+		if handled, err := checkProof(r, proofs); handled {
+			if err != nil {
+				refuseProof(w, r, err, refuse)
+				return
+			}
+			next.ServeHTTP(w, r)
+			return
+		}
 		if status, msg := checkToken(r, want); status != 0 {
 			rayText := RayInvalidToken
 			if status == http.StatusUnauthorized {
@@ -118,6 +139,33 @@ func Middleware(token string, opts Options, next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// checkProof checks a request signed in a session (ProofScheme); handled is false when
+// its Authorization header is of another scheme.
+func checkProof(r *http.Request, proofs *prover) (handled bool, err error) {
+	for _, v := range r.Header.Values(HeaderAuthorization) {
+		p, ok, err := parseProof(v)
+		if !ok {
+			continue
+		}
+		if err != nil {
+			return true, err
+		}
+		return true, proofs.verify(r, p)
+	}
+	return false, nil
+}
+
+// refuseProof refuses a signed request: 401 asking for a new session when it was stale,
+// 403 otherwise.
+func refuseProof(w http.ResponseWriter, r *http.Request, err error, refuse func(http.ResponseWriter, *http.Request, int, string, string)) {
+	if _, ok := errors.AsType[*staleError](err); ok {
+		w.Header().Set("WWW-Authenticate", ProofScheme+` error="stale"`)
+		refuse(w, r, http.StatusUnauthorized, err.Error(), RayMissingToken)
+		return
+	}
+	refuse(w, r, http.StatusForbidden, err.Error(), RayInvalidToken)
 }
 
 // checkToken looks for a Bearer token in the request's headers and compares it with the

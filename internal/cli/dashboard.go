@@ -34,7 +34,7 @@ func withDashboard(ctx context.Context, api http.Handler, token string, hostOpts
 	mem := newMemListener()
 	inner := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = inner.Serve(mem) }()
-	c := client.New("http://127.0.0.1", token, client.WithDialer(mem.dial))
+	c := client.New("http://127.0.0.1", token, client.WithDialer(mem.dial), client.WithBearer()) // in process: nobody can stand in
 	ui, err := dashboard.New(dashboard.Config{Backend: c, Token: token, Logger: log})
 	if err != nil {
 		_ = inner.Close()

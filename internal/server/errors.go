@@ -66,6 +66,7 @@ var statusTable = []struct {
 	{errTooLarge, http.StatusRequestEntityTooLarge, http.StatusRequestEntityTooLarge},
 	{upload.ErrTooLarge, http.StatusRequestEntityTooLarge, http.StatusRequestEntityTooLarge},
 	{errMediaType, http.StatusUnsupportedMediaType, http.StatusUnsupportedMediaType},
+	{auth.ErrBodyMismatch, http.StatusForbidden, http.StatusForbidden},
 }
 
 // statusOf returns the status code that answers err on the given API.
