@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/trainyard/trainyard/internal/auth"
 )
@@ -140,4 +141,18 @@ func (c *Client) impostor(resp *http.Response) error {
 		"trainyard server that token belongs to (a server with another token, or another program, perhaps another "+
 		"user's, listening on that port); nothing that grants access was sent to it: start the server, or check "+
 		"the address and the token", ErrNotTheServer, c.base, resp.Status)
+}
+
+// SignInLink asks the server for a one-time link that signs a browser in to its dashboard
+// (it works once, for auth.SignInTTL) and returns its URL and when it expires. Like every
+// request of the client, it goes only to a server that proved it holds the token.
+func (c *Client) SignInLink(ctx context.Context) (string, time.Time, error) {
+	var link auth.SignInLink
+	if err := c.do(ctx, request{method: http.MethodPost, path: auth.SignInPath, want: http.StatusCreated}, &link); err != nil {
+		return "", time.Time{}, err
+	}
+	if !strings.HasPrefix(link.Path, "/login#") {
+		return "", time.Time{}, fmt.Errorf("the server answered a sign-in link %q that is not its own", link.Path)
+	}
+	return c.base.String() + link.Path, link.Expires, nil
 }

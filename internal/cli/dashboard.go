@@ -1,9 +1,8 @@
 package cli
 
 import (
+	"bufio"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -27,30 +26,33 @@ import (
 )
 
 // withDashboard returns the server's handler: the API's paths (/api/, /metrics,
-// /healthz) go to api, every other path to the dashboard, behind the same Host check.
-// The dashboard reaches the API in process, through an in-memory listener that stop
-// closes. The dashboard samples the machine (its GPUs' use) until ctx ends.
-func withDashboard(ctx context.Context, api http.Handler, token string, hostOpts auth.Options, log *slog.Logger) (http.Handler, func(), error) {
+// /healthz) go to api, every other path to the dashboard (ui, given its backend here),
+// behind the same Host check. The dashboard reaches the API in process, through an
+// in-memory listener that ends with ctx. The dashboard samples the machine (its GPUs'
+// use) until ctx ends.
+func withDashboard(ctx context.Context, api http.Handler, ui dashboard.Config, hostOpts auth.Options, log *slog.Logger) (http.Handler, error) {
 	mem := newMemListener()
 	inner := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = inner.Serve(mem) }()
-	c := client.New("http://127.0.0.1", token, client.WithDialer(mem.dial), client.WithBearer()) // in process: nobody can stand in
-	ui, err := dashboard.New(dashboard.Config{Backend: c, Token: token, Logger: log})
+	context.AfterFunc(ctx, func() { _ = inner.Close() })
+	// In process nobody can stand in for the API, so its client sends the token itself.
+	ui.Backend = client.New("http://127.0.0.1", ui.Token, client.WithDialer(mem.dial), client.WithBearer())
+	ui.Logger = log
+	h, err := dashboard.New(ui)
 	if err != nil {
 		_ = inner.Close()
-		return nil, nil, err
+		return nil, err
 	}
-	go ui.Sample(ctx, 0)
-	pages := auth.HostCheck(hostOpts, ui)
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	go h.Sample(ctx, 0)
+	pages := auth.HostCheck(hostOpts, h)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p := r.URL.Path
 		if strings.HasPrefix(p, "/api/") || p == "/metrics" || p == auth.HealthPath {
 			api.ServeHTTP(w, r)
 			return
 		}
 		pages.ServeHTTP(w, r)
-	})
-	return h, func() { _ = inner.Close() }, nil
+	}), nil
 }
 
 // memListener is a net.Listener of in-memory connections (net.Pipe).
@@ -111,13 +113,19 @@ run folder when this machine mounts the storage volume at the same path; otherwi
 start with the last metrics the operator records, while the dashboard runs.
 
 The job server serves the same dashboard on its own port ('trainyard server', then
-http://127.0.0.1:8265/). This command makes a new token for each start and prints it:
-sign in with it once; the page keeps an HttpOnly session cookie.`
+http://127.0.0.1:8265/, signed in with 'trainyard open').
+
+Signing in: this command prints a one-time sign-in link (it works once, within 2
+minutes) and another each time you press Enter in its terminal; the page then keeps an
+HttpOnly session cookie, named for its port, that ends when you sign out, after 12 hours,
+or when the command stops. It never prints or asks for a token. Listening elsewhere than
+on loopback without --tls-cert is warned about: links and sessions would cross the
+network in clear text.`
 
 func newDashboardCommand(g *globals) *cobra.Command {
 	var (
-		address string
-		kube    kubeOptions
+		opts dashboardOptions
+		kube kubeOptions
 	)
 	cmd := &cobra.Command{
 		Use:   "dashboard [STORAGE PATH]",
@@ -141,7 +149,7 @@ func newDashboardCommand(g *globals) *cobra.Command {
 					return err
 				}
 				src := &cluster.Source{Cluster: c}
-				return serveDashboard(cmd.Context(), g, src, "namespace "+c.Namespace, address, false)
+				return serveDashboard(cmd.Context(), g, src, "namespace "+c.Namespace, opts, false)
 			}
 			storage := jobspec.DefaultStoragePath
 			if len(args) == 1 {
@@ -154,36 +162,58 @@ func newDashboardCommand(g *globals) *cobra.Command {
 			if st, err := os.Stat(dir); err != nil || !st.IsDir() {
 				return usageError(fmt.Errorf("storage path %s is not a folder: give the folder that holds your runs (trainyard run --storage-path)", dir))
 			}
-			return serveDashboard(cmd.Context(), g, &runs.Source{Storage: dir}, dir, address, true)
+			return serveDashboard(cmd.Context(), g, &runs.Source{Storage: dir}, dir, opts, true)
 		},
 	}
-	cmd.Flags().StringVar(&address, "address", "127.0.0.1:8266", "host:port to listen on (loopback unless you need otherwise)")
+	opts.bind(cmd)
 	kube.bind(cmd.Flags())
 	return cmd
 }
 
+// dashboardOptions are the flags of 'trainyard dashboard' that say where it listens.
+type dashboardOptions struct {
+	address, tlsCert, tlsKey string
+}
+
+func (o *dashboardOptions) bind(cmd *cobra.Command) {
+	fs := cmd.Flags()
+	fs.StringVar(&o.address, "address", "127.0.0.1:8266", "host:port to listen on (loopback unless you need otherwise)")
+	fs.StringVar(&o.tlsCert, "tls-cert", "", "PEM certificate to serve https with (with --tls-key)")
+	fs.StringVar(&o.tlsKey, "tls-key", "", "PEM private key of --tls-cert")
+	cmd.MarkFlagsRequiredTogether("tls-cert", "tls-key")
+}
+
 // serveDashboard serves the dashboard of src (whose jobs are at place) until SIGINT or
-// SIGTERM.
-func serveDashboard(ctx context.Context, g *globals, src dashboard.Backend, place, address string, readOnly bool) error {
+// SIGTERM. It prints a one-time sign-in link, and another for each line read from
+// standard input (Enter in its terminal); it never prints or asks for a token.
+func serveDashboard(ctx context.Context, g *globals, src dashboard.Backend, place string, opts dashboardOptions, readOnly bool) error {
 	log := g.logger()
-	token, err := randomToken()
+	warning, err := auth.CheckListen(opts.address, opts.tlsCert != "")
 	if err != nil {
+		return usageError(fmt.Errorf("--address: %w", err))
+	}
+	hs, ln, err := listen(nil, serverOptions{address: opts.address, tlsCert: opts.tlsCert, tlsKey: opts.tlsKey}, log)
+	if err != nil {
+		return usageError(err)
+	}
+	signIns := auth.NewSignIns(nil)
+	ui, err := dashboard.New(dashboard.Config{Backend: src, Logger: log, ReadOnly: readOnly, Place: place, SignIns: signIns,
+		CookieName: dashboard.CookieName(portOf(ln)), SignInHelp: localSignInHelp})
+	if err != nil {
+		ln.Close()
 		return failed(err)
 	}
-	ui, err := dashboard.New(dashboard.Config{Backend: src, Token: token, Logger: log, ReadOnly: readOnly, Place: place})
-	if err != nil {
-		return failed(err)
-	}
-	ln, err := net.Listen("tcp", address)
-	if err != nil {
-		return usageError(fmt.Errorf("--address %s: %w", address, err))
+	if warning != "" {
+		log.Warn(strings.Replace(warning, "the token travels", "sign-in links and sessions travel", 1))
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	go ui.Sample(ctx, 0)
-	hs := &http.Server{Handler: auth.HostCheck(auth.Options{ListenAddr: ln.Addr().String()}, ui),
-		ReadHeaderTimeout: 10 * time.Second}
-	fmt.Fprintf(g.io.Out, "trainyard dashboard of %s on http://%s/\n  sign in with the token %s\n", place, ln.Addr(), token)
+	hs.Handler = auth.HostCheck(auth.Options{ListenAddr: ln.Addr().String()}, ui)
+	scheme := map[bool]string{false: "http", true: "https"}[opts.tlsCert != ""]
+	base := scheme + "://" + ln.Addr().String()
+	fmt.Fprintf(g.io.Out, "trainyard dashboard of %s on %s/\n", place, base)
+	printLinks(ctx, g, base, signIns)
 	go func() {
 		<-ctx.Done()
 		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -196,11 +226,25 @@ func serveDashboard(ctx context.Context, g *globals, src dashboard.Backend, plac
 	return nil
 }
 
-// randomToken returns 32 random bytes in hex.
-func randomToken() (string, error) {
-	b := make([]byte, 32)
-	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("make a token: %w", err)
+// localSignInHelp tells the sign-in page of 'trainyard dashboard' how to get a link.
+const localSignInHelp = "Press Enter in the terminal where 'trainyard dashboard' runs: it prints a new link."
+
+// printLinks prints a sign-in link, then another for every line read from standard input
+// until ctx ends or the input does.
+func printLinks(ctx context.Context, g *globals, base string, signIns *auth.SignIns) {
+	link := func() {
+		l := signIns.Link()
+		fmt.Fprintf(g.io.Out, "  sign in: %s%s\n  (works once, until %s; press Enter for another link)\n", base, l.Path,
+			l.Expires.Local().Format(time.TimeOnly))
 	}
-	return hex.EncodeToString(b), nil
+	link()
+	if g.io.In == nil {
+		return
+	}
+	go func() {
+		sc := bufio.NewScanner(g.io.In)
+		for sc.Scan() && ctx.Err() == nil {
+			link()
+		}
+	}()
 }

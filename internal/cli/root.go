@@ -163,7 +163,7 @@ On Kubernetes:
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageError(fmt.Errorf("%w%s (see '%s --help')", err, flagHint(c, err), c.CommandPath()))
 	})
-	root.AddCommand(newRunCommand(g), newResultsCommand(g), newTensorBoardCommand(g), newDashboardCommand(g), newDevicesCommand(g), newVersionCommand(g))
+	root.AddCommand(newRunCommand(g), newResultsCommand(g), newTensorBoardCommand(g), newDashboardCommand(g), newOpenCommand(g), newDevicesCommand(g), newVersionCommand(g))
 	root.AddCommand(newServerCommand(g), newSubmitCommand(g), newListCommand(g), newGetCommand(g), newLogsCommand(g), newStopCommand(g), newDeleteCommand(g), newTopCommand(g), newDataCommand(g))
 	root.AddCommand(newInstallCommand(g), newUninstallCommand(g), newOperatorCommand(g))
 	root.AddCommand(newWorkerCommand(g), newCopySelfCommand(g))

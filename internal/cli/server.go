@@ -22,6 +22,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/trainyard/trainyard/internal/auth"
+	"github.com/trainyard/trainyard/internal/dashboard"
 	"github.com/trainyard/trainyard/internal/device"
 	"github.com/trainyard/trainyard/internal/jobs"
 	"github.com/trainyard/trainyard/internal/jobspec"
@@ -184,18 +185,20 @@ func runServer(ctx context.Context, g *globals, opts serverOptions) error {
 	if err != nil {
 		return failed(err)
 	}
-	svc, api, err := newEngine(st, node, inv, token, opts, log)
+	signIns := auth.NewSignIns(nil)
+	svc, api, err := newEngine(st, node, inv, token, signIns, opts, log)
 	if err != nil {
 		return failed(err)
 	}
-	handler, closeUI, err := withDashboard(ctx, api.Handler(), token, auth.Options{ListenAddr: opts.address, AllowHosts: opts.allowHosts}, log)
-	if err != nil {
-		return failed(err)
-	}
-	defer closeUI()
-	hs, ln, err := listen(handler, opts, log)
+	hs, ln, err := listen(nil, opts, log)
 	if err != nil {
 		return usageError(err)
+	}
+	ui := dashboard.Config{Token: token, SignIns: signIns, CookieName: dashboard.CookieName(portOf(ln)), SignInHelp: serverSignInHelp}
+	hs.Handler, err = withDashboard(ctx, api.Handler(), ui, auth.Options{ListenAddr: opts.address, AllowHosts: opts.allowHosts}, log)
+	if err != nil {
+		ln.Close()
+		return failed(err)
 	}
 	for _, w := range startWarnings(warning, opts, os.Geteuid()) {
 		log.Warn(w)
@@ -304,8 +307,8 @@ func memTotal(path string) (int64, error) {
 }
 
 // newEngine builds the job engine and the HTTP API over it, both on the same node.
-func newEngine(st *store.Store, node scheduler.Node, inv device.Inventory, token string, opts serverOptions,
-	log *slog.Logger) (*jobs.Service, *server.Server, error) {
+func newEngine(st *store.Store, node scheduler.Node, inv device.Inventory, token string, signIns *auth.SignIns,
+	opts serverOptions, log *slog.Logger) (*jobs.Service, *server.Server, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, nil, fmt.Errorf("find the trainyard binary that supervises jobs: %w", err)
@@ -324,7 +327,7 @@ func newEngine(st *store.Store, node scheduler.Node, inv device.Inventory, token
 		nc.Utilization = gpuUtilization(node.GPUs)
 	}
 	api, err := server.New(server.Config{Jobs: svc, Token: token, Packages: pkgs, StateDir: opts.stateDir,
-		StoragePath: opts.storage, Node: nc, Version: Version, Logger: log,
+		StoragePath: opts.storage, Node: nc, Version: Version, Logger: log, SignIns: signIns,
 		Auth: auth.Options{ListenAddr: opts.address, AllowHosts: opts.allowHosts}})
 	return svc, api, err
 }
@@ -386,10 +389,21 @@ func printBanner(g *globals, ln net.Listener, opts serverOptions, tokenPath stri
 	}
 	fmt.Fprintf(g.io.Out, "trainyard server %s listening on %s://%s\n", Version, scheme, listenAddr(opts.address, ln))
 	fmt.Fprintf(g.io.Out, "  token file:    %s\n", tokenPath)
+	fmt.Fprintf(g.io.Out, "  dashboard:     %s://%s/ (sign in with a link from 'trainyard open')\n", scheme, listenAddr(opts.address, ln))
 	fmt.Fprintf(g.io.Out, "  GPUs:          %s\n", gpus)
 	fmt.Fprintf(g.io.Out, "  CPUs, memory:  %s cores, %s\n", units.Cores(node.MilliCPU), units.BytesIEC(node.MemoryBytes))
 	fmt.Fprintf(g.io.Out, "  state folder:  %s\n", opts.stateDir)
 	fmt.Fprintf(g.io.Out, "  storage path:  %s\n", opts.storage)
+}
+
+// serverSignInHelp tells the sign-in page of the server's dashboard how to get a link.
+const serverSignInHelp = "Run 'trainyard open' where the server's token is (on the server's machine it finds it by itself; " +
+	"elsewhere give it TRAINYARD_TOKEN and --address), and open the link it prints."
+
+// portOf returns the port a listener got.
+func portOf(ln net.Listener) string {
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	return port
 }
 
 // listenAddr writes the address the server listens on: the host given (0.0.0.0 for

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/trainyard/trainyard/client"
+	"github.com/trainyard/trainyard/internal/auth"
 )
 
 // Backend is where the dashboard reads jobs and stops them: the job server's client.
@@ -68,8 +69,17 @@ type WholeLogSource interface {
 type Config struct {
 	// Backend serves the jobs.
 	Backend Backend
-	// Token is the server's token: sign-in asks for it, and sessions are MACs under it.
+	// Token, when set, signs a browser in over TLS (the server's token); over plain HTTP
+	// only sign-in links do (SignIns).
 	Token string
+	// SignIns are the one-time codes of sign-in links; nil makes a set of its own (see
+	// Handler.SignInLink).
+	SignIns *auth.SignIns
+	// SignInHelp tells, on the sign-in page, how to get a sign-in link: "Run `trainyard
+	// open` ...".
+	SignInHelp string
+	// CookieName is the session cookie's name (see CookieName); "" is CookiePrefix.
+	CookieName string
 	// Logger receives sign-ins, refusals and errors; nil discards them.
 	Logger *slog.Logger
 	// Now is the clock; nil is time.Now.
@@ -88,7 +98,8 @@ var assets embed.FS
 type Handler struct {
 	cfg      Config
 	log      *slog.Logger
-	sessions sessions
+	sessions *sessions
+	throttle *throttle
 	pages    *template.Template
 	mux      *http.ServeMux
 	samples  *history
@@ -96,8 +107,8 @@ type Handler struct {
 
 // New returns the dashboard's handler.
 func New(cfg Config) (*Handler, error) {
-	if cfg.Backend == nil || cfg.Token == "" {
-		return nil, errors.New("dashboard: a backend and a token are required")
+	if cfg.Backend == nil {
+		return nil, errors.New("dashboard: a backend is required")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -105,12 +116,18 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.SignIns == nil {
+		cfg.SignIns = auth.NewSignIns(cfg.Now)
+	}
+	if cfg.CookieName == "" {
+		cfg.CookieName = CookiePrefix
+	}
 	pages, err := template.New("").Funcs(funcs).ParseFS(assets, "assets/*.html")
 	if err != nil {
 		return nil, err
 	}
-	h := &Handler{cfg: cfg, log: cfg.Logger, sessions: sessions{key: []byte(cfg.Token), now: cfg.Now}, pages: pages,
-		mux: http.NewServeMux(), samples: newHistory(HistorySamples)}
+	h := &Handler{cfg: cfg, log: cfg.Logger, sessions: newSessions(cfg.CookieName, []byte(cfg.Token), cfg.Now),
+		throttle: newThrottle(cfg.Now, cfg.Logger), pages: pages, mux: http.NewServeMux(), samples: newHistory(HistorySamples)}
 	static, err := fs.Sub(assets, "assets/static")
 	if err != nil {
 		return nil, err
@@ -134,6 +151,10 @@ func New(cfg Config) (*Handler, error) {
 	}))
 	return h, nil
 }
+
+// SignInLink returns the path of a new one-time sign-in link ("/login#code=...") and when
+// it expires.
+func (h *Handler) SignInLink() auth.SignInLink { return h.cfg.SignIns.Link() }
 
 // ServeHTTP serves a request, with the headers every page gets.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {

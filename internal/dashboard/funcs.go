@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"html/template"
 	"maps"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,6 +20,9 @@ var funcs = template.FuncMap{
 	"gpus":    gpuList,
 	"metrics": metricsText,
 	"lower":   strings.ToLower,
+	// pathseg escapes a job's ID as one segment of a path (a '/', '?' or ',' in it stays
+	// part of it): every link to a job uses it.
+	"pathseg": url.PathEscape,
 	"duration": func(start *time.Time, end *time.Time) string {
 		if start == nil {
 			return "-"

@@ -266,13 +266,16 @@ func (h *Handler) logText(w http.ResponseWriter, r *http.Request, _ string) {
 		setDownload(w, id)
 	} else {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-store")
 	}
 	_, _ = w.Write([]byte(text))
 }
 
-// setDownload sets the headers of a log sent as a file to save.
+// setDownload sets the headers of a log sent as a file to save. Logs are never cached: a
+// browser's cache is no place for what a job printed.
 func setDownload(w http.ResponseWriter, id string) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("Content-Disposition", `attachment; filename="trainyard-`+safeFileName(id)+`.log"`)
 }
 
@@ -288,6 +291,9 @@ func safeFileName(s string) string {
 
 // stop stops a job and goes back to its page.
 func (h *Handler) stop(w http.ResponseWriter, r *http.Request, _ string) {
+	if h.readOnly(w, r) {
+		return
+	}
 	j, err := h.cfg.Backend.Stop(r.Context(), r.PathValue("id"))
 	if err != nil {
 		h.backendError(w, r, err)
@@ -299,6 +305,9 @@ func (h *Handler) stop(w http.ResponseWriter, r *http.Request, _ string) {
 
 // deleteJob deletes an ended job (the Delete button), then shows the job list.
 func (h *Handler) deleteJob(w http.ResponseWriter, r *http.Request, _ string) {
+	if h.readOnly(w, r) {
+		return
+	}
 	id := r.PathValue("id")
 	if err := h.cfg.Backend.Delete(r.Context(), id); err != nil {
 		h.backendError(w, r, err)
@@ -306,4 +315,15 @@ func (h *Handler) deleteJob(w http.ResponseWriter, r *http.Request, _ string) {
 	}
 	h.log.Info("dashboard: delete", "job", id, "client", r.RemoteAddr)
 	http.Redirect(w, r, "/", http.StatusSeeOther)
+}
+
+// readOnly answers 405 to a request that would change a job of a read-only dashboard
+// (local runs are only watched), and reports whether it did.
+func (h *Handler) readOnly(w http.ResponseWriter, r *http.Request) bool {
+	if !h.cfg.ReadOnly {
+		return false
+	}
+	w.Header().Set("Allow", "GET, HEAD")
+	h.fail(w, r, http.StatusMethodNotAllowed, "This dashboard only shows jobs: stop or delete them where they run.")
+	return true
 }

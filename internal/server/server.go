@@ -44,6 +44,10 @@ type Config struct {
 	Node NodeConfig
 	// Version is trainyard's version, reported by /api/version.
 	Version string
+	// SignIns, when set, are the dashboard's one-time sign-in codes: POST
+	// /api/v1/signin-links makes a link with one (see auth.SignIns). Without them that
+	// endpoint answers 404.
+	SignIns *auth.SignIns
 	// Logger receives the server's errors and its audit trail: one Info line for every
 	// submit, stop and delete, one Warn line for every request refused with 401 or 403;
 	// nil discards them.
@@ -159,4 +163,17 @@ func (s *Server) nativeRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/v1/jobs/{id}/logs", s.logs)
 	mux.HandleFunc("GET /api/v1/jobs/{id}/logs/tail", s.nativeTail)
 	mux.HandleFunc("GET /api/v1/node", s.node)
+	mux.HandleFunc("POST "+auth.SignInPath, s.signInLink)
+}
+
+// signInLink answers POST /api/v1/signin-links with a one-time sign-in link to the
+// dashboard (201); the request has passed the token's checks, like every other.
+func (s *Server) signInLink(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.SignIns == nil {
+		s.writeError(w, r, native, refuse(errNoEndpoint, "this server has no dashboard to sign in to"))
+		return
+	}
+	link := s.cfg.SignIns.Link()
+	s.log.Info("made a dashboard sign-in link", "client", r.RemoteAddr, "user_agent", r.UserAgent())
+	writeJSON(w, http.StatusCreated, link)
 }

@@ -70,8 +70,7 @@ func TestDashboardCurvesCompareAndMachine(t *testing.T) {
 	s.waitStatus(t, live, "RUNNING")
 
 	ctx := newBrowser(t, chromium)
-	do(t, ctx, "open the sign-in page", chromedp.Navigate(s.url+"/login"))
-	load(t, ctx, "sign in", chromedp.SendKeys(chromedp.ID("token"), s.token), chromedp.Click(chromedp.ID("sign-in")))
+	signInWith(t, ctx, s.link(t), s.url+"/")
 
 	// The live job's page: a chart per metric, and the loss curve gains points.
 	load(t, ctx, "open the reporter's page", chromedp.Navigate(s.url+"/jobs/"+live))

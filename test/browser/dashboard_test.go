@@ -50,26 +50,32 @@ func TestDashboardInChromium(t *testing.T) {
 
 	ctx := newBrowser(t, chromium)
 
-	// Signed out, / sends the browser to the sign-in page; a wrong token is refused.
+	// Signed out, / sends the browser to the sign-in page, which asks for no token over
+	// plain HTTP; a link whose code is not the server's is refused.
 	do(t, ctx, "open /", chromedp.Navigate(s.url+"/"))
 	if loc := location(t, ctx); !strings.HasPrefix(loc, s.url+"/login") {
 		t.Fatalf("signed out, / went to %s, want the sign-in page", loc)
 	}
-	resp := load(t, ctx, "sign in with a wrong token",
-		chromedp.SendKeys(chromedp.ID("token"), "not-the-token"), chromedp.Click(chromedp.ID("sign-in")))
-	if resp.Status != http.StatusForbidden {
-		t.Errorf("a wrong token answered %d, want 403", resp.Status)
+	if n := run(t, ctx, "count token fields", chromedp.Evaluate[int](`document.querySelectorAll("input[name=token]").length`)); n != 0 {
+		t.Errorf("the sign-in page over plain HTTP has %d token fields, want none", n)
 	}
-	msg := run(t, ctx, "read p#login-error", chromedp.Text(chromedp.CSS("p#login-error"), chromedp.NodeVisible))
-	if !strings.Contains(msg, "not the server's token") {
-		t.Errorf("p#login-error says %q, want that it is not the server's token", msg)
+	do(t, ctx, "open a made-up sign-in link", chromedp.Navigate(s.url+"/login#code=madeupmadeupmadeup"))
+	var msg string
+	poll(t, 30*time.Second, "the made-up link to be refused", func() (bool, error) {
+		m, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(document.querySelector("p#login-error") || {}).textContent || ""`))
+		msg = m
+		return m != "", err
+	})
+	if !strings.Contains(msg, "used already or has expired") {
+		t.Errorf("p#login-error says %q, want that the link was used or expired", msg)
 	}
 	screenshot(t, ctx, "login.png")
 
-	// The right token opens the job list, with both jobs.
-	resp = load(t, ctx, "sign in", chromedp.SendKeys(chromedp.ID("token"), s.token), chromedp.Click(chromedp.ID("sign-in")))
-	if loc := location(t, ctx); resp.Status != http.StatusOK || loc != s.url+"/" {
-		t.Fatalf("signing in ended at %s with %d, want %s/ with 200", loc, resp.Status, s.url)
+	// A link from 'trainyard open' opens the job list, with both jobs; it works once.
+	link := s.link(t)
+	signInWith(t, ctx, link, s.url+"/")
+	if _, _, err := s.signIn(strings.TrimPrefix(link, s.url+"/login#code=")); err == nil {
+		t.Error("a sign-in link worked twice")
 	}
 	checkRows(t, ctx, "the job list", map[string]string{ticker: "running", quick: "succeeded"})
 	who := run(t, ctx, "read who submitted", chromedp.Text(chromedp.CSS(`#jobs tr[data-id="`+ticker+`"] td.who`)))
@@ -108,7 +114,7 @@ func TestDashboardInChromium(t *testing.T) {
 
 	// Stop, confirmed in the page's dialog: the job ends STOPPED.
 	dialogs := acceptDialogs(ctx)
-	resp = load(t, ctx, "click Stop", chromedp.Click(chromedp.ID("stop")))
+	resp := load(t, ctx, "click Stop", chromedp.Click(chromedp.ID("stop")))
 	select {
 	case d := <-dialogs:
 		if d.err != nil || d.message != "Stop this job?" {
@@ -172,12 +178,15 @@ func TestDashboardRefusals(t *testing.T) {
 	ticker := s.submit(t, "ticker", tickerCommand...)
 	s.waitStatus(t, ticker, "RUNNING")
 
-	resp, session, err := s.signIn(s.token)
+	resp, session, err := s.signIn(strings.TrimPrefix(s.link(t), s.url+"/login#code="))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if resp.StatusCode != http.StatusSeeOther {
-		t.Errorf("POST /login with the token answered %s, want 303", resp.Status)
+		t.Errorf("POST /login with a link's code answered %s, want 303", resp.Status)
+	}
+	if want := "trainyard_session_" + s.url[strings.LastIndexByte(s.url, ':')+1:]; session.Name != want {
+		t.Errorf("the session cookie is %s, want %s (one per port)", session.Name, want)
 	}
 	if !session.HttpOnly || session.SameSite != http.SameSiteStrictMode || session.Path != "/" {
 		t.Errorf("the session cookie is HttpOnly=%v SameSite=%v Path=%q, want HttpOnly, SameSite=Strict, Path=/; Set-Cookie: %s",
@@ -237,8 +246,12 @@ func TestDashboardRefusals(t *testing.T) {
 	if code := send("GET", "/", "evil.example"); code != http.StatusForbidden {
 		t.Errorf("GET / with Host: evil.example answered %d, want 403", code)
 	}
-	if _, _, err := s.signIn("not-the-token"); err == nil {
-		t.Errorf("POST /login with a wrong token set a session cookie")
+	if _, _, err := s.signIn("not-a-code"); err == nil {
+		t.Errorf("POST /login with a made-up code set a session cookie")
+	}
+	if resp, err := noRedirects.PostForm(s.url+"/login", url.Values{"token": {s.token}}); err != nil ||
+		resp.StatusCode != http.StatusForbidden || len(resp.Cookies()) != 0 {
+		t.Errorf("POST /login with the token over plain HTTP: %v %v, want 403 and no session", resp, err)
 	}
 	if jobs, err := s.jobs(); err != nil || jobs[ticker].Status != "RUNNING" {
 		t.Errorf("after the refused stop the ticker is %q (%v), want RUNNING", jobs[ticker].Status, err)

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/chromedp/chromedp"
 )
 
 // chromiumPath returns the Chromium to drive: /usr/bin/chromium (Debian's package
@@ -230,19 +232,47 @@ var noRedirects = &http.Client{
 	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 }
 
-// signIn posts the token to /login, as a client that sends no Origin or Referer, and
-// returns the response (its body closed) and the session cookie it sets.
-func (s *server) signIn(token string) (*http.Response, *http.Cookie, error) {
-	resp, err := noRedirects.PostForm(s.url+"/login", map[string][]string{"token": {token}, "next": {"/"}})
+// link returns a one-time sign-in link from 'trainyard open --print'.
+func (s *server) link(t *testing.T) string {
+	t.Helper()
+	out, err := s.cli("open", "--print")
+	if err != nil {
+		t.Fatal(err)
+	}
+	link, _, _ := strings.Cut(out, "\n")
+	if !strings.HasPrefix(link, s.url+"/login#code=") {
+		t.Fatalf("trainyard open --print printed %q, want a link to %s/login#code=...", out, s.url)
+	}
+	return link
+}
+
+// signIn posts a sign-in link's code to /login, as a client that sends no Origin or
+// Referer, and returns the response (its body closed) and the session cookie it sets.
+func (s *server) signIn(code string) (*http.Response, *http.Cookie, error) {
+	resp, err := noRedirects.PostForm(s.url+"/login", map[string][]string{"code": {code}, "next": {"/"}})
 	if err != nil {
 		return nil, nil, fmt.Errorf("POST /login: %w", err)
 	}
 	resp.Body.Close()
 	for _, c := range resp.Cookies() {
-		if c.Name == "trainyard_session" {
+		if strings.HasPrefix(c.Name, "trainyard_session_") {
 			return resp, c, nil
 		}
 	}
-	return resp, nil, errors.New("POST /login set no trainyard_session cookie; Set-Cookie: " +
+	return resp, nil, errors.New("POST /login set no trainyard_session_<port> cookie; Set-Cookie: " +
 		strings.Join(resp.Header.Values("Set-Cookie"), " | "))
+}
+
+// signInWith opens a sign-in link in the browser and waits until its script has signed
+// in and the browser is at want.
+func signInWith(t *testing.T, ctx context.Context, link, want string) {
+	t.Helper()
+	do(t, ctx, "open the sign-in link", chromedp.Navigate(link))
+	poll(t, 30*time.Second, "the sign-in link to lead to "+want, func() (bool, error) {
+		loc, err := chromedp.Run(ctx, chromedp.Location())
+		if err != nil {
+			return false, err
+		}
+		return loc == want, fmt.Errorf("at %s", loc)
+	})
 }

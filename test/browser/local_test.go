@@ -62,10 +62,9 @@ func TestLocalDashboardInChromium(t *testing.T) {
 		}
 	}
 
-	url, token := startDashboard(t, dir, storage)
+	url, link := startDashboard(t, dir, storage)
 	ctx := newBrowser(t, chromium)
-	do(t, ctx, "open the sign-in page", chromedp.Navigate(url+"/login"))
-	load(t, ctx, "sign in", chromedp.SendKeys(chromedp.ID("token"), token), chromedp.Click(chromedp.ID("sign-in")))
+	signInWith(t, ctx, link, url+"/")
 	poll(t, 30*time.Second, "the live run to be listed as running", func() (bool, error) {
 		rows, err := chromedp.Run(ctx, chromedp.Evaluate[map[string]string](`Object.fromEntries(
 			[...document.querySelectorAll("table#jobs tr[data-id]")].map((r) => [r.dataset.id, r.querySelector("span.status").textContent.trim()]))`))
@@ -170,8 +169,8 @@ func runFolders(storage string) map[string]string {
 }
 
 // startDashboard starts trainyard dashboard on storage, on a free loopback port, and
-// returns its address and the token it printed.
-func startDashboard(t *testing.T, dir, storage string) (url, token string) {
+// returns its address and the sign-in link it printed.
+func startDashboard(t *testing.T, dir, storage string) (url, link string) {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -189,10 +188,13 @@ func startDashboard(t *testing.T, dir, storage string) (url, token string) {
 		t.Fatalf("start trainyard dashboard: %v", err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() })
-	tokenRE := regexp.MustCompile(`sign in with the token ([0-9a-f]+)`)
+	linkRE := regexp.MustCompile(`sign in: (http://\S+/login#code=[A-Za-z0-9_-]+)`)
 	lines := bufio.NewScanner(stdout)
 	for lines.Scan() {
-		if m := tokenRE.FindStringSubmatch(lines.Text()); m != nil {
+		if strings.Contains(lines.Text(), "token") {
+			t.Errorf("trainyard dashboard printed a token: %s", lines.Text())
+		}
+		if m := linkRE.FindStringSubmatch(lines.Text()); m != nil {
 			go func() { _, _ = io.Copy(io.Discard, stdout) }()
 			return "http://" + addr, m[1]
 		}
@@ -200,6 +202,6 @@ func startDashboard(t *testing.T, dir, storage string) (url, token string) {
 			t.Logf("trainyard dashboard: %s", lines.Text())
 		}
 	}
-	t.Fatalf("trainyard dashboard printed no token: %v", lines.Err())
+	t.Fatalf("trainyard dashboard printed no sign-in link: %v", lines.Err())
 	return "", ""
 }

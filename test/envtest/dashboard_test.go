@@ -42,7 +42,7 @@ func TestDashboardOnACluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ui, err := dashboard.New(dashboard.Config{Backend: &cluster.Source{Cluster: c}, Token: "test-token", Place: "namespace " + k.ns})
+	ui, err := dashboard.New(dashboard.Config{Backend: &cluster.Source{Cluster: c}, Place: "namespace " + k.ns})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,8 @@ func TestDashboardOnACluster(t *testing.T) {
 		}
 		return string(body)
 	}
-	if resp, err := browser.PostForm(srv.URL+"/login", url.Values{"token": {"test-token"}}); err != nil || resp.StatusCode != http.StatusOK {
+	code := strings.TrimPrefix(ui.SignInLink().Path, "/login#code=")
+	if resp, err := browser.PostForm(srv.URL+"/login", url.Values{"code": {code}}); err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("sign in: %v %v", resp, err)
 	}
 

@@ -48,7 +48,22 @@ function filterStatic() {
   });
 }
 
+// signInWithLink posts the one-time code of a sign-in link (/login#code=...): the code
+// stays in the fragment, which the browser never sends, and leaves the address bar.
+function signInWithLink() {
+  const form = document.getElementById("code-form");
+  const m = location.hash.match(/^#code=([A-Za-z0-9_-]+)$/);
+  if (!form || !m) return;
+  history.replaceState(null, "", location.pathname + location.search);
+  document.getElementById("code").value = m[1];
+  form.submit();
+}
+
+// A link opened in a tab that shows the sign-in page already changes only the fragment.
+window.addEventListener("hashchange", signInWithLink);
+
 document.addEventListener("DOMContentLoaded", () => {
+  signInWithLink();
   startLog();
   filterStatic();
   const stop = document.getElementById("stop-form");
@@ -80,8 +95,9 @@ function smooth(ys, weight) {
 function startCurves() {
   const el = document.getElementById("curves") || document.getElementById("compare-curves");
   if (!el || typeof uPlot === "undefined") return;
-  const ids = el.dataset.jobs.split(",");
-  const labels = el.dataset.labels.split(",");
+  // Each ID and label is path-escaped (a ',' in one is %2C), then joined by ','.
+  const ids = el.dataset.jobs.split(",").map(decodeURIComponent);
+  const labels = el.dataset.labels.split(",").map(decodeURIComponent);
   const runs = ids.map(() => ({ xs: [], metrics: {}, last: 0, total: 0 })); // per job
   const smoothing = document.getElementById("smoothing");
   const logScale = document.getElementById("log-scale");
