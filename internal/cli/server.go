@@ -38,19 +38,25 @@ const serverLong = `Run the job server: it takes jobs from 'trainyard submit' an
 GPUs, each under its own 'trainyard run', which outlives the server: stop or restart the
 server and running jobs go on; a restarted server finds them again.
 
-Every request must carry the server's token ("Authorization: Bearer <token>"). It is
-made at the first start and kept in --token-file (default $TRAINYARD_TOKEN_FILE, else
-~/.config/trainyard/token, mode 0600), where the CLI on this machine finds it; the
-server adds the address it listens on to <token file>.servers, and the CLI sends the
-token it finds by itself only to those addresses. The server listens on loopback
-unless told otherwise; listening elsewhere without --tls-cert/--tls-key prints a
-warning, as the token would cross the network in clear text. Requests must name the
-server in Host (localhost, its address, or an --allow-host), which keeps web pages out
-(DNS rebinding).
+Every request needs the server's token. It is made at the first start and kept in
+--token-file (default $TRAINYARD_TOKEN_FILE, else ~/.config/trainyard/token, mode 0600),
+where the CLI on this machine finds it; the server adds the address it listens on to
+<token file>.servers, and the CLI uses the token it finds by itself only for those
+addresses. The trainyard CLI never sends the token: the server first proves that it
+holds it (an HMAC of a fresh nonce), then the CLI signs each request with a key derived
+from it, so a program that stands in for the server on its port learns nothing, and a
+relay can neither replay nor change a request. Ray's clients and curl send the token
+itself ("Authorization: Bearer <token>", as Ray's protocol has it). The server listens
+on loopback unless told otherwise; listening elsewhere without --tls-cert/--tls-key
+prints a warning. Requests must name the server in Host (localhost, its address, or an
+--allow-host), which keeps web pages out (DNS rebinding).
 
-The dashboard is on the same port, at / (http://127.0.0.1:8265/): sign in with the
-token once (an HttpOnly session cookie, 12 hours), then see the jobs, a job's attempts,
-live log and metric curves, compare runs, watch the GPUs, and stop jobs.
+The dashboard is on the same port, at / (http://127.0.0.1:8265/): sign in with a
+one-time link from 'trainyard open' (the token is never typed into a page served over
+plain HTTP; over TLS the page also takes it), then see the jobs, a job's attempts, live
+log and metric curves, compare runs, watch the GPUs, and stop jobs. The session cookie
+(HttpOnly, SameSite=Strict, named for the port) ends when you sign out, after 12 hours,
+or when the server restarts.
 
 A job may lease GPUs for a gang of its own: a Ray Train script run as one process (a Ray
 job's entrypoint, or 'trainyard submit -- python3 train.py') is Ray's driver, and its
