@@ -133,7 +133,7 @@ func TestAnotherUserOnTheServersPortLearnsNothing(t *testing.T) {
 	// Back on its port, the real server gives a replayed request nothing to do.
 	stopListener()
 	s.start(t)
-	defer s.stopJobs(t)
+	t.Cleanup(func() { s.stopJobs(t); _ = s.cmd.Process.Kill(); _ = s.cmd.Wait() })
 	for _, r := range requests {
 		if code := replayRaw(t, "127.0.0.1:"+port, r); code != http.StatusOK {
 			t.Errorf("replayed challenge answered %d", code)
