@@ -15,8 +15,14 @@ import (
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
 )
 
-// rayProbe prints "found" when the Python running it can import ray by itself.
-const rayProbe = `import importlib.util, sys; sys.stdout.write("found" if importlib.util.find_spec("ray") else "missing")`
+// rayProbe prints "found" when the Python running it can import ray by itself, from its
+// PYTHONPATH, user site or site-packages. It first takes the working folder ("" under -c)
+// off the front of sys.path: a ray/ that someone else created in a shared working folder
+// would otherwise answer "found", and the workers that Trainyard starts (a driver's gang:
+// ray.train._driver.WORKER_BOOT, which takes it off too) would get no ray at all. It is
+// not -I, which would also ignore PYTHONPATH and the user site, where a real Ray may be.
+const rayProbe = `import sys; sys.path[:1] = [p for p in sys.path[:1] if p]; import importlib.util; ` +
+	`sys.stdout.write("found" if importlib.util.find_spec("ray") else "missing")`
 
 // rayProbeTimeout bounds the probe: a Python that has not answered by then is taken as
 // one that has ray, so that nothing is offered to it.

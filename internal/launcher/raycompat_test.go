@@ -38,6 +38,7 @@ func TestRayCompatNeverShadowsARealRay(t *testing.T) {
 		inWorkdir          bool
 		inSitePackages     bool // after PYTHONPATH in sys.path: what an appended folder would shadow
 		shell              bool // the command is sh -c "python3 ...", as Ray's job entrypoints
+		safePath           bool // the command is python3 -P: the working folder is not on its path
 		want               string
 	}{
 		"ray in site-packages":             {inSitePackages: true, want: "user"},
@@ -48,6 +49,9 @@ func TestRayCompatNeverShadowsARealRay(t *testing.T) {
 		"another folder on the job's path": {jobPath: "empty", want: "trainyard"},
 		"no ray, run by a shell":           {shell: true, want: "trainyard"},
 		"ray in site-packages, by a shell": {shell: true, inSitePackages: true, want: "user"},
+		// The driver's workers start so (ray.train._driver.WORKER_BOOT): a ray/ that someone
+		// else made in a shared working folder must not make the probe withhold Trainyard's.
+		"ray in the working folder, which the command does not import from": {inWorkdir: true, safePath: true, want: "trainyard"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -59,6 +63,9 @@ func TestRayCompatNeverShadowsARealRay(t *testing.T) {
 			job.Spec.Command = []string{systemPython, "-c", "import ray; print('ray is', ray.WHO)"}
 			if c.shell {
 				job.Spec.Command = []string{"/bin/sh", "-c", `X=1 python3 -c "import ray; print('ray is', ray.WHO)"`}
+			}
+			if c.safePath {
+				job.Spec.Command = []string{systemPython, "-P", "-c", "import ray; print('ray is', ray.WHO)"}
 			}
 			if c.jobPath != "" {
 				job.Spec.Env = []v1.EnvVar{{Name: "PYTHONPATH", Value: paths[c.jobPath]}}

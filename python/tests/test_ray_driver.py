@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import tempfile
 import types
@@ -75,18 +76,42 @@ class DriverTest(unittest.TestCase):
         with tempfile.TemporaryDirectory() as folder:
             script = os.path.join(folder, "train.py")
             with open(script, "w") as f:
-                f.write("import sys\nARGV = list(sys.argv)\ndef loop(config):\n    pass\n"
+                f.write("import sys\nimport sibling\nARGV = list(sys.argv)\ndef loop(config):\n    pass\n"
                         "if __name__ == '__main__':\n    def hidden(config):\n        pass\n    raise SystemExit(3)\n")
+            with open(os.path.join(folder, "sibling.py"), "w") as f:
+                f.write("VALUE = 1\n")
             saved = list(sys.argv), list(sys.path)
             try:
                 module = _worker.load({"script": script, "module": "__main__", "argv": [script, "--x"]})
+                path = list(sys.path)
             finally:
                 sys.argv[:], sys.path[:] = saved
                 sys.modules.pop(_worker.MODULE, None)
+                sys.modules.pop("sibling", None)
             self.assertEqual(module.ARGV, [script, "--x"])
+            self.assertEqual(module.sibling.VALUE, 1)
+            # The script's folder comes last, after this package (the working folder, here
+            # the tests' own, is on the path already).
+            self.assertEqual(path[-1], folder)
+            self.assertIn(os.getcwd(), path)
+            self.assertLess(path.index(_COMPAT), path.index(folder))
             self.assertIs(_worker.find(module, "loop", script), module.loop)
             with self.assertRaisesRegex(LookupError, "__main__.*Move the def"):
                 _worker.find(module, "hidden", script)
+
+    def test_worker_boot_ignores_a_ray_in_the_working_folder(self) -> None:
+        with tempfile.TemporaryDirectory() as folder:
+            os.mkdir(os.path.join(folder, "ray"))
+            marker = os.path.join(folder, "planted-ray-ran")
+            with open(os.path.join(folder, "ray", "__init__.py"), "w") as f:
+                f.write(f"open({marker!r}, 'w').close()\n")
+            env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(_COMPAT), _COMPAT]))
+            env.pop("PYTHONSAFEPATH", None)
+            done = subprocess.run([sys.executable, "-c", _driver.WORKER_BOOT], cwd=folder, env=env,
+                                  capture_output=True, text=True, timeout=60, check=False)
+            self.assertFalse(os.path.exists(marker), "the worker imported the ray/ in its working folder")
+            self.assertEqual(done.returncode, 2, done.stderr)  # Trainyard's worker: no spec given
+            self.assertIn("usage: python -m ray.train._worker", done.stderr)
 
 
 if __name__ == "__main__":

@@ -5,9 +5,9 @@ one process that Trainyard marks ``TRAINYARD_GANG=implicit``. There, a fit() tha
 more than that one process (``num_workers`` above 1, or GPUs) makes the script Ray's
 driver: it runs ``trainyard run --workers N ...`` (the same binary, TRAINYARD_BINARY) as a
 child, whose output reaches this console, waits for it, and returns the Result of the
-gang's run folder. Each worker runs ``python -m ray.train._worker``, which imports the
-driver's script as a module (its ``if __name__ == "__main__":`` block does not run again)
-and calls the loop through the in-gang fit().
+gang's run folder. Each worker runs ``ray.train._worker`` (see WORKER_BOOT), which imports
+the driver's script as a module (its ``if __name__ == "__main__":`` block does not run
+again) and calls the loop through the in-gang fit().
 
 The gang's run is ``RunConfig(storage_path, name)``, by default the driver's storage path
 and ``<driver's run name>-train``. Running the script again with the same name after a
@@ -31,6 +31,19 @@ UNLIMITED_RESTARTS = 1_000_000
 
 #: Trainyard's run names: 1 to 45 characters.
 MAX_NAME = 45
+
+#: What a worker's Python runs (``python -c WORKER_BOOT <spec>``): ``ray.train._worker``'s
+#: main, imported once the working folder is off the front of sys.path. ``python -m`` would
+#: put the working folder first, so a ``ray`` package that anyone able to write there
+#: created after the driver started (a shared project folder, even a sticky one) would be
+#: imported instead of this one and run as the job's user. ``-P`` (PYTHONSAFEPATH) does
+#: the same from Python 3.11 on only; this works in every Python. The worker appends the
+#: script's folder and the working folder at the end of sys.path instead (see
+#: _worker.extend_path), so the loop's own imports still work.
+WORKER_BOOT = (
+    "import sys; sys.path[:1] = [p for p in sys.path[:1] if p]; "
+    "from ray.train._worker import main; sys.exit(main(sys.argv[1:]))"
+)
 
 
 def is_driver(scaling: Any) -> bool:
@@ -84,7 +97,7 @@ def launch(trainer: Any) -> Result:
         },
         "result_file": result_file,
     })
-    argv = command(trainer, storage, name) + ["--", sys.executable, "-m", "ray.train._worker", spec]
+    argv = command(trainer, storage, name) + ["--", sys.executable, "-c", WORKER_BOOT, spec]
     print(f"ray.train: launching a gang of {trainer.scaling_config.num_workers}: {' '.join(argv)}",
           file=sys.stderr, flush=True)
     code = subprocess.call(argv, env=_child_env())

@@ -1,11 +1,18 @@
 """A worker of a gang that a driver's TorchTrainer.fit() launched (see ``_driver``).
 
-``python -m ray.train._worker <spec>``: reads the pickled spec the driver wrote (0600, in
-the driver's run folder), imports the driver's script as the module ``__trainyard_driver__``
-(with the driver's ``sys.argv``, so argparse at the top level works, and without running
-its ``if __name__ == "__main__":`` block), finds the loop there by its qualified name and
-runs it through the in-gang TorchTrainer.fit(). A script that calls fit() at its top level
-runs that fit() while it is imported, in the gang, and the loop is not run twice.
+``python -c <_driver.WORKER_BOOT> <spec>``: reads the pickled spec the driver wrote (0600,
+in the driver's run folder), imports the driver's script as the module
+``__trainyard_driver__`` (with the driver's ``sys.argv``, so argparse at the top level
+works, and without running its ``if __name__ == "__main__":`` block), finds the loop there
+by its qualified name and runs it through the in-gang TorchTrainer.fit(). A script that
+calls fit() at its top level runs that fit() while it is imported, in the gang, and the
+loop is not run twice.
+
+The working folder is not first on a worker's sys.path (WORKER_BOOT takes it off): the
+script's folder and the working folder come last (extend_path), after this package and
+the installed ones, so the loop imports its sibling modules as Ray's workers do, and a
+package that someone else created in a shared folder after the driver started shadows
+nothing.
 """
 
 from __future__ import annotations
@@ -45,11 +52,11 @@ def main(argv: list[str]) -> int:
 
 def load(spec: dict[str, Any]) -> Any:
     """Import the module that defines the loop: the driver's script, or a module by name."""
+    extend_path(spec)
     if not spec["script"]:
         return importlib.import_module(spec["module"])
     script = spec["script"]
     sys.argv = list(spec["argv"])
-    sys.path.insert(0, os.path.dirname(script))
     loaded = importlib.util.spec_from_file_location(MODULE, script)
     if loaded is None or loaded.loader is None:
         raise ImportError(f"ray.train: cannot import the driver's script {script}")
@@ -57,6 +64,20 @@ def load(spec: dict[str, Any]) -> Any:
     sys.modules[MODULE] = module
     loaded.loader.exec_module(module)
     return module
+
+
+def extend_path(spec: dict[str, Any]) -> None:
+    """Append the script's folder and the working folder to sys.path, where they are not.
+
+    The driver found its modules there (``python3 train.py`` puts the script's folder
+    first, ``python3 -m pkg.train`` the working folder), and Ray adds both to its workers'
+    paths; last, not first, so that nothing created there later shadows this package or
+    an installed one.
+    """
+    folders = [os.path.dirname(spec["script"])] if spec["script"] else []
+    for folder in folders + [os.getcwd()]:
+        if folder not in sys.path:
+            sys.path.append(folder)
 
 
 def find(module: Any, qualname: str, where: str) -> Any:
