@@ -98,8 +98,9 @@ type Submission struct {
 
 // Submit stores a job as pending and wakes the scheduler. A job without a CPU request
 // gets its default share (DefaultCPU) in its stored spec. A job that can never fit on
-// this machine is refused (ErrNeverFits), a duplicate ID too (store.ErrExists), and a
-// name that another job has (*store.NameTakenError): names are unique until deleted.
+// this machine is refused (ErrNeverFits), a duplicate ID too (store.ErrExists), a job
+// whose spec its supervisor could not read (ErrSpecTooLarge), and a name that another
+// job has (*store.NameTakenError): names are unique until deleted.
 func (s *Service) Submit(sub Submission) (*store.Job, error) {
 	if sub.ID == "" {
 		sub.ID = NewID()
@@ -115,6 +116,9 @@ func (s *Service) Submit(sub Submission) (*store.Job, error) {
 	spec, err := json.Marshal(sub.Job)
 	if err != nil {
 		return nil, fmt.Errorf("encode job: %w", err)
+	}
+	if err := s.checkSpecSize(sub.ID, sub.Job); err != nil {
+		return nil, err
 	}
 	j := &store.Job{ID: sub.ID, Name: sub.Job.Name, Status: store.Pending, Priority: sub.Priority,
 		Entrypoint: sub.Entrypoint, SubmittedBy: sub.SubmittedBy, Spec: spec, Metadata: sub.Metadata, RuntimeEnv: sub.RuntimeEnv,

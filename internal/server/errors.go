@@ -59,6 +59,7 @@ var statusTable = []struct {
 	// Ray's stop answers {"stopped": false} instead; the Ray handler never lets it here.
 	{jobs.ErrFinished, http.StatusConflict, http.StatusConflict},
 	{jobs.ErrNeverFits, http.StatusBadRequest, http.StatusBadRequest},
+	{jobs.ErrSpecTooLarge, http.StatusBadRequest, http.StatusBadRequest},
 	{errInvalid, http.StatusBadRequest, http.StatusBadRequest},
 	{store.ErrInvalid, http.StatusBadRequest, http.StatusBadRequest},
 	{upload.ErrInvalidName, http.StatusBadRequest, http.StatusBadRequest},

@@ -111,6 +111,7 @@ func TestStatusOf(t *testing.T) {
 		"delete running":    {jobs.ErrNotFinished, 409, 500},
 		"stop ended":        {jobs.ErrFinished, 409, 409},
 		"never fits":        {jobs.ErrNeverFits, 400, 400},
+		"spec too large":    {jobs.ErrSpecTooLarge, 400, 400},
 		"invalid":           {invalid("x"), 400, 400},
 		"invalid job":       {invalidBecause(&jobspec.Invalid{}), 400, 400},
 		"body too large":    {tooLarge(-1), 413, 413},
