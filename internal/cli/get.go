@@ -151,6 +151,9 @@ func jobFields(v view, d client.JobDetail) [][2]string {
 	if d.Spec != nil && d.Spec.Spec.WorkingDir != "" {
 		fields = append(fields, [2]string{"Working dir", d.Spec.Spec.WorkingDir})
 	}
+	if len(j.SecretEnv) > 0 {
+		fields = append(fields, [2]string{"Secret env", strings.Join(j.SecretEnv, ", ") + " (kept apart, never shown)"})
+	}
 	if d.Spec != nil {
 		if src, ok := jobspec.GitSource(&d.Spec.Spec); ok {
 			commit := ""

@@ -20,6 +20,7 @@ import (
 	"github.com/trainyard/trainyard/internal/logstream"
 	"github.com/trainyard/trainyard/internal/reporting"
 	"github.com/trainyard/trainyard/internal/rundir"
+	"github.com/trainyard/trainyard/internal/secrets"
 	"github.com/trainyard/trainyard/python"
 )
 
@@ -92,7 +93,12 @@ func noDataHere(machine string) error {
 
 func runJob(ctx context.Context, g *globals, flags *jobspec.Flags, opts runOptions, command []string) error {
 	ctx, force := handleSignals(ctx)
-	job, place, release, err := prepare(ctx, g, flags, command)
+	hidden, err := takeSecrets()
+	if err != nil {
+		return usageError(err)
+	}
+	cloneEnv := append(os.Environ(), secrets.Pairs(hidden)...)
+	job, place, release, err := prepare(ctx, g, flags, command, cloneEnv)
 	var ee *exitError
 	switch {
 	case errors.As(err, &ee):
@@ -111,11 +117,16 @@ func runJob(ctx context.Context, g *globals, flags *jobspec.Flags, opts runOptio
 		return usageError(err)
 	}
 	defer folder.Close()
-	if err := fetchSource(ctx, g, job, folder); err != nil {
+	if err := fetchSource(ctx, g, job, folder, cloneEnv); err != nil {
 		return err
 	}
 
 	extraEnv := driverEnv(job, opts, helper)
+	for _, e := range hidden {
+		if !secrets.CloneOnly(e.Name) {
+			extraEnv[e.Name] = e.Value
+		}
+	}
 	// One implicit process may be a Ray Train driver whose fit() launches a gang: its
 	// console's lines come prefixed already.
 	console := logstream.NewConsole(g.io.Out, logstream.Options{Color: isTerminal(g.io.Out),
@@ -145,9 +156,21 @@ func runJob(ctx context.Context, g *globals, flags *jobspec.Flags, opts runOptio
 	return &exitError{code: ExitFailed, err: fmt.Errorf("run %s: %w", job.Spec.RunName, closeErr)}
 }
 
-// fetchSource clones the job's git source into the run folder, once per run.
-func fetchSource(ctx context.Context, g *globals, job *v1.TrainJob, folder *rundir.Run) error {
-	commit, err := launcher.FetchSource(ctx, job, folder, os.Environ())
+// takeSecrets reads the job's secrets from the file the job server names in
+// secrets.EnvFile, if any, and unsets it, so that no process of the job inherits it.
+func takeSecrets() ([]v1.EnvVar, error) {
+	path, ok := os.LookupEnv(secrets.EnvFile)
+	if !ok {
+		return nil, nil
+	}
+	_ = os.Unsetenv(secrets.EnvFile)
+	return secrets.ReadFile(path)
+}
+
+// fetchSource clones the job's git source into the run folder, once per run, with the
+// credentials in env.
+func fetchSource(ctx context.Context, g *globals, job *v1.TrainJob, folder *rundir.Run, env []string) error {
+	commit, err := launcher.FetchSource(ctx, job, folder, env)
 	if err != nil {
 		return &exitError{code: ExitFailed, err: err}
 	}
@@ -182,13 +205,13 @@ func driverEnv(job *v1.TrainJob, opts runOptions, helper string) map[string]stri
 // checked before anything starts.
 // Inside a job of a trainyard server, the GPUs are leased from the server's scheduler
 // first (see leaseGPUs); release gives them back.
-func prepare(ctx context.Context, g *globals, flags *jobspec.Flags, command []string) (
+func prepare(ctx context.Context, g *globals, flags *jobspec.Flags, command []string, cloneEnv []string) (
 	job *v1.TrainJob, place launcher.Placement, release func(), err error) {
 	release = func() {}
 	if job, err = flags.Resolve(command, jobspec.Env{}); err != nil {
 		return nil, place, release, err
 	}
-	if err := launcher.ResolveSource(ctx, job, os.Environ()); err != nil {
+	if err := launcher.ResolveSource(ctx, job, cloneEnv); err != nil {
 		return nil, place, release, err
 	}
 	if err := launcher.Preflight(job); err != nil {

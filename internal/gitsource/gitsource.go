@@ -49,11 +49,11 @@ func (s Source) Describe(checkedOut string) string {
 	}
 	switch {
 	case at != "":
-		return s.URL + " at commit " + at
+		return s.shown() + " at commit " + at
 	case s.Branch != "":
-		return s.URL + " (branch " + s.Branch + ")"
+		return s.shown() + " (branch " + s.Branch + ")"
 	}
-	return s.URL
+	return s.shown()
 }
 
 var shaRE = regexp.MustCompile(`^[0-9a-f]{40}$`)
@@ -62,23 +62,23 @@ var shaRE = regexp.MustCompile(`^[0-9a-f]{40}$`)
 func Check(s Source) error {
 	u, err := url.Parse(s.URL)
 	if err != nil || s.URL == "" {
-		return fmt.Errorf("git URL %q: not a URL; give https://host/owner/repo.git or file:///path/to/repo", s.URL)
+		return fmt.Errorf("git URL %q: not a URL; give https://host/owner/repo.git or file:///path/to/repo", s.shown())
 	}
 	switch u.Scheme {
 	case "https", "http", "file":
 	default:
 		return fmt.Errorf("git URL %q: only https://, http:// and file:// are supported (credentials come from %s and %s)",
-			s.URL, EnvUsername, EnvPassword)
+			s.shown(), EnvUsername, EnvPassword)
 	}
 	if u.User != nil {
 		return fmt.Errorf("git URL %q holds credentials: put them in %s and %s instead, so they are not stored with the job",
-			redact(u), EnvUsername, EnvPassword)
+			s.shown(), EnvUsername, EnvPassword)
 	}
 	if u.Scheme != "file" && u.Host == "" {
-		return fmt.Errorf("git URL %q: no host", s.URL)
+		return fmt.Errorf("git URL %q: no host", s.shown())
 	}
 	if RepoName(s.URL) == "" {
-		return fmt.Errorf("git URL %q: no repository name in its path", s.URL)
+		return fmt.Errorf("git URL %q: no repository name in its path", s.shown())
 	}
 	if s.Revision != "" && !shaRE.MatchString(s.Revision) {
 		return fmt.Errorf("git revision %q: give a full commit SHA (40 hex digits, lower case)", s.Revision)
@@ -89,11 +89,18 @@ func Check(s Source) error {
 	return nil
 }
 
-func redact(u *url.URL) string {
-	c := *u
-	c.User = url.User("***")
-	return c.String()
+// userinfoRE matches the user information of a URL, parsed or not: what lies between
+// "scheme://" and the first '@' before any '/'.
+var userinfoRE = regexp.MustCompile(`^([A-Za-z][A-Za-z0-9+.-]*://)[^/]*@`)
+
+// Redact returns rawURL with any user information in it (a user name and password)
+// replaced by "***", whether it parses or not, for messages and displays.
+func Redact(rawURL string) string {
+	return userinfoRE.ReplaceAllString(rawURL, "${1}***@")
 }
+
+// shown is the source's URL as messages show it (see Redact).
+func (s Source) shown() string { return Redact(s.URL) }
 
 // RepoName is the folder a repository is cloned into, as git-sync names it: the last
 // element of the URL's path without ".git" ("https://h/o/mnist-pytorch.git" → "mnist-pytorch").
@@ -166,9 +173,9 @@ func Resolve(ctx context.Context, s Source) (string, error) {
 		sort.Strings(branches)
 		if s.Branch == "" {
 			return "", fmt.Errorf("git %s has no default branch (HEAD); give one with --sync-branch (its branches: %s)",
-				s.URL, list(branches))
+				s.shown(), list(branches))
 		}
-		return "", fmt.Errorf("git %s has no branch %q; its branches: %s", s.URL, s.Branch, list(branches))
+		return "", fmt.Errorf("git %s has no branch %q; its branches: %s", s.shown(), s.Branch, list(branches))
 	}
 	return ref.Hash().String(), nil
 }
@@ -188,19 +195,19 @@ func explain(s Source, err error) error {
 	switch {
 	case errors.Is(err, transport.ErrAuthenticationRequired):
 		if s.Username == "" {
-			return fmt.Errorf("git %s needs credentials: set %s and %s", s.URL, EnvUsername, EnvPassword)
+			return fmt.Errorf("git %s needs credentials: set %s and %s", s.shown(), EnvUsername, EnvPassword)
 		}
-		return fmt.Errorf("git %s refused the credentials of %s (%s): check %s and %s", s.URL, EnvUsername,
+		return fmt.Errorf("git %s refused the credentials of %s (%s): check %s and %s", s.shown(), EnvUsername,
 			s.Username, EnvUsername, EnvPassword)
 	case errors.Is(err, transport.ErrAuthorizationFailed):
-		return fmt.Errorf("git %s: user %s may not read this repository (check %s and %s)", s.URL, s.Username,
+		return fmt.Errorf("git %s: user %s may not read this repository (check %s and %s)", s.shown(), s.Username,
 			EnvUsername, EnvPassword)
 	case errors.Is(err, transport.ErrRepositoryNotFound):
-		return fmt.Errorf("git %s: no repository there (check the URL)", s.URL)
+		return fmt.Errorf("git %s: no repository there (check the URL)", s.shown())
 	case errors.Is(err, transport.ErrEmptyRemoteRepository):
-		return fmt.Errorf("git %s is an empty repository: push a commit to it first", s.URL)
+		return fmt.Errorf("git %s is an empty repository: push a commit to it first", s.shown())
 	}
-	return fmt.Errorf("git %s: %w", s.URL, err)
+	return fmt.Errorf("git %s: %w", s.shown(), err)
 }
 
 // Clone clones s into dir (which must not exist or be empty) and checks out commit, the
@@ -221,16 +228,16 @@ func Clone(ctx context.Context, s Source, dir, commit string) (string, error) {
 	}
 	wt, err := repo.Worktree()
 	if err != nil {
-		return "", fmt.Errorf("git %s: %w", s.URL, err)
+		return "", fmt.Errorf("git %s: %w", s.shown(), err)
 	}
 	hash := plumbing.NewHash(commit)
 	if err := wt.Checkout(&git.CheckoutOptions{Hash: hash, Force: true}); err != nil {
 		_ = os.RemoveAll(dir)
-		return "", fmt.Errorf("git %s: check out commit %s: %w (was it force-pushed away?)", s.URL, commit, err)
+		return "", fmt.Errorf("git %s: check out commit %s: %w (was it force-pushed away?)", s.shown(), commit, err)
 	}
 	head, err := repo.Head()
 	if err != nil {
-		return "", fmt.Errorf("git %s: %w", s.URL, err)
+		return "", fmt.Errorf("git %s: %w", s.shown(), err)
 	}
 	return head.Hash().String(), nil
 }

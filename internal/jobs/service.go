@@ -16,6 +16,7 @@ import (
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
 	"github.com/trainyard/trainyard/internal/scheduler"
+	"github.com/trainyard/trainyard/internal/secrets"
 	"github.com/trainyard/trainyard/internal/shell"
 	"github.com/trainyard/trainyard/internal/store"
 )
@@ -56,6 +57,7 @@ type Service struct {
 	wake  chan struct{}
 	exits chan exited
 
+	submitMu sync.Mutex // serializes the creation of jobs (see create)
 	mu       sync.Mutex
 	children map[string]bool // jobs whose supervisor is this process's child, or being started
 	leases   leases
@@ -71,8 +73,10 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Poll <= 0 {
 		cfg.Poll = 500 * time.Millisecond
 	}
-	if err := os.MkdirAll(filepath.Join(cfg.StateDir, "specs"), 0o700); err != nil {
-		return nil, fmt.Errorf("create state folder: %w", err)
+	for _, sub := range []string{"specs", "secrets"} {
+		if err := os.MkdirAll(filepath.Join(cfg.StateDir, sub), 0o700); err != nil {
+			return nil, fmt.Errorf("create state folder: %w", err)
+		}
 	}
 	crash, err := faultFromEnv(cfg.Logger)
 	if err != nil {
@@ -101,6 +105,10 @@ type Submission struct {
 // this machine is refused (ErrNeverFits), a duplicate ID too (store.ErrExists), a job
 // whose spec its supervisor could not read (ErrSpecTooLarge), and a name that another
 // job has (*store.NameTakenError): names are unique until deleted.
+//
+// The job's secret variables (package secrets) are taken out of its spec and kept in a
+// file of their own, StateDir/secrets/<job>, 0600, written before the job is stored;
+// its Ray runtime_env keeps their names with the values redacted.
 func (s *Service) Submit(sub Submission) (*store.Job, error) {
 	if sub.ID == "" {
 		sub.ID = NewID()
@@ -110,6 +118,8 @@ func (s *Service) Submit(sub Submission) (*store.Job, error) {
 		return nil, fmt.Errorf("%w: %w", ErrNeverFits, err)
 	}
 	sub.Job.Spec.RunName = FolderName(sub.ID)
+	hidden := secrets.Take(&sub.Job.Spec.Env)
+	sub.RuntimeEnv = secrets.RedactRuntimeEnv(sub.RuntimeEnv)
 	if sub.Entrypoint == "" {
 		sub.Entrypoint = shell.Join(append(slices.Clone(sub.Job.Spec.Command), sub.Job.Spec.Args...))
 	}
@@ -122,8 +132,9 @@ func (s *Service) Submit(sub Submission) (*store.Job, error) {
 	}
 	j := &store.Job{ID: sub.ID, Name: sub.Job.Name, Status: store.Pending, Priority: sub.Priority,
 		Entrypoint: sub.Entrypoint, SubmittedBy: sub.SubmittedBy, Spec: spec, Metadata: sub.Metadata, RuntimeEnv: sub.RuntimeEnv,
-		RunDir: filepath.Join(sub.Job.Spec.StoragePath, sub.Job.Spec.RunName), SubmittedAt: time.Now()}
-	if err := s.cfg.Store.CreateUnique(j); err != nil {
+		RunDir: filepath.Join(sub.Job.Spec.StoragePath, sub.Job.Spec.RunName), SubmittedAt: time.Now(),
+		SecretEnv: secrets.Names(hidden)}
+	if err := s.create(j, hidden); err != nil {
 		return nil, err
 	}
 	s.poke()
@@ -176,6 +187,7 @@ func (s *Service) Delete(id string) error {
 		return err
 	}
 	_ = os.Remove(s.specPath(id))
+	_ = os.Remove(s.secretsPath(id))
 	return nil
 }
 
@@ -224,6 +236,30 @@ func (s *Service) poke() {
 // specPath returns the path of the spec file of the job with that ID.
 func (s *Service) specPath(id string) string {
 	return filepath.Join(s.cfg.StateDir, "specs", FolderName(id)+".yaml")
+}
+
+// create writes the job's secrets, then stores the job. Submissions are serialized here,
+// so that a second submission of an ID never replaces the secrets of the job that has it;
+// a secrets file without its job (a crash between the two steps) is replaced.
+func (s *Service) create(j *store.Job, hidden []v1.EnvVar) error {
+	s.submitMu.Lock()
+	defer s.submitMu.Unlock()
+	if _, err := s.cfg.Store.Get(j.ID); err == nil {
+		return fmt.Errorf("job %s: %w", j.ID, store.ErrExists)
+	}
+	if err := secrets.WriteFile(s.secretsPath(j.ID), hidden); err != nil {
+		return err
+	}
+	if err := s.cfg.Store.CreateUnique(j); err != nil {
+		_ = os.Remove(s.secretsPath(j.ID))
+		return err
+	}
+	return nil
+}
+
+// secretsPath returns the path of the file of the secrets of the job with that ID.
+func (s *Service) secretsPath(id string) string {
+	return filepath.Join(s.cfg.StateDir, "secrets", FolderName(id)+".yaml")
 }
 
 const idChars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -14,6 +15,7 @@ import (
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
 	"github.com/trainyard/trainyard/internal/gpulease"
 	"github.com/trainyard/trainyard/internal/rundir"
+	"github.com/trainyard/trainyard/internal/secrets"
 	"github.com/trainyard/trainyard/internal/store"
 )
 
@@ -88,15 +90,35 @@ func (s *Service) startSupervisor(j *store.Job) (*exec.Cmd, error) {
 	spec.Spec.MaxRestarts = max(0, spec.Spec.MaxRestarts-int32(j.Restarts))
 	if s.cfg.LeaseSocket != "" {
 		// The job's processes (not its supervisor, whose GPUs are placed) may lease GPUs
-		// for a gang of their own: a Ray Train driver's fit().
+		// for a gang of their own: a Ray Train driver's fit(). The secret goes with the
+		// job's other secrets, not into its spec.
 		spec.Spec.Env = append(spec.Spec.Env, v1.EnvVar{Name: gpulease.EnvSocket, Value: s.cfg.LeaseSocket},
-			v1.EnvVar{Name: gpulease.EnvJob, Value: j.ID},
-			v1.EnvVar{Name: gpulease.EnvSecret, Value: gpulease.Secret(s.cfg.LeaseKey, j.ID)})
+			v1.EnvVar{Name: gpulease.EnvJob, Value: j.ID})
+	}
+	if err := s.writeSecrets(j); err != nil {
+		return nil, err
 	}
 	if err := s.writeSpec(j.ID, spec); err != nil {
 		return nil, err
 	}
 	return s.launch(j, j.GPUs)
+}
+
+// writeSecrets writes the file of secrets the job's supervisor gives its processes: those
+// taken from the job at submission, and its GPU lease secret.
+func (s *Service) writeSecrets(j *store.Job) error {
+	var env []v1.EnvVar
+	if len(j.SecretEnv) > 0 {
+		stored, err := secrets.ReadFile(s.secretsPath(j.ID))
+		if err != nil {
+			return err
+		}
+		env = slices.DeleteFunc(stored, func(e v1.EnvVar) bool { return e.Name == gpulease.EnvSecret })
+	}
+	if s.cfg.LeaseSocket != "" {
+		env = append(env, v1.EnvVar{Name: gpulease.EnvSecret, Value: gpulease.Secret(s.cfg.LeaseKey, j.ID)})
+	}
+	return secrets.WriteFile(s.secretsPath(j.ID), env)
 }
 
 // setChild records whether the job's supervisor is this process's child (or being
@@ -137,7 +159,7 @@ func (s *Service) launch(j *store.Job, gpus [][]int) (*exec.Cmd, error) {
 	defer log.Close()
 	cmd := exec.Command(s.cfg.Binary, "run", "-f", s.specPath(j.ID))
 	cmd.Stdout, cmd.Stderr, cmd.Dir = log, log, j.RunDir
-	cmd.Env = append(os.Environ(), "NO_COLOR=1")
+	cmd.Env = append(os.Environ(), "NO_COLOR=1", secrets.EnvFile+"="+s.secretsPath(j.ID))
 	if ids := gpulease.Visible(gpus); ids != "" {
 		cmd.Env = append(cmd.Env, "CUDA_VISIBLE_DEVICES="+ids)
 	}

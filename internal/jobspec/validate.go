@@ -69,7 +69,7 @@ func validateSpec(s *v1.TrainJobSpec, p *field.Path) field.ErrorList {
 	errs = append(errs, validateEnv(s.Env, p.Child("env"))...)
 	if src, ok := GitSource(s); ok {
 		if err := gitsource.Check(src); err != nil {
-			errs = append(errs, field.Invalid(p.Child("source", "git"), src.URL, err.Error()))
+			errs = append(errs, field.Invalid(p.Child("source", "git"), gitsource.Redact(src.URL), err.Error()))
 		}
 	}
 	if s.MaxRestarts < 0 || s.MaxRestarts > MaxRestarts {

@@ -9,6 +9,7 @@ import (
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
 	"github.com/trainyard/trainyard/internal/device"
+	"github.com/trainyard/trainyard/internal/secrets"
 )
 
 // Proc identifies one process of an attempt.
@@ -50,6 +51,11 @@ func Env(job *v1.TrainJob, p Proc, runDir string, inherited []string, extra map[
 	}
 	if helper, ok := extra["PYTHONPATH"]; ok {
 		vars["PYTHONPATH"] = joinPath(userPath, helper)
+	}
+	for k := range vars { // the clone's credentials, and where the job's secrets were, stay with trainyard
+		if secrets.CloneOnly(k) || k == secrets.EnvFile {
+			delete(vars, k)
+		}
 	}
 	keys := slices.Sorted(maps.Keys(vars))
 	out := make([]string, len(keys))

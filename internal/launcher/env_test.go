@@ -178,3 +178,20 @@ func TestWorkersHere(t *testing.T) {
 		}
 	}
 }
+
+// The git credentials and the secrets file's name never reach a worker, inherited or
+// given in the job; the job's other secrets do.
+func TestEnvKeepsCloneCredentials(t *testing.T) {
+	job := envJob(1, 1)
+	job.Spec.Env = []v1.EnvVar{{Name: "GIT_SYNC_PASSWORD", Value: "pw"}, {Name: "HF_TOKEN", Value: "hf"}}
+	p := Proc{Attempt: 1, MasterAddr: "127.0.0.1", MasterPort: 1234, HostProcs: 1}
+	got := envMap(Env(job, p, "/r", []string{"GIT_SYNC_USERNAME=alice", "GIT_SYNC_PASSWORD=pw", "TRAINYARD_SECRETS_FILE=/s"}, nil))
+	for _, k := range []string{"GIT_SYNC_USERNAME", "GIT_SYNC_PASSWORD", "TRAINYARD_SECRETS_FILE"} {
+		if v, ok := got[k]; ok {
+			t.Errorf("a worker gets %s=%s", k, v)
+		}
+	}
+	if got["HF_TOKEN"] != "hf" {
+		t.Errorf("HF_TOKEN = %q, want the job's", got["HF_TOKEN"])
+	}
+}

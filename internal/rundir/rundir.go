@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
+	"github.com/trainyard/trainyard/internal/secrets"
 )
 
 // File names inside a run's folder.
@@ -159,8 +160,12 @@ func openSecondary(dir string, job *v1.TrainJob, now func() time.Time) (*Run, er
 	return r, nil
 }
 
+// writeSpec writes job.yaml, with the values of secret variables redacted: the run folder
+// may be shared with a group, and nothing reads them back from it.
 func (r *Run) writeSpec(job *v1.TrainJob) error {
-	data, err := yaml.Marshal(job)
+	shown := job.DeepCopy()
+	shown.Spec.Env = secrets.Redacted(shown.Spec.Env)
+	data, err := yaml.Marshal(shown)
 	if err != nil {
 		return fmt.Errorf("encode job spec: %w", err)
 	}

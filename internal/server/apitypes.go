@@ -54,8 +54,12 @@ type Job struct {
 	// SubmittedBy is the user and host the submitting client named (not authenticated)
 	// and the address it submitted from.
 	SubmittedBy string `json:"submittedBy,omitempty"`
-	// RuntimeEnv is the runtime_env a Ray client submitted, if any.
+	// RuntimeEnv is the runtime_env a Ray client submitted, if any, the values of its secret
+	// env_vars redacted.
 	RuntimeEnv json.RawMessage `json:"runtimeEnv,omitempty"`
+	// SecretEnv names the job's secret variables, which the server keeps apart from its
+	// spec and never shows.
+	SecretEnv []string `json:"secretEnv,omitempty"`
 	// Workers is the number of workers in the job's gang.
 	Workers int `json:"workers,omitempty"`
 	// Resources is what each worker asks for and holds while the job runs: GPUs, CPU (a

@@ -32,7 +32,7 @@ func decodeSpec(j *store.Job) (*v1.TrainJob, error) {
 func toJob(j *store.Job) Job {
 	workers, resources := gang(j)
 	return Job{ID: j.ID, Name: j.Name, Status: JobStatus(j.Status), Message: j.Message, Priority: j.Priority,
-		Entrypoint: j.Entrypoint, SubmittedBy: j.SubmittedBy, Metadata: j.Metadata, RuntimeEnv: j.RuntimeEnv, Workers: workers, Resources: resources,
+		Entrypoint: j.Entrypoint, SubmittedBy: j.SubmittedBy, Metadata: j.Metadata, RuntimeEnv: j.RuntimeEnv, SecretEnv: j.SecretEnv, Workers: workers, Resources: resources,
 		GPUs: j.GPUs, RunDir: j.RunDir, StopRequested: j.StopRequested, SubmittedAt: j.SubmittedAt,
 		StartedAt: j.StartedAt, EndedAt: j.EndedAt, Version: j.Version, Gang: toGang(j.Gang)}
 }

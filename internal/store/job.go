@@ -69,8 +69,12 @@ type Job struct {
 	Spec json.RawMessage `json:"spec"`
 	// Metadata is the client's key-value metadata (Ray's job metadata).
 	Metadata map[string]string `json:"metadata,omitempty"`
-	// RuntimeEnv is the client's runtime environment (Ray's runtime_env) as JSON.
+	// RuntimeEnv is the client's runtime environment (Ray's runtime_env) as JSON, its
+	// secret env_vars redacted.
 	RuntimeEnv json.RawMessage `json:"runtimeEnv,omitempty"`
+	// SecretEnv names the job's secret variables, kept apart from its spec (package
+	// secrets); never their values.
+	SecretEnv []string `json:"secretEnv,omitempty"`
 	// GPUs are the GPU indices allocated to the job, one list per worker.
 	GPUs [][]int `json:"gpus,omitempty"`
 	// Gang is the GPU lease a running job's own process asked for to start a gang of
