@@ -2,8 +2,6 @@ package server
 
 import (
 	"errors"
-	"io"
-	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -13,7 +11,6 @@ import (
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
 	"github.com/trainyard/trainyard/internal/jobs"
 	"github.com/trainyard/trainyard/internal/jobspec"
-	"github.com/trainyard/trainyard/internal/logstream"
 	"github.com/trainyard/trainyard/internal/rundir"
 	"github.com/trainyard/trainyard/internal/store"
 	"github.com/trainyard/trainyard/internal/upload"
@@ -250,37 +247,41 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request) {
 		s.streamLog(w, r, path)
 		return
 	}
-	text, err := readLogTail(path, maxLogBytes)
-	if err != nil {
+	if err := s.sendLogTail(w, path, tail); err != nil {
 		s.writeError(w, r, native, err)
-		return
 	}
-	writeText(w, logstream.LastLines(text, tail))
+}
+
+// sendLogTail answers the log at path as text: its last maxLogBytes at most, and of
+// those its last tail lines (0: all), read from the file as they are sent.
+func (s *Server) sendLogTail(w http.ResponseWriter, path string, tail int) error {
+	log, err := openLog(path)
+	if err != nil {
+		return err
+	}
+	defer log.Close()
+	win, err := cutLog(log, log.size, maxLogBytes)
+	if err == nil {
+		win, err = win.lastLines(tail)
+	}
+	if err != nil {
+		return err
+	}
+	s.writeLogText(w, win)
+	return nil
 }
 
 // streamLog sends the file at path as it is now (its size when opened), or nothing when
 // it does not exist yet.
 func (s *Server) streamLog(w http.ResponseWriter, r *http.Request, path string) {
-	f, err := os.Open(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		writeText(w, "")
-		return
-	}
+	log, err := openLog(path)
 	if err != nil {
 		s.writeError(w, r, native, err)
 		return
 	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		s.writeError(w, r, native, err)
-		return
-	}
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.Header().Set("Content-Length", strconv.FormatInt(st.Size(), 10))
-	if _, err := io.Copy(w, io.LimitReader(f, st.Size())); err != nil {
-		s.log.Debug("send a whole log", "path", path, "err", err)
-	}
+	defer log.Close()
+	w.Header().Set("Content-Length", strconv.FormatInt(log.size, 10))
+	s.writeLogText(w, logWindow{src: log, size: log.size})
 }
 
 // logFile finds the log that GET /api/v1/jobs/{id}/logs asks for, and the tail asked.

@@ -168,7 +168,7 @@ func TestReadLogTail(t *testing.T) {
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
-			got, err := readLogTail(path, c.limit)
+			got, err := readLogTail(t, path, c.limit)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -177,7 +177,7 @@ func TestReadLogTail(t *testing.T) {
 			}
 		})
 	}
-	if got, err := readLogTail(path+".missing", 10); err != nil || got != "" {
+	if got, err := readLogTail(t, path+".missing", 10); err != nil || got != "" {
 		t.Errorf("a missing log: %q, %v; want empty", got, err)
 	}
 }

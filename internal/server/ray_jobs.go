@@ -136,19 +136,25 @@ func (s *Server) rayDelete(w http.ResponseWriter, r *http.Request) {
 }
 
 // rayLogs answers GET /api/jobs/{id}/logs with the driver's raw output (ray_logs.go),
-// its last 16 MiB at most, as Ray's log client reads.
+// its last 16 MiB at most, as Ray's log client reads, streamed from the files.
 func (s *Server) rayLogs(w http.ResponseWriter, r *http.Request) {
 	j, err := s.rayJob(r)
 	if err != nil {
 		s.writeError(w, r, ray, err)
 		return
 	}
-	logs, err := readDriverLog(j.RunDir, maxLogBytes)
+	log, err := openDriverLog(j.RunDir)
 	if err != nil {
 		s.writeError(w, r, ray, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, rayLogsResponse{Logs: logs})
+	defer log.Close()
+	win, err := cutLog(log, log.size, maxLogBytes)
+	if err != nil {
+		s.writeError(w, r, ray, err)
+		return
+	}
+	s.writeLogJSON(w, win)
 }
 
 // rayJob returns the job the request's path names, or Ray's "does not exist".

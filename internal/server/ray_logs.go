@@ -1,15 +1,18 @@
 package server
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/trainyard/trainyard/internal/rundir"
 )
@@ -60,60 +63,101 @@ func openRun(runDir string) (*os.Root, error) {
 	return root, nil
 }
 
-// readDriverLog returns the driver's output (see above), its last limit bytes from a line
-// start after a line that says so, as readLogTail does for one file.
-func readDriverLog(runDir string, limit int64) (string, error) {
+// openDriverLog opens the driver's output (see above) as one log; a run folder not made
+// yet is an empty log.
+func openDriverLog(runDir string) (*fileLog, error) {
 	root, err := openRun(runDir)
 	if root == nil || err != nil {
-		return "", err
+		return &fileLog{}, err
 	}
 	defer root.Close()
 	paths, err := driverLogs(root)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	var total int64
-	sizes := make([]int64, len(paths))
-	for i, p := range paths {
-		if info, err := root.Stat(p); err == nil {
-			sizes[i] = info.Size()
-			total += sizes[i]
-		}
-	}
-	skip := max(total-limit, 0)
-	var b strings.Builder
-	for i, p := range paths {
-		if skip >= sizes[i] {
-			skip -= sizes[i]
+	log := &fileLog{}
+	for _, p := range paths {
+		f, err := root.Open(p)
+		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
-		if err := appendFile(&b, root, p, skip, sizes[i]-skip); err != nil {
-			return "", err
+		if err == nil {
+			err = log.add(f)
 		}
-		skip = 0
+		if err != nil {
+			log.Close()
+			return nil, fmt.Errorf("read log %s: %w", filepath.Base(p), err)
+		}
 	}
-	if total <= limit {
-		return b.String(), nil
-	}
-	tail := b.String()
-	if i := strings.IndexByte(tail, '\n'); i >= 0 {
-		tail = tail[i+1:] // skip the partial first line
-	}
-	return fmt.Sprintf("[LOG TRUNCATED — showing last %s of %s total]\n%s", humanBytes(limit), humanBytes(total), tail), nil
+	return log, nil
 }
 
-// appendFile appends n bytes of the file p of root from offset off to b.
-func appendFile(b *strings.Builder, root *os.Root, p string, off, n int64) error {
-	f, err := root.Open(p)
-	if errors.Is(err, fs.ErrNotExist) {
+// writeLogJSON answers the window as Ray's {"logs": "..."}, the text escaped as
+// encoding/json escapes a string, streamed: a chunk of the log at a time.
+func (s *Server) writeLogJSON(w http.ResponseWriter, win logWindow) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Cache-Control", "no-store")
+	if err := writeJSONLogs(w, win.reader(), logChunk); err != nil {
+		s.log.Debug("send a log", "err", err)
+	}
+}
+
+// writeJSONLogs writes {"logs":"<text of r>"} and a newline to w, as writeJSON would
+// write rayLogsResponse, reading r chunk bytes at a time. A chunk ends before a UTF-8
+// sequence it would split, so each character is escaped as it would be whole.
+func writeJSONLogs(w io.Writer, r io.Reader, chunk int) error {
+	if _, err := io.WriteString(w, `{"logs":"`); err != nil {
+		return err
+	}
+	buf := make([]byte, chunk+utf8.UTFMax)
+	carry := 0 // bytes of a split sequence kept from the last read
+	for {
+		n, err := r.Read(buf[carry : carry+chunk])
+		n += carry
+		eof := errors.Is(err, io.EOF)
+		if err != nil && !eof {
+			return err
+		}
+		cut := n
+		if !eof {
+			cut = completeRunes(buf[:n])
+		}
+		if werr := writeJSONStringBody(w, buf[:cut]); werr != nil {
+			return werr
+		}
+		carry = copy(buf, buf[cut:n])
+		if eof {
+			break
+		}
+	}
+	_, err := io.WriteString(w, "\"}\n")
+	return err
+}
+
+// completeRunes returns the length of p without a UTF-8 sequence that its end cuts short.
+func completeRunes(p []byte) int {
+	for i := len(p) - 1; i >= 0 && i >= len(p)-utf8.UTFMax; i-- {
+		if utf8.RuneStart(p[i]) {
+			if utf8.FullRune(p[i:]) {
+				return len(p)
+			}
+			return i
+		}
+	}
+	return len(p)
+}
+
+// writeJSONStringBody writes p as encoding/json writes it inside a string, without quotes.
+func writeJSONStringBody(w io.Writer, p []byte) error {
+	if len(p) == 0 {
 		return nil
 	}
+	quoted, err := json.Marshal(string(p))
 	if err != nil {
-		return fmt.Errorf("read log: %w", err)
+		return err
 	}
-	defer f.Close()
-	if _, err := io.Copy(b, io.NewSectionReader(f, off, n)); err != nil {
-		return fmt.Errorf("read log %s: %w", filepath.Base(p), err)
-	}
-	return nil
+	_, err = w.Write(quoted[1 : len(quoted)-1])
+	return err
 }

@@ -59,11 +59,11 @@ func TestReadDriverLog(t *testing.T) {
 	write("1", "one\n")
 	write("10", "ten")
 	write("2", "two\n")
-	got, err := readDriverLog(run, maxLogBytes)
+	got, err := readDriverLog(t, run, maxLogBytes)
 	if err != nil || got != "one\ntwo\nten" {
 		t.Errorf("readDriverLog = %q, %v; want %q", got, err, "one\ntwo\nten")
 	}
-	got, err = readDriverLog(run, 6)
+	got, err = readDriverLog(t, run, 6)
 	if want := "[LOG TRUNCATED — showing last 0.0 MiB of 0.0 MiB total]\nten"; err != nil || got != want {
 		t.Errorf("readDriverLog over its limit = %q, %v; want %q", got, err, want)
 	}
@@ -79,10 +79,10 @@ func TestReadDriverLog(t *testing.T) {
 	if err := os.Symlink(secret, filepath.Join(dir, "rank-0.log")); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := readDriverLog(run, maxLogBytes); strings.Contains(got, "secret") {
+	if got, _ := readDriverLog(t, run, maxLogBytes); strings.Contains(got, "secret") {
 		t.Errorf("read through a symbolic link: %q", got)
 	}
-	if got, err := readDriverLog(filepath.Join(run, "not-yet"), maxLogBytes); got != "" || err != nil {
+	if got, err := readDriverLog(t, filepath.Join(run, "not-yet"), maxLogBytes); got != "" || err != nil {
 		t.Errorf("a run folder not made yet: %q, %v; want empty", got, err)
 	}
 }
