@@ -24,6 +24,8 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	switch {
 	case errors.As(err, &mbe):
 		return nil, tooLarge(-1)
+	case errors.Is(err, errSlowBody):
+		return nil, err
 	case err != nil:
 		return nil, invalid("read the request body: %v", err)
 	}

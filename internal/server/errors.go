@@ -64,6 +64,7 @@ var statusTable = []struct {
 	{store.ErrInvalid, http.StatusBadRequest, http.StatusBadRequest},
 	{upload.ErrInvalidName, http.StatusBadRequest, http.StatusBadRequest},
 	{upload.ErrBadArchive, http.StatusBadRequest, http.StatusBadRequest},
+	{errSlowBody, http.StatusRequestTimeout, http.StatusRequestTimeout},
 	{errTooLarge, http.StatusRequestEntityTooLarge, http.StatusRequestEntityTooLarge},
 	{upload.ErrTooLarge, http.StatusRequestEntityTooLarge, http.StatusRequestEntityTooLarge},
 	{errMediaType, http.StatusUnsupportedMediaType, http.StatusUnsupportedMediaType},

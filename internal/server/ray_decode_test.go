@@ -115,6 +115,7 @@ func TestStatusOf(t *testing.T) {
 		"invalid":           {invalid("x"), 400, 400},
 		"invalid job":       {invalidBecause(&jobspec.Invalid{}), 400, 400},
 		"body too large":    {tooLarge(-1), 413, 413},
+		"body too slow":     {refuse(errSlowBody, "x"), 408, 408},
 		"package large":     {upload.ErrTooLarge, 413, 413},
 		"package name":      {upload.ErrInvalidName, 400, 400},
 		"package archive":   {upload.ErrBadArchive, 400, 400},

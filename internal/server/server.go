@@ -40,6 +40,9 @@ type Config struct {
 	// StoragePath is the folder that holds the runs of jobs that do not name one; empty
 	// means jobspec.DefaultStoragePath.
 	StoragePath string
+	// BodyRate is how slowly a client may send a request body before it is cut off
+	// (408); the zero value is DefaultBodyRate.
+	BodyRate BodyRate
 	// Node is what /api/v1/node and /metrics report of this machine.
 	Node NodeConfig
 	// Version is trainyard's version, reported by /api/version.
@@ -110,11 +113,12 @@ func New(cfg Config) (*Server, error) {
 	opts.ExemptPaths = append(slices.Clip(opts.ExemptPaths), auth.HealthPath)
 	opts.OnRefuse = s.refused
 	opts.RayPath = isRayPath
-	s.handler = auth.Middleware(cfg.Token, opts, s.routes())
+	s.handler = limitBodyRate(cfg.BodyRate, auth.Middleware(cfg.Token, opts, s.routes()))
 	return s, nil
 }
 
-// Handler returns the server's HTTP handler: every endpoint, behind auth.Middleware.
+// Handler returns the server's HTTP handler: every endpoint, behind auth.Middleware,
+// behind the pace that request bodies must keep (Config.BodyRate).
 func (s *Server) Handler() http.Handler { return s.handler }
 
 // routes registers every endpoint.
