@@ -11,12 +11,18 @@ BUILD_DATE   ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 LDFLAGS      := -s -w -X github.com/trainyard/trainyard/internal/cli.Version=$(VERSION) \
                 -X github.com/trainyard/trainyard/internal/cli.Commit=$(COMMIT) \
                 -X github.com/trainyard/trainyard/internal/cli.BuildDate=$(BUILD_DATE)
-# libopenblas0-pthread: Debian's torch falls back to the reference BLAS without it (50x slower).
-# python3-torchvision, -tqdm, -filelock: what Ray's own examples import (examples/ray-train).
-# chromium: the real browser that test/browser drives headless (the dashboard).
-APT_PACKAGES := python3-torch python3-numpy libopenblas0-pthread dataset-fashion-mnist \
-                python3-torchvision python3-tqdm python3-filelock \
-                chromium
+# What each target needs from Debian. libopenblas0-pthread: Debian's torch falls back to the
+# reference BLAS without it (50x slower). python3-torchvision, -tqdm, -filelock: what Ray's own
+# examples import (examples/ray-train). chromium: the real browser test/browser drives headless
+# (the dashboard); only `make test` installs it.
+DEMO_APT     := python3-torch python3-numpy libopenblas0-pthread dataset-fashion-mnist
+TEST_APT     := $(DEMO_APT) python3-torchvision python3-tqdm python3-filelock chromium
+# apt waits up to 5 minutes for another apt (unattended-upgrades, say) instead of failing.
+APT_GET      := DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300
+# Where `make install` puts the binary: $(PREFIX)/bin/trainyard.
+PREFIX       ?= /usr/local
+# The image `make image` writes (an OCI archive in ./bin), tagged with the version.
+IMAGE        ?= ghcr.io/trainyard/trainyard:$(VERSION)
 SUDO         := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 # Test modules of their own, kept out of the main module's dependencies (test/helm: the
@@ -28,7 +34,7 @@ EPOCHS       ?= 5
 WORKERS      ?= 2
 DEMO_ARGS    ?=
 
-.PHONY: demo-ray cluster-apt all deps apt-deps go-deps build generate check-generated test unit-test lint demo bench clean envtest-assets cluster-assets
+.PHONY: demo-ray cluster-apt all deps apt-deps demo-apt go-deps build install image generate check-generated test unit-test lint demo bench clean envtest-assets cluster-assets
 
 CONTROLLER_GEN_VERSION := v0.23.0
 CONTROLLER_GEN         := $(BIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
@@ -53,12 +59,20 @@ all: build
 ## deps: install everything the build, tests and demo need (Debian packages, Go modules)
 deps: apt-deps go-deps
 
-apt-deps:
-	@if ! dpkg -s $(APT_PACKAGES) >/dev/null 2>&1; then \
-		echo "installing Debian packages: $(APT_PACKAGES)"; \
-		$(SUDO) apt-get update -qq && \
-		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $(APT_PACKAGES); \
+# apt-install installs the Debian packages $(1) that are missing, if any.
+define apt-install
+	@if ! dpkg -s $(1) >/dev/null 2>&1; then \
+		echo "installing Debian packages: $(1)"; \
+		$(SUDO) $(APT_GET) update -qq && \
+		$(SUDO) $(APT_GET) install -y -qq --no-install-recommends $(1); \
 	fi
+endef
+
+apt-deps:
+	$(call apt-install,$(TEST_APT))
+
+demo-apt:
+	$(call apt-install,$(DEMO_APT))
 
 go-deps:
 	@$(GO) mod download
@@ -91,11 +105,7 @@ $(COREDNS):
 	d=$$(mktemp -d) && GOBIN=$$d CGO_ENABLED=0 $(GO) install -trimpath -ldflags '-s -w' github.com/coredns/coredns@$(COREDNS_VERSION) && mv $$d/coredns $@ && rmdir $$d
 
 cluster-apt:
-	@if ! dpkg -s $(CLUSTER_APT) >/dev/null 2>&1; then \
-		echo "installing Debian packages: $(CLUSTER_APT)"; \
-		$(SUDO) apt-get update -qq && \
-		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $(CLUSTER_APT); \
-	fi
+	$(call apt-install,$(CLUSTER_APT))
 
 # Kueue (tools/kueue pins it): its manager, CRDs and webhook configurations, for the test
 # cluster's real Kueue (internal/testcluster/kueue.go). About 3 minutes cold.
@@ -136,9 +146,30 @@ check-generated: generate
 	@if [ -n "$$(git status --porcelain -- $(GENERATED))" ]; then \
 		git status --short -- $(GENERATED); echo "generated files are stale: run 'make generate' and commit"; exit 1; fi
 
-## build: the static trainyard binary in ./bin
-build:
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/trainyard ./cmd/trainyard
+# What the binary is made of: relinked only when one of these changed (or the commit did).
+SOURCES      := go.mod go.sum $(shell find api client cmd config internal python -type f \
+                  -not -path '*/testdata/*' -not -name '*_test.go' -not -path 'python/tests/*' 2>/dev/null)
+STAMP        := $(BIN)/.commit-$(shell git rev-parse --short HEAD 2>/dev/null || echo none)
+
+## build: the static trainyard binary in ./bin (relinked only when its sources changed)
+build: $(BIN)/trainyard
+
+$(BIN)/trainyard: $(SOURCES) $(STAMP)
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./cmd/trainyard
+
+$(STAMP):
+	@mkdir -p $(BIN) && rm -f $(BIN)/.commit-* && touch $@
+
+## install: the binary into $(PREFIX)/bin (make install PREFIX=~/.local for your own)
+install: build
+	install -D -m 0755 $(BIN)/trainyard $(DESTDIR)$(PREFIX)/bin/trainyard
+	@echo "installed $(DESTDIR)$(PREFIX)/bin/trainyard: $$($(DESTDIR)$(PREFIX)/bin/trainyard version)"
+
+## image: the trainyard image (the static binary alone, as the Dockerfile builds it) as an
+## OCI archive, bin/trainyard-image.tar, tagged $(IMAGE); no Docker needed
+image: build
+	$(GO) run ./internal/ociimage/mkimage -bin $(BIN)/trainyard -name $(IMAGE) -out $(BIN)/trainyard-image.tar
+	@echo "$(IMAGE) is in $(BIN)/trainyard-image.tar: ctr images import, podman load -i or docker load -i it, then push it"
 
 ## lint: gofmt and go vet
 lint:
@@ -158,18 +189,18 @@ unit-test:
 	$(GO) test -short -count=1 ./...
 
 ## demo: train the Fashion-MNIST MLP with 2 distributed workers
-demo: deps build
+demo: demo-apt go-deps build
 	$(BIN)/trainyard run --workers $(WORKERS) -- $(PYTHON) examples/fashion-mnist/train.py --epochs $(EPOCHS) $(DEMO_ARGS)
 
 ## demo-ray: KubeRay's Ray Train Fashion-MNIST sample, unmodified, without Ray (4 workers, 10 epochs);
 ## the data goes where the script looks, ~/data (RAY_DATA_ARGS: prepare_data.py's flags)
 RAY_DATA_ARGS ?= --train 6000 --test 1000
-demo-ray: deps build
+demo-ray: apt-deps go-deps build
 	$(PYTHON) examples/ray-train/prepare_data.py $(RAY_DATA_ARGS)
 	$(BIN)/trainyard run -- $(PYTHON) examples/ray-train/ray_train_pytorch_mnist.py
 
 ## bench: trainyard run against torchrun (see BENCHMARKS.md)
-bench: deps build
+bench: apt-deps go-deps build
 	$(GO) run ./bench/launch -trainyard $(BIN)/trainyard -python $(PYTHON)
 
 clean:

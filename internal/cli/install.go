@@ -34,7 +34,7 @@ existing namespace is used as it is; one trainyard creates is deleted by 'trainy
 uninstall'.`
 
 const installExample = `  trainyard install
-  trainyard install --context kind-dev --image ghcr.io/trainyard/trainyard:v0.4.0
+  trainyard install --context kind-dev --image registry.example/trainyard:v0.5.0   # built by make image
   trainyard install --dry-run > trainyard.yaml`
 
 // installFlags are the flags install and uninstall share.
