@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/trainyard/trainyard/internal/auth"
 	"github.com/trainyard/trainyard/internal/dashboard"
@@ -68,7 +69,12 @@ one server at a time can use a state folder, and no job may keep its runs in it.
 logs every submit, stop and delete, and every request it refuses for want of the
 right token or Host, with the client's address. It logs what it does on stderr (at
 --log-level info unless told otherwise). SIGINT or SIGTERM stops the server
-gracefully; running jobs keep running.`
+gracefully; running jobs keep running.
+
+Packages that Ray's clients upload (working_dir) are unpacked into a folder of each job's
+own in the state folder; they and those folders may take at most --upload-quota, and
+uploads and submissions past it are refused until ended jobs are deleted. A request
+body must come at 16 KiB/s on average after 30 seconds, or the server stops reading it.`
 
 const serverExample = `  trainyard server
   CUDA_VISIBLE_DEVICES=0,1 trainyard server --storage-path /data/runs
@@ -79,6 +85,8 @@ const serverExample = `  trainyard server
 const (
 	defaultStateDir = "~/.local/share/trainyard"
 	defaultAddress  = "127.0.0.1:8265"
+	// defaultUploadQuota is server.DefaultUploadQuota as the flag writes it.
+	defaultUploadQuota = "20Gi"
 )
 
 // serverOptions are the flags of server.
@@ -90,6 +98,8 @@ type serverOptions struct {
 	stateDir   string
 	storage    string
 	tokenFile  string
+	quota      string // --upload-quota, a quantity such as 20Gi
+	quotaBytes int64  // quota, parsed by check
 }
 
 func newServerCommand(g *globals) *cobra.Command {
@@ -117,6 +127,8 @@ func newServerCommand(g *globals) *cobra.Command {
 	f.StringVar(&opts.storage, "storage-path", jobspec.DefaultStoragePath, "folder that holds the runs of jobs that do not name one")
 	f.StringVar(&opts.tokenFile, "token-file", "", "file of the server's token, made at the first start (default $"+
 		auth.EnvTokenFile+", else ~/.config/trainyard/token)")
+	f.StringVar(&opts.quota, "upload-quota", defaultUploadQuota, "most disk that uploaded packages (Ray's working_dir) and the "+
+		"working folders unpacked from them may take in --state-dir; uploads and submissions past it are refused until ended jobs are deleted")
 	return cmd
 }
 
@@ -131,6 +143,9 @@ func (o *serverOptions) check() (warning string, err error) {
 			return "", fmt.Errorf("--allow-host %q: give a host name or IP address (a port is ignored), such as gpu-box.example.com, or *", h)
 		}
 	}
+	if o.quotaBytes, err = parseQuota(o.quota); err != nil {
+		return "", err
+	}
 	if o.stateDir, err = expandHome(o.stateDir); err != nil {
 		return "", err
 	}
@@ -142,6 +157,19 @@ func (o *serverOptions) check() (warning string, err error) {
 			"refuses jobs that keep their runs there; give folders apart", o.storage, o.stateDir)
 	}
 	return auth.CheckListen(o.address, o.tlsCert != "")
+}
+
+// parseQuota reads --upload-quota: a size in bytes, with a unit such as Gi or G; ""
+// is 0, the server's default.
+func parseQuota(s string) (int64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	q, err := resource.ParseQuantity(s)
+	if err != nil || q.Sign() <= 0 {
+		return 0, fmt.Errorf("--upload-quota %q: give a size in bytes, such as 20Gi or 500Mi", s)
+	}
+	return q.Value(), nil
 }
 
 // validAllowHost reports whether h is a host name or IP address, with or without a port,
@@ -332,7 +360,7 @@ func newEngine(st *store.Store, node scheduler.Node, inv device.Inventory, token
 	if len(inv.GPUs) > 0 {
 		nc.Utilization = gpuUtilization(node.GPUs)
 	}
-	api, err := server.New(server.Config{Jobs: svc, Token: token, Packages: pkgs, StateDir: opts.stateDir,
+	api, err := server.New(server.Config{Jobs: svc, Token: token, Packages: pkgs, StateDir: opts.stateDir, UploadQuota: opts.quotaBytes,
 		StoragePath: opts.storage, Node: nc, Version: Version, Logger: log, SignIns: signIns,
 		Auth: auth.Options{ListenAddr: opts.address, AllowHosts: opts.allowHosts}})
 	return svc, api, err

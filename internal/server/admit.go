@@ -57,10 +57,12 @@ type workdir struct {
 	top, dir string
 }
 
-// remove removes the folder the server made for a job, if it made one.
-func (w workdir) remove() {
+// discardWorkdir removes the folder the server made for a job that was not submitted,
+// if it made one, and gives back what it held in the upload quota.
+func (s *Server) discardWorkdir(w workdir) {
 	if w.top != "" {
 		_ = os.RemoveAll(w.top)
+		s.quota.forgetFolder(w.top)
 	}
 }
 
@@ -90,7 +92,8 @@ func (s *Server) prepareWorkdir(id string, env runtimeEnv) (workdir, error) {
 	return s.newWorkdir(id)
 }
 
-// unpack extracts the uploaded package name into StateDir/workdirs/<id>-*/working_dir.
+// unpack extracts the uploaded package name into StateDir/workdirs/<id>-*/working_dir,
+// in room reserved in the upload quota for what its files claim.
 func (s *Server) unpack(id, name string) (workdir, error) {
 	f, err := s.cfg.Packages.Open(name)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -105,13 +108,33 @@ func (s *Server) unpack(id, name string) (workdir, error) {
 	if err != nil {
 		return workdir{}, fmt.Errorf("read package %s: %w", name, err)
 	}
+	size, err := upload.UnpackedSize(f, info.Size(), s.cfg.PackageLimits)
+	if err != nil {
+		return workdir{}, fmt.Errorf("unpack package %s: %w", name, err)
+	}
+	room, err := s.quota.reserve(size, "unpacking package "+name)
+	if err != nil {
+		return workdir{}, err
+	}
+	wd, err := s.extract(id, f, info.Size())
+	if err != nil {
+		room.cancel()
+		return workdir{}, err
+	}
+	room.keepFolder(wd.top)
+	s.quota.touch(name)
+	return wd, nil
+}
+
+// extract unpacks the archive f of the given size into a new working folder of the job's.
+func (s *Server) extract(id string, f *os.File, size int64) (workdir, error) {
 	wd, err := s.newWorkdir(id)
 	if err != nil {
 		return workdir{}, err
 	}
 	wd.dir = filepath.Join(wd.top, "working_dir")
-	if err := upload.Extract(f, info.Size(), wd.dir, s.cfg.PackageLimits); err != nil {
-		wd.remove()
+	if err := upload.Extract(f, size, wd.dir, s.cfg.PackageLimits); err != nil {
+		_ = os.RemoveAll(wd.top)
 		return workdir{}, err
 	}
 	return wd, nil
@@ -189,7 +212,9 @@ func (s *Server) removeWorkdir(j *store.Job) {
 	}
 	if err := os.RemoveAll(filepath.Join(s.workdirs, top)); err != nil {
 		s.log.Warn("remove a deleted job's working folder", "job", j.ID, "err", err)
+		return
 	}
+	s.quota.forgetFolder(filepath.Join(s.workdirs, top))
 }
 
 // madeFor reports whether name is that of a folder newWorkdir made for the job whose

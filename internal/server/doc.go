@@ -93,5 +93,11 @@
 // the queue. GET /healthz answers "ok" without a token and says nothing else.
 //
 // Every JSON body is limited to 1 MiB (413 beyond); package uploads to the upload
-// limits (100 MiB by default).
+// limits (100 MiB by default). Every body must keep a pace (BodyRate: 16 KiB/s on
+// average after 30 seconds), or the server stops reading it (408). A job whose spec its
+// supervisor could not read (over jobspec.MaxFileSize as YAML) is refused at submit
+// (400). Stored packages and the working folders unpacked from them share an upload
+// quota (Config.UploadQuota); an upload or a submission past it is refused (507) until
+// jobs are deleted. Logs are sent from their files a chunk at a time, Cache-Control:
+// no-store.
 package server

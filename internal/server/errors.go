@@ -67,6 +67,8 @@ var statusTable = []struct {
 	{errSlowBody, http.StatusRequestTimeout, http.StatusRequestTimeout},
 	{errTooLarge, http.StatusRequestEntityTooLarge, http.StatusRequestEntityTooLarge},
 	{upload.ErrTooLarge, http.StatusRequestEntityTooLarge, http.StatusRequestEntityTooLarge},
+	// A state of the server, not of the request: until jobs are deleted.
+	{errQuota, http.StatusInsufficientStorage, http.StatusInsufficientStorage},
 	{errMediaType, http.StatusUnsupportedMediaType, http.StatusUnsupportedMediaType},
 	{auth.ErrBodyMismatch, http.StatusForbidden, http.StatusForbidden},
 }
@@ -124,10 +126,11 @@ type errorBody struct {
 // writeError answers err with its status on API a: on Ray's, as Ray's job head does, a
 // text/plain body that is the message and nothing else; on the native API, a JSON body
 // that holds the message. Server errors (500 and up) are logged too, but for the two
-// that Ray answers with 500 on purpose.
+// that Ray answers with 500 on purpose, and a full upload quota.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, a api, err error) {
 	status := statusOf(err, a)
-	if status >= http.StatusInternalServerError && !errors.Is(err, jobs.ErrNotFinished) && !errors.Is(err, store.ErrExists) {
+	if status >= http.StatusInternalServerError && !errors.Is(err, jobs.ErrNotFinished) && !errors.Is(err, store.ErrExists) &&
+		!errors.Is(err, errQuota) { // the quota logs its refusals itself
 		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
 	if a == ray {

@@ -50,7 +50,7 @@ func (s *Server) submitNative(w http.ResponseWriter, r *http.Request) (*store.Jo
 	j, err := s.admit(req.job, wd, jobs.Submission{ID: id, Priority: req.priority,
 		SubmittedBy: submitter(r)})
 	if err != nil {
-		wd.remove()
+		s.discardWorkdir(wd)
 		return nil, nameTaken(err)
 	}
 	return j, nil

@@ -42,11 +42,38 @@ func (s *Server) putPackage(w http.ResponseWriter, r *http.Request) {
 			name, r.ContentLength, limit))
 		return
 	}
-	if err := s.cfg.Packages.Put(name, r.Body, s.cfg.PackageLimits); err != nil {
+	if err := s.storePackage(name, r); err != nil {
 		s.writeError(w, r, ray, err)
 		return
 	}
 	w.WriteHeader(http.StatusOK)
+}
+
+// storePackage stores the request's body as the package name, in room reserved in the
+// upload quota: its Content-Length, or the most a package may be when it has none.
+func (s *Server) storePackage(name string, r *http.Request) error {
+	size := r.ContentLength
+	if size < 0 {
+		size = s.cfg.PackageLimits.MaxArchiveBytes
+		if size <= 0 {
+			size = upload.DefaultLimits().MaxArchiveBytes
+		}
+	}
+	room, err := s.quota.reserve(size, "package "+name)
+	if err != nil {
+		return err
+	}
+	if err := s.cfg.Packages.Put(name, r.Body, s.cfg.PackageLimits); err != nil {
+		room.cancel()
+		return err
+	}
+	info, err := s.cfg.Packages.Stat(name)
+	if err != nil {
+		room.cancel()
+		return err
+	}
+	room.keepPackage(name, info.Size)
+	return nil
 }
 
 // packageName returns the package name of the request's path, refusing a protocol

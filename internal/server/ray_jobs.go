@@ -57,7 +57,7 @@ func (s *Server) submitRay(req *raySubmit, who string) (*store.Job, error) {
 	j, err := s.admit(rayTrainJob(req), wd, jobs.Submission{ID: id, Entrypoint: req.Entrypoint, SubmittedBy: who,
 		Metadata: req.Metadata, RuntimeEnv: req.RuntimeEnv})
 	if err != nil {
-		wd.remove()
+		s.discardWorkdir(wd)
 		if errors.Is(err, store.ErrExists) {
 			return nil, rayDuplicate(id)
 		}

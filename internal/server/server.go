@@ -34,6 +34,10 @@ type Config struct {
 	// PackageLimits bound an uploaded package and what it unpacks to; the zero value is
 	// upload.DefaultLimits.
 	PackageLimits upload.Limits
+	// UploadQuota is the most bytes that stored packages and the working folders unpacked
+	// from them may take; an upload or a submission past it is refused (507) until jobs
+	// are deleted. 0 means DefaultUploadQuota.
+	UploadQuota int64
 	// StateDir is the server's own folder; jobs submitted with a package get their
 	// working folder under StateDir/workdirs.
 	StateDir string
@@ -72,6 +76,7 @@ type Server struct {
 	cfg      Config
 	log      *slog.Logger
 	workdirs string // StateDir/workdirs: working folders unpacked from packages
+	quota    *uploadQuota
 	stateDir string // StateDir with its symlinks resolved, which no job's runs may touch
 	handler  http.Handler
 
@@ -108,6 +113,11 @@ func New(cfg Config) (*Server, error) {
 	if err := os.MkdirAll(s.workdirs, 0o700); err != nil {
 		return nil, fmt.Errorf("server: create the working folders' folder: %w", err)
 	}
+	quota, err := newUploadQuota(cfg.UploadQuota, cfg.Packages, s.workdirs, s.log)
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	s.quota = quota
 	s.stateDir = resolvePath(cfg.StateDir)
 	opts := cfg.Auth
 	opts.ExemptPaths = append(slices.Clip(opts.ExemptPaths), auth.HealthPath)

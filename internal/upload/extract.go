@@ -37,6 +37,28 @@ func Extract(archive io.ReaderAt, size int64, dest string, lim Limits) error {
 	return nil
 }
 
+// UnpackedSize returns how many bytes the files of the zip archive of the given size
+// claim to hold unpacked, which Extract writes at most, after the checks Extract makes
+// before it writes anything; refusals wrap ErrBadArchive or ErrTooLarge.
+func UnpackedSize(archive io.ReaderAt, size int64, lim Limits) (int64, error) {
+	lim = lim.withDefaults()
+	zr, err := openZip(archive, size, lim)
+	if err != nil {
+		return 0, err
+	}
+	entries, err := scan(zr, lim)
+	if err != nil {
+		return 0, err
+	}
+	var total int64
+	for _, e := range entries {
+		if !e.dir {
+			total += int64(e.f.UncompressedSize64) // scan keeps the sum under MaxTotalBytes
+		}
+	}
+	return total, nil
+}
+
 // checkDest refuses a destination that exists already.
 func checkDest(dest string) error {
 	_, err := os.Lstat(dest)

@@ -160,3 +160,72 @@ func (s *Store) Open(name string) (*os.File, error) {
 	}
 	return f, nil
 }
+
+// Info describes a stored package.
+type Info struct {
+	Name string
+	Size int64
+	// Used is when the package was last stored or marked used (Touch).
+	Used time.Time
+}
+
+// List returns the packages the store holds, in no particular order.
+func (s *Store) List() ([]Info, error) {
+	ents, err := os.ReadDir(s.dir)
+	if err != nil {
+		return nil, fmt.Errorf("list packages: %w", err)
+	}
+	var out []Info
+	for _, e := range ents {
+		if ValidName(e.Name()) != nil {
+			continue // an upload in progress
+		}
+		info, err := s.Stat(e.Name())
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, info)
+	}
+	return out, nil
+}
+
+// Stat describes the package called name; a missing one is an error that wraps
+// fs.ErrNotExist.
+func (s *Store) Stat(name string) (Info, error) {
+	if err := ValidName(name); err != nil {
+		return Info{}, err
+	}
+	fi, err := os.Lstat(filepath.Join(s.dir, name))
+	if err == nil && !fi.Mode().IsRegular() {
+		err = fmt.Errorf("%s is not a regular file: %w", name, fs.ErrNotExist)
+	}
+	if err != nil {
+		return Info{}, fmt.Errorf("look up package %s: %w", name, err)
+	}
+	return Info{Name: name, Size: fi.Size(), Used: fi.ModTime()}, nil
+}
+
+// Touch marks the package called name as used at t (its Info.Used).
+func (s *Store) Touch(name string, t time.Time) error {
+	if err := ValidName(name); err != nil {
+		return err
+	}
+	if err := os.Chtimes(filepath.Join(s.dir, name), t, t); err != nil {
+		return fmt.Errorf("mark package %s used: %w", name, err)
+	}
+	return nil
+}
+
+// Remove removes the package called name; a missing one is not an error.
+func (s *Store) Remove(name string) error {
+	if err := ValidName(name); err != nil {
+		return err
+	}
+	if err := os.Remove(filepath.Join(s.dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove package %s: %w", name, err)
+	}
+	return nil
+}
