@@ -14,12 +14,26 @@ import (
 
 	"github.com/trainyard/trainyard/internal/install"
 	"github.com/trainyard/trainyard/internal/kubeconfig"
+	"github.com/trainyard/trainyard/internal/podpolicy"
 )
 
 const installLong = `Install the Trainyard operator on a Kubernetes cluster: the TrainJob
 CustomResourceDefinition, the operator's namespace, ServiceAccount, ClusterRole and
 ClusterRoleBinding, and its Deployment. The manifests are built into this binary, so
 nothing is downloaded but the image.
+
+With --watch-namespace the operator runs the TrainJobs of that namespace only, with a
+Role and RoleBinding there (and one for its leader election in its own namespace); its
+ClusterRole keeps only what is cluster-wide: reading nodes (the GPU check), the
+kubernetes EndpointSlice (the API server's addresses), and TokenReviews and
+SubjectAccessReviews (its metrics are served over HTTPS on :8443 to those allowed to get
+/metrics: bind the ClusterRole trainyard-operator-metrics-reader to Prometheus).
+
+--pod-policy restricted (the default) makes the operator refuse TrainJobs whose pods
+would be privileged, use the host's namespaces or folders (hostPath), add capabilities,
+or use a ServiceAccount or Secret not labelled trainyard.dev/trainjob-access=true;
+--pod-policy off lets whoever may create TrainJobs create any pod. See 'trainyard
+operator --help'.
 
 Objects are applied with server-side apply (field manager "trainyard"), so installing
 again updates an installation in place: use it to upgrade, or to change the image. It
@@ -34,7 +48,7 @@ existing namespace is used as it is; one trainyard creates is deleted by 'trainy
 uninstall'.`
 
 const installExample = `  trainyard install
-  trainyard install --context kind-dev --image registry.example/trainyard:v0.5.0   # built by make image
+  trainyard install --context kind-dev --image registry.example/trainyard:v0.5.0  # make image
   trainyard install --dry-run > trainyard.yaml`
 
 // installFlags are the flags install and uninstall share.
@@ -54,7 +68,7 @@ func (f *installFlags) bind(cmd *cobra.Command) {
 
 func newInstallCommand(g *globals) *cobra.Command {
 	var f installFlags
-	var pullPolicy string
+	var pullPolicy, policy string
 	cmd := &cobra.Command{
 		Use:     "install",
 		Short:   "Install the Trainyard operator and the TrainJob CRD on a Kubernetes cluster",
@@ -63,6 +77,7 @@ func newInstallCommand(g *globals) *cobra.Command {
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f.opts.PullPolicy = corev1.PullPolicy(pullPolicy)
+			f.opts.PodPolicy = podpolicy.Level(policy)
 			if f.opts.Replicas < 1 {
 				return usageError(fmt.Errorf("--replicas %d: must be at least 1", f.opts.Replicas))
 			}
@@ -97,6 +112,11 @@ func newInstallCommand(g *globals) *cobra.Command {
 	fs.StringVar(&f.opts.Image, "image", install.DefaultImage(Version), "the trainyard image the operator runs and gives to workers")
 	fs.Int32Var(&f.opts.Replicas, "replicas", 1, "operator replicas (one leads; the others stand by)")
 	fs.StringVar(&pullPolicy, "image-pull-policy", string(corev1.PullIfNotPresent), "Always, IfNotPresent or Never")
+	fs.StringVar(&f.opts.WatchNamespace, "watch-namespace", "", "run the TrainJobs of this namespace only, with a Role there (default: every namespace, a ClusterRole)")
+	fs.StringVar(&policy, "pod-policy", string(podpolicy.Default), "restricted: refuse privileged pods, host namespaces and folders, added capabilities,\n"+
+		"and ServiceAccounts and Secrets not labelled trainyard.dev/trainjob-access=true; off: allow anything")
+	fs.StringArrayVar(&f.opts.APIServerCIDRs, "api-server-cidr", nil, "where the API server's proxy connects to pods from, for the NetworkPolicies (repeatable;\n"+
+		"default: what the operator finds in the EndpointSlice default/kubernetes)")
 	return cmd
 }
 
