@@ -23,6 +23,7 @@ import (
 	"github.com/trainyard/trainyard/internal/dashboard/cluster"
 	"github.com/trainyard/trainyard/internal/dashboard/runs"
 	"github.com/trainyard/trainyard/internal/jobspec"
+	"github.com/trainyard/trainyard/internal/server"
 )
 
 // withDashboard returns the server's handler: the API's paths (/api/, /metrics,
@@ -44,7 +45,7 @@ func withDashboard(ctx context.Context, api http.Handler, ui dashboard.Config, h
 		return nil, err
 	}
 	go h.Sample(ctx, 0)
-	pages := auth.HostCheck(hostOpts, h)
+	pages := server.LimitBodyRate(server.BodyRate{}, auth.HostCheck(hostOpts, h)) // its forms' bodies keep a pace too
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p := r.URL.Path
 		if strings.HasPrefix(p, "/api/") || p == "/metrics" || p == auth.HealthPath {
@@ -209,7 +210,7 @@ func serveDashboard(ctx context.Context, g *globals, src dashboard.Backend, plac
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	go ui.Sample(ctx, 0)
-	hs.Handler = auth.HostCheck(auth.Options{ListenAddr: ln.Addr().String()}, ui)
+	hs.Handler = server.LimitBodyRate(server.BodyRate{}, auth.HostCheck(auth.Options{ListenAddr: ln.Addr().String()}, ui))
 	scheme := map[bool]string{false: "http", true: "https"}[opts.tlsCert != ""]
 	base := scheme + "://" + ln.Addr().String()
 	fmt.Fprintf(g.io.Out, "trainyard dashboard of %s on %s/\n", place, base)

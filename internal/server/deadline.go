@@ -41,11 +41,11 @@ func (b BodyRate) withDefaults() BodyRate {
 // errSlowBody: the client sent the request body too slowly (HTTP 408).
 var errSlowBody = errors.New("request body too slow")
 
-// limitBodyRate returns next behind a read deadline for each request body, which moves
+// LimitBodyRate returns next behind a read deadline for each request body, which moves
 // on with every byte that comes: the body must keep rate's pace. It goes before the
 // token check, which reads a signed body itself, so that no request body, authenticated
 // or not, holds a connection open for ever.
-func limitBodyRate(rate BodyRate, next http.Handler) http.Handler {
+func LimitBodyRate(rate BodyRate, next http.Handler) http.Handler {
 	rate = rate.withDefaults()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Body == nil || r.Body == http.NoBody {

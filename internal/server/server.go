@@ -123,7 +123,7 @@ func New(cfg Config) (*Server, error) {
 	opts.ExemptPaths = append(slices.Clip(opts.ExemptPaths), auth.HealthPath)
 	opts.OnRefuse = s.refused
 	opts.RayPath = isRayPath
-	s.handler = limitBodyRate(cfg.BodyRate, auth.Middleware(cfg.Token, opts, s.routes()))
+	s.handler = LimitBodyRate(cfg.BodyRate, auth.Middleware(cfg.Token, opts, s.routes()))
 	return s, nil
 }
 
