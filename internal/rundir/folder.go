@@ -21,8 +21,11 @@ var ErrUntrusted = errors.New("not trusted")
 // exists must be a real folder (not a symbolic link) of the current user. Its storage
 // path (dir's parent) is created 0700 when missing; an existing one is left as it is.
 // The run folder is created with the modes PermFor gives for the storage path.
+//
+// The storage path must pass CheckStorage (before anything is created, and again once
+// it exists); otherwise MakeFolder fails with ErrUntrustedStorage.
 func MakeFolder(dir string) error {
-	f, err := makeFolder(dir)
+	f, err := makeFolder(dir, nil)
 	if err != nil {
 		return err
 	}
@@ -32,17 +35,25 @@ func MakeFolder(dir string) error {
 // folder is an opened, checked run folder.
 type folder struct {
 	root    *os.Root
-	perm    Perm // for what is created inside
-	created bool // by this call: no other process made it
+	opened  fs.FileInfo // the folder as opened: its device and inode
+	perm    Perm        // for what is created inside
+	created bool        // by this call: no other process made it
 }
 
-// makeFolder creates dir (os.Mkdir, so that exactly one of several racing processes
-// creates it) and opens it.
-func makeFolder(dir string) (folder, error) {
+// makeFolder checks the storage path (see checkStorage), creates dir (os.Mkdir, so that
+// exactly one of several racing processes creates it) and opens it.
+func makeFolder(dir string, warn func(error)) (folder, error) {
 	storage := filepath.Dir(dir)
+	warn = once(warn)
+	if err := checkStorage(storage, warn); err != nil {
+		return folder{}, err
+	}
 	if _, err := os.Stat(storage); errors.Is(err, fs.ErrNotExist) {
 		if err := os.MkdirAll(storage, 0o700); err != nil {
 			return folder{}, fmt.Errorf("create storage path: %w", err)
+		}
+		if err := checkStorage(storage, warn); err != nil { // what another user made meanwhile
+			return folder{}, err
 		}
 	}
 	perm := PermFor(storage)
@@ -87,7 +98,31 @@ func openFolder(dir string) (folder, error) {
 		root.Close()
 		return folder{}, fmt.Errorf("open run folder: %w", err)
 	}
-	return folder{root: root, perm: permOf(opened)}, nil
+	return folder{root: root, opened: opened, perm: permOf(opened)}, nil
+}
+
+// once returns warn made to pass on only its first call (nil for nil).
+func once(warn func(error)) func(error) {
+	if warn == nil {
+		return nil
+	}
+	warned := false
+	return func(err error) {
+		if !warned {
+			warned = true
+			warn(err)
+		}
+	}
+}
+
+// checkStorage runs CheckStorage; with warn set, a refusal is passed to warn instead.
+func checkStorage(storage string, warn func(error)) error {
+	err := CheckStorage(storage)
+	if err != nil && warn != nil && errors.Is(err, ErrUntrustedStorage) {
+		warn(err)
+		return nil
+	}
+	return err
 }
 
 // checkFolder refuses a run folder that is a symbolic link, not a folder, or another

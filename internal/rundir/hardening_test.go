@@ -88,7 +88,8 @@ func TestRunFolderSharedWithSetgidStoragePath(t *testing.T) {
 	if err := os.Mkdir(job.Spec.StoragePath, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Chmod(job.Spec.StoragePath, 0o770|fs.ModeSetgid); err != nil {
+	team := 0o770 | fs.ModeSetgid | fs.ModeSticky // chmod 3770, as the README says
+	if err := os.Chmod(job.Spec.StoragePath, team); err != nil {
 		t.Fatal(err)
 	}
 	dir := openWithLog(t, job)
@@ -98,7 +99,7 @@ func TestRunFolderSharedWithSetgidStoragePath(t *testing.T) {
 		"logs": 0o750 | setgid, "logs/attempt-1": 0o750 | setgid, "logs/attempt-1/rank-0.log": 0o640,
 	}
 	assertModes(t, dir, want)
-	if info, _ := os.Stat(job.Spec.StoragePath); info.Mode()&(fs.ModePerm|setgid) != 0o770|setgid {
+	if info, _ := os.Stat(job.Spec.StoragePath); info.Mode()&(fs.ModePerm|setgid|fs.ModeSticky) != team {
 		t.Errorf("Open changed the storage path's mode to %v", info.Mode())
 	}
 }

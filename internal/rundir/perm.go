@@ -10,15 +10,18 @@ import (
 //
 // Run folders are private by default: folders 0700, files 0600, since a job's spec
 // (job.yaml) can hold secrets in its env and logs print what the job prints. To share
-// runs with a group, give the storage path the setgid bit, the Unix convention for a
-// folder shared with its group:
+// runs with a team, give the storage path to root and the team's group with the setgid
+// and the sticky bits:
 //
-//	chgrp team /data/runs && chmod 2770 /data/runs
+//	sudo chown root:team /data/runs && sudo chmod 3770 /data/runs
 //
-// Run folders created there are then 0750 with the setgid bit (so everything below
-// belongs to the group too) and files 0640: the group reads, only the owner writes.
-// The user's umask still applies to the files the training script writes itself; the
-// run folder's mode protects those as well.
+// Setgid (2000) is the Unix convention for a folder shared with its group: run folders
+// created there are 0750 with the setgid bit (so everything below belongs to the group
+// too) and files 0640: the group reads, only the owner writes. Sticky (1000) lets a member
+// rename or remove only their own run folders: without it, any member could rename a
+// running job's folder away and put one of their own in its place, and Open refuses such
+// a storage path (see CheckStorage). The user's umask still applies to the files the
+// training script writes itself; the run folder's mode protects those as well.
 type Perm struct {
 	Dir  fs.FileMode
 	File fs.FileMode

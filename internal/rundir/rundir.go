@@ -35,10 +35,11 @@ var ErrBusy = errors.New("run is in use")
 
 // Run is an open run folder. Its methods are safe for concurrent use.
 type Run struct {
-	Dir  string
-	root *os.Root // the folder, opened: nothing inside is reached through a link out of it
-	perm Perm
-	lock *os.File // nil for a secondary
+	Dir    string
+	root   *os.Root    // the folder, opened: nothing inside is reached through a link out of it
+	opened fs.FileInfo // the folder as opened: CheckSame compares Dir with it
+	perm   Perm
+	lock   *os.File // nil for a secondary
 
 	mu        sync.Mutex
 	rec       Record
@@ -58,6 +59,12 @@ type Options struct {
 	// copy in memory. Only the rank logs of this process's ranks are written (CreateLog).
 	// A succeeded run is not refused (worker 0 refuses it); Rerun has no effect.
 	Secondary bool
+	// WarnStorage, when set, gets the error of a storage path that CheckStorage refuses,
+	// which is then used all the same; by default Open refuses it. Kubernetes workers set
+	// it: their storage path is a volume (a PVC's root is often 0777, or 2775 for an
+	// fsGroup) that only the pods given the claim mount, so Unix users are not who the
+	// check keeps out there.
+	WarnStorage func(error)
 }
 
 // Open creates or continues the run folder <storage>/<name> for job, locks it, and writes
@@ -66,8 +73,10 @@ type Options struct {
 // user's (ErrUntrusted). When it fails on a folder it created, holding its lock, it
 // removes the folder; it never removes a folder whose lock it did not get.
 //
-// A missing storage path is created 0700; the run folder and what Open and the Run
-// write in it get the modes of PermFor.
+// It also refuses a storage path that someone other than root and the current user
+// could change (ErrUntrustedStorage, see CheckStorage) before it creates anything,
+// unless opts.WarnStorage. A missing storage path is created 0700; the run folder and
+// what Open and the Run write in it get the modes of PermFor.
 func Open(job *v1.TrainJob, opts Options) (*Run, error) {
 	now := opts.Now
 	if now == nil {
@@ -75,9 +84,9 @@ func Open(job *v1.TrainJob, opts Options) (*Run, error) {
 	}
 	dir := filepath.Join(job.Spec.StoragePath, job.Spec.RunName)
 	if opts.Secondary {
-		return openSecondary(dir, job, now)
+		return openSecondary(dir, job, now, opts.WarnStorage)
 	}
-	f, err := makeFolder(dir)
+	f, err := makeFolder(dir, opts.WarnStorage)
 	if err != nil {
 		return nil, err
 	}
@@ -88,7 +97,7 @@ func Open(job *v1.TrainJob, opts Options) (*Run, error) {
 // removes a folder this process created (before releasing the lock, so that no other
 // process holds it meanwhile).
 func open(dir string, f folder, job *v1.TrainJob, now func() time.Time, rerun bool) (*Run, error) {
-	r := &Run{Dir: dir, root: f.root, perm: f.perm, now: now}
+	r := &Run{Dir: dir, root: f.root, opened: f.opened, perm: f.perm, now: now}
 	lock, err := openIn(f.root, LockFile, os.O_RDWR, f.perm.File)
 	if err != nil {
 		r.Close()
@@ -137,12 +146,15 @@ func (r *Run) load(job *v1.TrainJob, rerun bool) error {
 // openSecondary opens dir without locking or writing anything. Like Open, it refuses a
 // folder that is a symbolic link or another user's: the workers of a gang that share the
 // folder run the same image as the same user.
-func openSecondary(dir string, job *v1.TrainJob, now func() time.Time) (*Run, error) {
+func openSecondary(dir string, job *v1.TrainJob, now func() time.Time, warn func(error)) (*Run, error) {
+	if err := checkStorage(filepath.Dir(dir), warn); err != nil {
+		return nil, err
+	}
 	f, err := openFolder(dir)
 	if err != nil {
 		return nil, err
 	}
-	r := &Run{Dir: dir, root: f.root, perm: f.perm, now: now, secondary: true}
+	r := &Run{Dir: dir, root: f.root, opened: f.opened, perm: f.perm, now: now, secondary: true}
 	data, err := readIn(f.root, RecordFile)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
