@@ -5,12 +5,9 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"time"
-
-	"github.com/trainyard/trainyard/internal/durable"
 
 	"golang.org/x/sys/unix"
 )
@@ -23,15 +20,17 @@ var steps = []string{"taken", "staged", "synced", "manifest", "dirs-synced", "pu
 
 // commit is one commit in progress.
 type commit struct {
-	s      *Store
-	t      *Taken
-	name   string
-	index  int
-	staged string  // .staging/<name>.<random>, while it exists
-	moved  bool    // the taken folder was renamed (not copied) to staged
-	files  []File  // the manifest's files, once known
-	dirs   []entry // the folders of the checkpoint
-	buf    []byte
+	s         *Store
+	t         *Taken
+	name      string
+	index     int
+	staging   *dir    // the store's .staging when the commit began
+	staged    *dir    // .staging/<name>.<random>, opened, while it exists there
+	moved     bool    // the taken folder was renamed (not copied) to staged
+	published bool    // the staged folder is the committed checkpoint
+	files     []File  // the manifest's files, once known
+	dirs      []entry // the folders of the checkpoint
+	buf       []byte
 }
 
 // Commit takes the checkpoint folder src (see Take) and commits it (see CommitTaken).
@@ -57,29 +56,38 @@ func (s *Store) CommitTaken(t *Taken, meta Meta) (Info, error) {
 
 // commitTaken commits t as the checkpoint with the given (reserved) index.
 func (s *Store) commitTaken(t *Taken, index int, meta Meta) (Info, error) {
+	defer t.release()
 	start := time.Now()
 	c := &commit{s: s, t: t, name: checkpointName(index), index: index, buf: make([]byte, bufSize)}
+	defer c.close()
 	meta.Metrics = maps.Clone(meta.Metrics)
 	m := Manifest{Version: ManifestVersion, Name: c.name, Index: index, Meta: meta}
 	if err := c.prepare(&m); err != nil {
 		return Info{}, fmt.Errorf("commit %s: %w", c.name, c.abort(err))
 	}
-	final, err := c.publish()
-	if err != nil {
+	if err := c.publish(); err != nil {
 		return Info{}, fmt.Errorf("commit %s: %w", c.name, c.abort(err))
 	}
-	c.finish(final)
+	c.finish()
 	var size int64
 	for _, f := range m.Files {
 		size += f.Size
 	}
 	s.logger.Info("committed checkpoint", "checkpoint", c.name, "files", len(m.Files), "bytes", size,
 		"copied", !c.moved, "took", time.Since(start).Round(time.Millisecond))
-	return Info{Name: c.name, Index: index, Dir: final, Manifest: m}, nil
+	return Info{Name: c.name, Index: index, Dir: filepath.Join(s.dir, c.name), Manifest: m}, nil
 }
 
 // prepare stages the files, syncs and hashes them, and writes the manifest m.
 func (c *commit) prepare(m *Manifest) error {
+	if c.t.parent == nil {
+		return fmt.Errorf("%s was not taken by this store (Take)", c.t.Dir)
+	}
+	staging, err := c.s.currentStaging()
+	if err != nil {
+		return fmt.Errorf("stage: %w", err)
+	}
+	c.staging = staging
 	if err := c.stage(); err != nil {
 		return err
 	}
@@ -100,40 +108,58 @@ func (c *commit) prepare(m *Manifest) error {
 		return err
 	}
 	for i := len(c.dirs) - 1; i >= 0; i-- {
-		if err := durable.Sync(filepath.Join(c.staged, filepath.FromSlash(c.dirs[i].rel))); err != nil {
+		if err := c.staged.syncIn(c.dirs[i].rel); err != nil {
 			return fmt.Errorf("sync folder %s: %w", c.dirs[i].rel, err)
 		}
 	}
 	return c.s.step("dirs-synced")
 }
 
+// stagedName is the name of the staged folder in .staging, once c.staged is set.
+func (c *commit) stagedName() string { return filepath.Base(c.staged.path) }
+
 // stage moves the taken folder to .staging, or copies it there when it is on another
 // filesystem.
 func (c *commit) stage() error {
-	if _, err := os.Lstat(c.t.Dir); err != nil {
+	taken, _, err := c.t.parent.openIn(c.t.name)
+	if err != nil {
 		return fmt.Errorf("the taken folder %s (handed over as %s) vanished before the commit: %w",
 			c.t.Dir, c.t.Src, err)
 	}
-	staged := filepath.Join(c.s.staging, c.name+"."+randomSuffix())
-	from, err := device(c.t.Dir)
+	defer taken.Close()
+	staged := c.name + "." + randomSuffix()
+	from, err := taken.device()
 	if err != nil {
 		return fmt.Errorf("stage: %w", err)
 	}
-	to, err := device(c.s.staging)
+	to, err := c.staging.device()
 	if err != nil {
 		return fmt.Errorf("stage: %w", err)
 	}
 	if from == to {
-		err := durable.RenameNoReplace(c.t.Dir, staged)
+		err := rename(c.t.parent, c.t.name, c.staging, staged)
 		if err == nil {
-			c.staged, c.moved = staged, true
-			return nil
+			c.moved = true
+			return c.openStaged(staged)
 		}
 		if !errors.Is(err, unix.EXDEV) { // EXDEV: another mount of the same filesystem
 			return fmt.Errorf("stage: %w", err)
 		}
 	}
-	return c.copy(staged)
+	return c.copy(taken, staged)
+}
+
+// openStaged opens the staged folder name in .staging.
+func (c *commit) openStaged(name string) error {
+	d, _, err := c.staging.openIn(name)
+	if err != nil {
+		if c.moved { // put the files back where the error says they are
+			_ = rename(c.staging, name, c.t.parent, c.t.name)
+		}
+		return fmt.Errorf("stage: %w", err)
+	}
+	c.staged = d
+	return nil
 }
 
 // syncFiles syncs every staged file. Moved files are read once for their sizes and
@@ -141,7 +167,7 @@ func (c *commit) stage() error {
 func (c *commit) syncFiles() error {
 	if !c.moved {
 		for _, f := range c.files {
-			if err := durable.Sync(filepath.Join(c.staged, filepath.FromSlash(f.Path))); err != nil {
+			if err := c.staged.syncIn(f.Path); err != nil {
 				return fmt.Errorf("sync %s: %w", f.Path, err)
 			}
 		}
@@ -157,13 +183,13 @@ func (c *commit) syncFiles() error {
 	})
 	for _, e := range files {
 		// The disk writes what the training process left dirty while the files are hashed.
-		if f, err := os.Open(filepath.Join(c.staged, filepath.FromSlash(e.rel))); err == nil {
+		if f, err := openRegular(c.staged, e.rel); err == nil {
 			startWriteback(f, 0, 0)
 			f.Close()
 		}
 	}
 	for _, e := range files {
-		size, crc, err := hashFile(filepath.Join(c.staged, filepath.FromSlash(e.rel)), c.buf, true)
+		size, crc, err := hashFile(c.staged, e.rel, c.buf, true)
 		if err != nil {
 			return fmt.Errorf("read %s: %w", e.rel, err)
 		}
@@ -173,28 +199,27 @@ func (c *commit) syncFiles() error {
 }
 
 // publish renames the staged folder to its final name, never over an existing folder.
-func (c *commit) publish() (string, error) {
-	final := filepath.Join(c.s.dir, c.name)
-	if err := durable.RenameNoReplace(c.staged, final); err != nil {
+func (c *commit) publish() error {
+	if err := rename(c.staging, c.stagedName(), c.s.run, c.name); err != nil {
 		if errors.Is(err, fs.ErrExist) {
-			return "", fmt.Errorf("%s already exists; it was not made by this store", final)
+			return fmt.Errorf("%s already exists; it was not made by this store", filepath.Join(c.s.dir, c.name))
 		}
-		return "", fmt.Errorf("publish: %w", err)
+		return fmt.Errorf("publish: %w", err)
 	}
-	c.staged = ""
-	return final, nil
+	c.published = true
+	return nil
 }
 
 // finish does what follows publishing; the checkpoint is committed, so failures are
 // warnings.
-func (c *commit) finish(final string) {
+func (c *commit) finish() {
 	warn := func(err error) {
 		c.s.logger.Warn("checkpoint committed, but a later step failed", "checkpoint", c.name, "err", err)
 	}
-	if err := durable.Sync(c.s.dir); err != nil {
+	if err := c.s.run.sync(); err != nil {
 		warn(fmt.Errorf("sync run folder: %w", err))
 	}
-	if err := durable.Sync(c.s.staging); err != nil {
+	if err := c.staging.sync(); err != nil {
 		warn(fmt.Errorf("sync %s: %w", StagingDir, err))
 	}
 	if err := c.s.step("published"); err != nil {
@@ -202,7 +227,7 @@ func (c *commit) finish(final string) {
 		return
 	}
 	if !c.moved {
-		if err := os.RemoveAll(c.t.Dir); err != nil {
+		if err := c.t.parent.root.RemoveAll(c.t.name); err != nil {
 			warn(fmt.Errorf("remove the copied folder: %w", err))
 		}
 		if err := c.s.step("cleaned"); err != nil {
@@ -210,7 +235,7 @@ func (c *commit) finish(final string) {
 			return
 		}
 	}
-	if err := makeReadOnly(final, c.files); err != nil {
+	if err := makeReadOnly(c.staged, c.files); err != nil {
 		warn(err)
 	}
 	if err := c.s.step("read-only"); err != nil {
@@ -221,34 +246,45 @@ func (c *commit) finish(final string) {
 // abort undoes the staging of a failed commit: moved files go back to the taken folder,
 // a partial copy is removed. It returns err, naming where the files are.
 func (c *commit) abort(err error) error {
-	if c.staged != "" && c.moved {
-		_ = os.Remove(filepath.Join(c.staged, ManifestName))
-		_ = os.Remove(filepath.Join(c.staged, manifestTemp))
-		if rerr := durable.RenameNoReplace(c.staged, c.t.Dir); rerr != nil {
-			return fmt.Errorf("%w; moving the files back failed too (%v): they are in %s until the next Open",
-				err, rerr, c.staged)
-		}
-	} else if c.staged != "" {
-		if rerr := os.RemoveAll(c.staged); rerr != nil {
-			c.s.logger.Warn("cannot remove a failed commit's staged copy", "path", c.staged, "err", rerr)
+	if c.staged != nil && !c.published {
+		name := c.stagedName()
+		if c.moved {
+			_ = c.staged.root.Remove(ManifestName)
+			_ = c.staged.root.Remove(manifestTemp)
+			if rerr := rename(c.staging, name, c.t.parent, c.t.name); rerr != nil {
+				return fmt.Errorf("%w; moving the files back failed too (%v): they are in %s until the next Open",
+					err, rerr, c.staged.path)
+			}
+		} else if rerr := c.staging.root.RemoveAll(name); rerr != nil {
+			c.s.logger.Warn("cannot remove a failed commit's staged copy", "path", c.staged.path, "err", rerr)
 		}
 	}
-	c.staged = ""
-	if _, serr := os.Lstat(c.t.Dir); serr == nil {
+	if _, serr := c.t.parent.root.Lstat(c.t.name); serr == nil {
 		return fmt.Errorf("%w (the checkpoint's files are kept in %s)", err, c.t.Dir)
 	}
 	return err
 }
 
+// close closes the staged folder.
+func (c *commit) close() {
+	if c.staged != nil {
+		c.staged.Close()
+	}
+}
+
 // makeReadOnly removes the write permissions of the checkpoint's files.
-func makeReadOnly(dir string, files []File) error {
+func makeReadOnly(d *dir, files []File) error {
 	for _, f := range files {
-		p := filepath.Join(dir, filepath.FromSlash(f.Path))
-		fi, err := os.Lstat(p)
+		file, err := openRegular(d, f.Path)
 		if err != nil {
 			return fmt.Errorf("make %s read-only: %w", f.Path, err)
 		}
-		if err := os.Chmod(p, fi.Mode().Perm()&^0o222); err != nil {
+		fi, err := file.Stat()
+		if err == nil {
+			err = file.Chmod(fi.Mode().Perm() &^ 0o222)
+		}
+		file.Close()
+		if err != nil {
 			return fmt.Errorf("make %s read-only: %w", f.Path, err)
 		}
 	}

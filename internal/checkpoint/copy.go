@@ -10,23 +10,27 @@ import (
 	"path/filepath"
 )
 
-// copy copies the taken folder to staged, file by file, computing each file's size and
-// CRC-32C from the data it reads (one pass over the source). Folders keep their modes
-// (plus u+rwx, so that the checkpoint can be deleted later), files their permissions.
-func (c *commit) copy(staged string) error {
-	t, err := listTree(c.t.Dir)
+// copy copies the taken folder to the new folder staged in .staging, file by file,
+// computing each file's size and CRC-32C from the data it reads (one pass over the
+// source). Folders keep their modes (plus u+rwx, so that the checkpoint can be deleted
+// later), files their permissions.
+func (c *commit) copy(taken *dir, staged string) error {
+	t, err := listTree(taken)
 	if bad := (*badEntryError)(nil); errors.As(err, &bad) {
 		return fmt.Errorf("copy %s: %w", c.t.Dir, bad)
 	}
 	if err != nil {
 		return fmt.Errorf("copy %s (the checkpoint vanished or changed during the copy?): %w", c.t.Dir, err)
 	}
-	if err := os.Mkdir(staged, 0o700); err != nil {
+	if err := c.staging.root.Mkdir(staged, 0o700); err != nil {
 		return fmt.Errorf("copy: %w", err)
 	}
-	c.staged, c.dirs = staged, t.dirs
+	if err := c.openStaged(staged); err != nil {
+		return err
+	}
+	c.dirs = t.dirs
 	for _, d := range t.dirs[1:] {
-		if err := os.Mkdir(filepath.Join(staged, filepath.FromSlash(d.rel)), 0o700); err != nil {
+		if err := c.staged.root.Mkdir(filepath.FromSlash(d.rel), 0o700); err != nil {
 			return fmt.Errorf("copy: %w", err)
 		}
 	}
@@ -34,7 +38,7 @@ func (c *commit) copy(staged string) error {
 		if e.rel == ManifestName || e.rel == manifestTemp {
 			continue // a stale one; writeManifest writes the new one
 		}
-		f, err := c.copyFile(e.rel)
+		f, err := c.copyFile(taken, e.rel)
 		if err != nil {
 			return fmt.Errorf("copy %s: %w", c.t.Dir, err)
 		}
@@ -43,7 +47,7 @@ func (c *commit) copy(staged string) error {
 	for i := len(t.dirs) - 1; i >= 0; i-- {
 		d := t.dirs[i]
 		mode := d.mode&(fs.ModePerm|fs.ModeSetgid|fs.ModeSticky) | 0o700
-		if err := os.Chmod(filepath.Join(staged, filepath.FromSlash(d.rel)), mode); err != nil {
+		if err := c.staged.root.Chmod(filepath.FromSlash(d.rel), mode); err != nil {
 			return fmt.Errorf("copy: %w", err)
 		}
 	}
@@ -52,9 +56,8 @@ func (c *commit) copy(staged string) error {
 
 // copyFile copies one file of the taken folder to the staged one, failing if the file
 // vanishes or changes size meanwhile.
-func (c *commit) copyFile(rel string) (File, error) {
-	src := filepath.Join(c.t.Dir, filepath.FromSlash(rel))
-	in, err := os.Open(src)
+func (c *commit) copyFile(taken *dir, rel string) (File, error) {
+	in, err := openRegular(taken, rel)
 	if errors.Is(err, fs.ErrNotExist) {
 		return File{}, fmt.Errorf("%s vanished during the copy", rel)
 	}
@@ -66,14 +69,14 @@ func (c *commit) copyFile(rel string) (File, error) {
 	if err != nil {
 		return File{}, err
 	}
-	if !before.Mode().IsRegular() {
-		return File{}, &badEntryError{rel: rel, kind: describeType(before.Mode())}
-	}
 	if err := c.s.step("copy " + rel); err != nil {
 		return File{}, err
 	}
-	dst := filepath.Join(c.staged, filepath.FromSlash(rel))
-	n, crc, err := copyData(dst, in, c.buf)
+	out, err := c.staged.root.OpenFile(filepath.FromSlash(rel), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return File{}, err
+	}
+	n, crc, err := copyData(out, in, c.buf)
 	if err != nil {
 		return File{}, fmt.Errorf("%s: %w", rel, err)
 	}
@@ -85,23 +88,19 @@ func (c *commit) copyFile(rel string) (File, error) {
 		return File{}, fmt.Errorf("%s changed size during the copy (%d bytes when it began, %d read, %d after); "+
 			"hand a checkpoint over only once it is completely written", rel, before.Size(), n, after.Size())
 	}
-	if _, err := os.Lstat(src); err != nil {
+	if _, err := taken.root.Lstat(filepath.FromSlash(rel)); err != nil {
 		return File{}, fmt.Errorf("%s vanished during the copy", rel)
 	}
-	if err := os.Chmod(dst, before.Mode().Perm()); err != nil {
+	if err := c.staged.root.Chmod(filepath.FromSlash(rel), before.Mode().Perm()); err != nil {
 		return File{}, err
 	}
 	return File{Path: rel, Size: n, CRC32C: crcHex(crc)}, nil
 }
 
-// copyData copies in to a new file dst through buf and returns the bytes copied and their
-// CRC-32C. It starts the writeback of every chunk it wrote, so that the disk writes while
-// the copy goes on and the later fsync has little left to wait for.
-func copyData(dst string, in io.Reader, buf []byte) (int64, uint32, error) {
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return 0, 0, err
-	}
+// copyData copies in to the new file out through buf, closes out, and returns the bytes
+// copied and their CRC-32C. It starts the writeback of every chunk it wrote, so that the
+// disk writes while the copy goes on and the later fsync has little left to wait for.
+func copyData(out *os.File, in io.Reader, buf []byte) (int64, uint32, error) {
 	var n, flushed int64
 	var crc uint32
 	for {

@@ -33,7 +33,7 @@
 // did not finish leaves behind is in one of two places:
 //
 //   - <run>/.staging/: staged folders of unfinished commits and checkpoints being deleted.
-//     Open removes everything there, so open one Store per run folder at a time.
+//     Open and OpenIn remove everything there, so open one Store per run folder at a time.
 //   - the private sibling .<base>.trainyard-<random> next to the folder that was handed
 //     over. A commit that fails with an error puts the files back there (the rename path)
 //     or leaves them there (the copy path) and names that folder in its error, so nothing
@@ -50,4 +50,19 @@
 //
 // A Committer runs commits and retention in the background, one at a time, while training
 // goes on.
+//
+// # The folders it trusts
+//
+// A Store works in the run folder it was given opened (OpenIn, InspectIn: an os.Root, which
+// rundir.Run.OpenRoot gives), never through the folder's path again: scanning, manifests,
+// verification, staging, retention, the rename into place and the read-only marking all
+// go through that folder and the .staging folder opened in it (renameat2 between the two,
+// fsync of their descriptors). A folder put in the run folder's place while the store is
+// open is not read, and nothing is committed into it. Take opens the folder that holds
+// the handed-over folder once (in the run folder the store opened, when the path lies in
+// the run folder's path) and does its checks, renames and the commit through it, without
+// following links. A checkpoint_* folder, its manifest, or a file in it that belongs to
+// another user than the one this process runs as is never used (ErrNotOwned): Latest and
+// LatestBefore skip it and say why, List leaves it out, Verify refuses it; Take refuses a
+// folder or file of another user too.
 package checkpoint

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"golang.org/x/sys/unix"
 )
@@ -23,11 +24,12 @@ const writebackChunk = 8 << 20
 // castagnoli is the CRC-32C table.
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// entry is a regular file found in a folder tree.
+// entry is a regular file or a folder found in a folder tree.
 type entry struct {
 	rel  string // slash-separated, relative to the tree's root
 	size int64
 	mode fs.FileMode
+	uid  int
 }
 
 // tree is what a folder holds: its folders (the root first, as ".") and regular files,
@@ -47,34 +49,39 @@ func (e *badEntryError) Error() string {
 	return fmt.Sprintf("%s is %s; a checkpoint may hold only regular files and folders", e.rel, e.kind)
 }
 
-// listTree walks the folder root, which must not be a symbolic link.
-func listTree(root string) (tree, error) {
+// listTree walks the open folder d without following links.
+func listTree(d *dir) (tree, error) {
 	var t tree
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+	err := fs.WalkDir(d.root.FS(), ".", func(rel string, e fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		rel, err := filepath.Rel(root, p)
+		if !e.IsDir() && !e.Type().IsRegular() {
+			return &badEntryError{rel: rel, kind: describeType(e.Type())}
+		}
+		info, err := e.Info()
 		if err != nil {
 			return err
 		}
-		rel = filepath.ToSlash(rel)
-		if !d.IsDir() && !d.Type().IsRegular() {
-			return &badEntryError{rel: rel, kind: describeType(d.Type())}
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		e := entry{rel: rel, size: info.Size(), mode: info.Mode()}
-		if d.IsDir() {
-			t.dirs = append(t.dirs, e)
+		en := entry{rel: rel, size: info.Size(), mode: info.Mode(), uid: uidOf(info)}
+		if e.IsDir() {
+			t.dirs = append(t.dirs, en)
 		} else {
-			t.files = append(t.files, e)
+			t.files = append(t.files, en)
 		}
 		return nil
 	})
 	return t, err
+}
+
+// foreign returns the first entry of t that belongs to another user, if any.
+func (t tree) foreign() (entry, bool) {
+	for _, e := range append(slices.Clone(t.dirs), t.files...) {
+		if e.uid >= 0 && e.uid != os.Geteuid() {
+			return e, true
+		}
+	}
+	return entry{}, false
 }
 
 // describeType names a file type for error messages.
@@ -92,10 +99,10 @@ func describeType(m fs.FileMode) string {
 	return "not a regular file"
 }
 
-// hashFile reads the file at path once and returns its size and CRC-32C; with sync it also
-// syncs the file to disk.
-func hashFile(path string, buf []byte, sync bool) (int64, uint32, error) {
-	f, err := os.Open(path)
+// hashFile reads the regular file rel (slash-separated) of d once and returns its size
+// and CRC-32C; with sync it also syncs the file to disk.
+func hashFile(d *dir, rel string, buf []byte, sync bool) (int64, uint32, error) {
+	f, err := openRegular(d, rel)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -121,6 +128,24 @@ func hashFile(path string, buf []byte, sync bool) (int64, uint32, error) {
 	return n, crc, nil
 }
 
+// openRegular opens the file rel (slash-separated) of d for reading, refusing anything but
+// a regular file.
+func openRegular(d *dir, rel string) (*os.File, error) {
+	f, err := d.root.OpenFile(filepath.FromSlash(rel), os.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	info, err := f.Stat()
+	if err == nil && !info.Mode().IsRegular() {
+		err = &badEntryError{rel: rel, kind: describeType(info.Mode())}
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
 // crcHex formats a CRC-32C as the manifest writes it.
 func crcHex(crc uint32) string {
 	return fmt.Sprintf("%08x", crc)
@@ -131,15 +156,6 @@ func randomSuffix() string {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
-}
-
-// device returns the ID of the filesystem that holds path.
-func device(path string) (uint64, error) {
-	var st unix.Stat_t
-	if err := unix.Stat(path, &st); err != nil {
-		return 0, &os.PathError{Op: "stat", Path: path, Err: err}
-	}
-	return st.Dev, nil
 }
 
 // startWriteback asks the kernel to start writing the given range of f to disk, without

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math"
 	"os"
@@ -97,14 +98,30 @@ func (m *Metrics) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
-// readManifest reads and checks the manifest of the checkpoint in dir.
-func readManifest(dir string) (Manifest, error) {
-	data, err := os.ReadFile(filepath.Join(dir, ManifestName))
+// readManifest reads and checks the manifest of the checkpoint in d, which must be a
+// regular file of this user.
+func readManifest(d *dir) (Manifest, error) {
+	f, err := openRegular(d, ManifestName)
 	if errors.Is(err, fs.ErrNotExist) {
 		return Manifest{}, fmt.Errorf("no manifest (%s is missing)", ManifestName)
 	}
 	if err != nil {
 		return Manifest{}, fmt.Errorf("read manifest: %w", err)
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err == nil {
+		err = checkOwner("its manifest "+ManifestName, info)
+	}
+	if err != nil {
+		return Manifest{}, err
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxManifest+1))
+	if err != nil {
+		return Manifest{}, fmt.Errorf("read manifest: %w", err)
+	}
+	if len(data) > maxManifest {
+		return Manifest{}, fmt.Errorf("manifest %s is over %d MiB", ManifestName, maxManifest>>20)
 	}
 	var m Manifest
 	if err := json.Unmarshal(data, &m); err != nil {
@@ -122,15 +139,18 @@ func readManifest(dir string) (Manifest, error) {
 	return m, nil
 }
 
-// writeManifest writes m into dir: to a temporary file, synced, then renamed into place.
-func writeManifest(dir string, m Manifest) error {
+// maxManifest bounds what readManifest reads: a manifest lists a checkpoint's files, at
+// about 100 bytes each.
+const maxManifest = 64 << 20
+
+// writeManifest writes m into d: to a temporary file, synced, then renamed into place.
+func writeManifest(d *dir, m Manifest) error {
 	data, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode manifest: %w", err)
 	}
-	tmp := filepath.Join(dir, manifestTemp)
-	_ = os.Remove(tmp) // a leftover would be read-only
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o444)
+	_ = d.root.Remove(manifestTemp) // a leftover would be read-only
+	f, err := d.root.OpenFile(manifestTemp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o444)
 	if err != nil {
 		return fmt.Errorf("write manifest: %w", err)
 	}
@@ -144,11 +164,43 @@ func writeManifest(dir string, m Manifest) error {
 	if err != nil {
 		return fmt.Errorf("write manifest: %w", err)
 	}
-	if err := os.Rename(tmp, filepath.Join(dir, ManifestName)); err != nil {
+	if err := d.root.Rename(manifestTemp, ManifestName); err != nil {
 		return fmt.Errorf("write manifest: %w", err)
 	}
 	return nil
 }
 
-// ReadManifest reads and checks the manifest of the committed checkpoint in dir.
-func ReadManifest(dir string) (Manifest, error) { return readManifest(dir) }
+// ReadManifest reads and checks the manifest of the committed checkpoint in dir, a
+// folder of this user (it refuses another user's, wrapping ErrNotOwned).
+func ReadManifest(dir string) (Manifest, error) {
+	d, err := openCheckpointPath(dir)
+	if err != nil {
+		return Manifest{}, err
+	}
+	defer d.Close()
+	return readManifest(d)
+}
+
+// openCheckpointPath opens the checkpoint folder at path as Store.open does: a folder,
+// not a symbolic link, of this user.
+func openCheckpointPath(path string) (*dir, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, err
+	}
+	parent, err := openDirPath(filepath.Dir(abs))
+	if err != nil {
+		return nil, err
+	}
+	defer parent.Close()
+	name := filepath.Base(abs)
+	d, info, err := parent.openIn(name)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	if err := checkOwner(name, info); err != nil {
+		d.Close()
+		return nil, err
+	}
+	return d, nil
+}

@@ -6,12 +6,8 @@ import (
 	"fmt"
 	"maps"
 	"math"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
-
-	"github.com/trainyard/trainyard/internal/durable"
 )
 
 // Policy says which committed checkpoints Retain keeps. The latest checkpoint is always
@@ -152,7 +148,7 @@ func boolInt(b bool) int {
 // all when none has.
 func (s *Store) protected(infos []Info) string {
 	for i := len(infos) - 1; i >= 0; i-- {
-		if checkLayout(infos[i].Dir, infos[i].Manifest) == nil {
+		if s.layoutOK(infos[i]) {
 			return infos[i].Name
 		}
 	}
@@ -162,14 +158,28 @@ func (s *Store) protected(infos []Info) string {
 	return infos[len(infos)-1].Name
 }
 
+// layoutOK reports whether the checkpoint in has the files of its manifest, by size.
+func (s *Store) layoutOK(in Info) bool {
+	d, err := s.open(in.Name)
+	if err != nil {
+		return false
+	}
+	defer d.Close()
+	return checkLayout(d, in.Manifest) == nil
+}
+
 // remove deletes the named checkpoints: all are renamed into .staging, the run folder is
 // synced, then they are removed.
 func (s *Store) remove(names []string) ([]string, error) {
+	staging, err := s.currentStaging()
+	if err != nil {
+		return nil, fmt.Errorf("delete checkpoints: %w", err)
+	}
 	var moved, deleted []string
 	var errs []error
 	for _, name := range names {
-		to := filepath.Join(s.staging, name+".deleted-"+randomSuffix())
-		if err := durable.RenameNoReplace(filepath.Join(s.dir, name), to); err != nil {
+		to := name + ".deleted-" + randomSuffix()
+		if err := rename(s.run, name, staging, to); err != nil {
 			errs = append(errs, fmt.Errorf("delete %s: %w", name, err))
 			continue
 		}
@@ -177,12 +187,12 @@ func (s *Store) remove(names []string) ([]string, error) {
 		deleted = append(deleted, name)
 	}
 	if len(moved) > 0 {
-		if err := durable.Sync(s.dir); err != nil {
+		if err := s.run.sync(); err != nil {
 			errs = append(errs, fmt.Errorf("delete checkpoints: sync run folder: %w", err))
 		}
 	}
-	for i, p := range moved {
-		if err := os.RemoveAll(p); err != nil {
+	for i, name := range moved {
+		if err := staging.root.RemoveAll(name); err != nil {
 			errs = append(errs, fmt.Errorf("delete %s: %w (the next Open removes the rest)", deleted[i], err))
 		}
 		s.logger.Info("deleted checkpoint", "checkpoint", deleted[i])

@@ -8,8 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
-
-	"github.com/trainyard/trainyard/internal/durable"
 )
 
 // Taken is a checkpoint folder that Take moved out of the training process's way. Its
@@ -17,6 +15,9 @@ import (
 type Taken struct {
 	Src string // the folder as it was handed over (absolute); now an empty folder
 	Dir string // the private sibling that holds the files: <parent>/.<base>.trainyard-<random>
+
+	parent *dir   // the folder that holds Src and Dir, opened by Take; CommitTaken closes it
+	name   string // Dir's base name
 }
 
 // Take checks the checkpoint folder src and moves it out of the way at once: it renames src
@@ -24,8 +25,11 @@ type Taken struct {
 // an empty folder with the same permissions at src. The returned Taken is then committed
 // with CommitTaken, which may run in the background.
 //
-// src must exist, be a folder (not a symbolic link), hold only regular files and folders,
-// and lie outside the run's committed checkpoints and .staging.
+// src must exist, be a folder (not a symbolic link) of the current user, hold only regular
+// files and folders of the current user, and lie outside the run's committed checkpoints
+// and .staging. A src inside the run folder's path is looked up in the run folder the
+// store opened; the folder that holds src is opened once, and everything after that
+// (the checks, the renames, the commit) goes through it.
 func (s *Store) Take(src string) (*Taken, error) {
 	if err := s.writable("take checkpoint"); err != nil {
 		return nil, err
@@ -34,16 +38,34 @@ func (s *Store) Take(src string) (*Taken, error) {
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint %s: %w", src, err)
 	}
-	fi, err := checkSource(abs)
+	parent, err := s.openParent(abs)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("checkpoint %s does not exist", abs)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint %s: %w", abs, err)
+	}
+	t, err := s.take(parent, abs)
+	if err != nil {
+		parent.Close()
+		return nil, err
+	}
+	return t, nil
+}
+
+// take is Take of abs, in its opened parent folder.
+func (s *Store) take(parent *dir, abs string) (*Taken, error) {
+	base := filepath.Base(abs)
+	fi, err := checkSource(parent, base, abs)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.checkOutside(abs); err != nil {
+	if err := s.checkOutside(parent, base, abs, fi); err != nil {
 		return nil, err
 	}
-	t := &Taken{Src: abs, Dir: filepath.Join(filepath.Dir(abs),
-		"."+filepath.Base(abs)+".trainyard-"+randomSuffix())}
-	if err := durable.RenameNoReplace(abs, t.Dir); err != nil {
+	hidden := "." + base + ".trainyard-" + randomSuffix()
+	t := &Taken{Src: abs, Dir: filepath.Join(filepath.Dir(abs), hidden), parent: parent, name: hidden}
+	if err := rename(parent, base, parent, hidden); err != nil {
 		if errors.Is(err, syscall.EBUSY) {
 			return nil, fmt.Errorf("take checkpoint %s: %w (is it a mount point? pass a folder inside it)", abs, err)
 		}
@@ -51,10 +73,10 @@ func (s *Store) Take(src string) (*Taken, error) {
 	}
 	err = s.step("taken")
 	if err == nil {
-		err = recreate(abs, fi)
+		err = recreate(parent, base, fi)
 	}
 	if err != nil {
-		if rerr := durable.RenameNoReplace(t.Dir, abs); rerr != nil {
+		if rerr := rename(parent, hidden, parent, base); rerr != nil {
 			return nil, fmt.Errorf("take checkpoint %s: %w (its files are in %s)", abs, err, t.Dir)
 		}
 		return nil, fmt.Errorf("take checkpoint %s: %w", abs, err)
@@ -62,57 +84,89 @@ func (s *Store) Take(src string) (*Taken, error) {
 	return t, nil
 }
 
-// checkSource checks that src is a folder of regular files and folders.
-func checkSource(src string) (fs.FileInfo, error) {
-	fi, err := os.Lstat(src)
+// openParent opens the folder that holds abs: in the run folder the store opened when abs
+// lies in the run folder's path, else by its path.
+func (s *Store) openParent(abs string) (*dir, error) {
+	rel, err := filepath.Rel(s.dir, filepath.Dir(abs))
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) || abs == s.dir {
+		return openDirPath(filepath.Dir(abs))
+	}
+	if rel == "." {
+		root, err := s.run.root.OpenRoot(".")
+		if err != nil {
+			return nil, err
+		}
+		return newDir(root, s.dir)
+	}
+	d, _, err := s.run.openIn(rel)
+	return d, err
+}
+
+// checkSource checks that base, in parent, is a folder of regular files and folders of
+// the current user.
+func checkSource(parent *dir, base, abs string) (fs.FileInfo, error) {
+	d, fi, err := parent.openIn(base)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return nil, fmt.Errorf("checkpoint %s does not exist", src)
-	case err != nil:
-		return nil, fmt.Errorf("checkpoint %s: %w", src, err)
-	case fi.Mode()&fs.ModeSymlink != 0:
-		return nil, fmt.Errorf("checkpoint %s is a symbolic link; pass the folder it points to", src)
-	case fi.Mode().IsRegular():
+		return nil, fmt.Errorf("checkpoint %s does not exist", abs)
+	case fi != nil && fi.Mode()&fs.ModeSymlink != 0:
+		return nil, fmt.Errorf("checkpoint %s is a symbolic link; pass the folder it points to", abs)
+	case fi != nil && fi.Mode().IsRegular():
 		return nil, fmt.Errorf("checkpoint %s is a file; pass the folder that holds it (%s)",
-			src, filepath.Dir(src))
-	case !fi.IsDir():
-		return nil, fmt.Errorf("checkpoint %s is %s, not a folder", src, describeType(fi.Mode()))
+			abs, filepath.Dir(abs))
+	case fi != nil && !fi.IsDir():
+		return nil, fmt.Errorf("checkpoint %s is %s, not a folder", abs, describeType(fi.Mode()))
+	case err != nil:
+		return nil, fmt.Errorf("checkpoint %s: %w", abs, err)
 	}
-	_, err = listTree(src)
+	defer d.Close()
+	if err := checkOwner("it", fi); err != nil {
+		return nil, fmt.Errorf("checkpoint %s: %w", abs, err)
+	}
+	t, err := listTree(d)
 	if bad := (*badEntryError)(nil); errors.As(err, &bad) {
-		return nil, fmt.Errorf("checkpoint %s: %w", src, bad)
+		return nil, fmt.Errorf("checkpoint %s: %w", abs, bad)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("checkpoint %s: %w", src, err)
+		return nil, fmt.Errorf("checkpoint %s: %w", abs, err)
+	}
+	if e, ok := t.foreign(); ok {
+		return nil, fmt.Errorf("checkpoint %s: %w", abs, ownerError(e.rel, e.uid))
 	}
 	return fi, nil
 }
 
-// checkOutside refuses a folder that holds the run folder or lies in a committed
-// checkpoint or in .staging.
-func (s *Store) checkOutside(src string) error {
-	real, err := filepath.EvalSymlinks(src)
+// checkOutside refuses a folder that is the run folder, holds it, or lies in a committed
+// checkpoint or in .staging. It compares where the opened folders are now, with no
+// symbolic links.
+func (s *Store) checkOutside(parent *dir, base, abs string, fi fs.FileInfo) error {
+	if run, err := s.run.f.Stat(); err == nil && os.SameFile(run, fi) {
+		return fmt.Errorf("checkpoint %s is the run folder; pass the folder the training process wrote", abs)
+	}
+	runReal, err := s.run.real()
 	if err != nil {
-		return fmt.Errorf("checkpoint %s: %w", src, err)
+		return fmt.Errorf("checkpoint %s: %w", abs, err)
 	}
-	if real == s.real {
-		return fmt.Errorf("checkpoint %s is the run folder; pass the folder the training process wrote", src)
+	parentReal, err := parent.real()
+	if err != nil {
+		return fmt.Errorf("checkpoint %s: %w", abs, err)
 	}
-	if within(s.real, real) {
+	real := filepath.Join(parentReal, base)
+	if within(runReal, real) {
 		return fmt.Errorf("checkpoint %s holds the run folder %s; pass the folder the training process wrote",
-			src, s.dir)
+			abs, s.dir)
 	}
-	if !within(real, s.real) {
+	if !within(real, runReal) {
 		return nil
 	}
-	rel, err := filepath.Rel(s.real, real)
+	rel, err := filepath.Rel(runReal, real)
 	if err != nil {
-		return fmt.Errorf("checkpoint %s: %w", src, err)
+		return fmt.Errorf("checkpoint %s: %w", abs, err)
 	}
 	first, _, _ := strings.Cut(rel, string(filepath.Separator))
 	if first == StagingDir || checkpointRE.MatchString(first) {
 		return fmt.Errorf("checkpoint %s is inside %s, which trainyard manages; "+
-			"pass a folder the training process wrote", src, filepath.Join(s.dir, first))
+			"pass a folder the training process wrote", abs, filepath.Join(s.dir, first))
 	}
 	return nil
 }
@@ -123,18 +177,26 @@ func within(path, dir string) bool {
 	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
 
-// recreate makes an empty folder at path with the mode and owner of fi.
-func recreate(path string, fi fs.FileInfo) error {
-	if err := os.Mkdir(path, 0o700); err != nil {
+// recreate makes an empty folder base in parent with the mode and owner of fi.
+func recreate(parent *dir, base string, fi fs.FileInfo) error {
+	if err := parent.root.Mkdir(base, 0o700); err != nil {
 		return fmt.Errorf("recreate empty folder: %w", err)
 	}
 	mode := fi.Mode() & (fs.ModePerm | fs.ModeSetgid | fs.ModeSticky)
-	if err := os.Chmod(path, mode); err != nil {
-		_ = os.Remove(path)
+	if err := parent.root.Chmod(base, mode); err != nil {
+		_ = parent.root.Remove(base)
 		return fmt.Errorf("recreate empty folder: %w", err)
 	}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok && (int(st.Uid) != os.Geteuid() || int(st.Gid) != os.Getegid()) {
-		_ = os.Lchown(path, int(st.Uid), int(st.Gid)) // best effort: only root may give it away
+		_ = parent.root.Lchown(base, int(st.Uid), int(st.Gid)) // best effort: only root may give it away
 	}
 	return nil
+}
+
+// release closes the folder that holds the taken folder.
+func (t *Taken) release() {
+	if t.parent != nil {
+		t.parent.Close()
+		t.parent = nil
+	}
 }

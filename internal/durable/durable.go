@@ -44,6 +44,28 @@ func RenameNoReplace(oldpath, newpath string) error {
 	return nil
 }
 
+// RenameNoReplaceAt is RenameNoReplace between open folders: it renames oldname in
+// olddir to newname in newdir (renameat2), so that neither folder is looked up again by
+// its path, and a folder that was moved or replaced meanwhile is not renamed into or out
+// of. The names are looked up in their folders as renameat2 does: pass single names.
+func RenameNoReplaceAt(olddir *os.File, oldname string, newdir *os.File, newname string) error {
+	from, to := int(olddir.Fd()), int(newdir.Fd())
+	err := unix.Renameat2(from, oldname, to, newname, unix.RENAME_NOREPLACE)
+	if errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EINVAL) {
+		var st unix.Stat_t
+		if serr := unix.Fstatat(to, newname, &st, unix.AT_SYMLINK_NOFOLLOW); serr == nil {
+			err = unix.EEXIST
+		} else {
+			err = unix.Renameat(from, oldname, to, newname)
+		}
+	}
+	if err != nil {
+		return &os.LinkError{Op: "rename", Old: filepath.Join(olddir.Name(), oldname),
+			New: filepath.Join(newdir.Name(), newname), Err: err}
+	}
+	return nil
+}
+
 // WriteFile writes data to a temporary file beside path, syncs it, gives it perm and
 // renames it over path, then syncs the folder.
 func WriteFile(path string, data []byte, perm os.FileMode) error {
