@@ -132,7 +132,11 @@ func runJob(ctx context.Context, g *globals, flags *jobspec.Flags, opts runOptio
 	console := logstream.NewConsole(g.io.Out, logstream.Options{Color: isTerminal(g.io.Out),
 		PassPrefixed: extraEnv["TRAINYARD_GANG"] == "implicit"})
 	defer console.Close()
-	session, err := reporting.Start(job, folder.Dir, console, g.logger())
+	root, err := folder.OpenRoot()
+	if err != nil {
+		return &exitError{code: ExitFailed, err: err}
+	}
+	session, err := reporting.Start(job, root, console, g.logger())
 	if err != nil {
 		return &exitError{code: ExitFailed, err: err}
 	}

@@ -2,6 +2,7 @@ package launcher
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -80,7 +81,10 @@ func (l *Launcher) Run(ctx context.Context) (Result, error) {
 	)
 	n := first
 	for ; ; n++ {
-		if res, err = l.RunAttempt(ctx, n); err != nil {
+		if res, err = l.RunAttempt(ctx, n); errors.Is(err, rundir.ErrReplaced) {
+			return Result{}, errors.Join(err, l.finish(Result{Outcome: Failed, Reason: err.Error()}))
+		}
+		if err != nil {
 			return Result{}, err
 		}
 		if res.Outcome != Failed || n == last || ctx.Err() != nil {
@@ -155,6 +159,9 @@ func (l *Launcher) RunAttempt(ctx context.Context, n int) (AttemptResult, error)
 	if err := l.prepare(ctx); err != nil {
 		return AttemptResult{}, err
 	}
+	if err := l.Folder.CheckSame(); err != nil {
+		return AttemptResult{}, fmt.Errorf("attempt %d: %w", n, err)
+	}
 	port := l.Placement.MasterPort
 	if port == 0 {
 		var err error
@@ -185,6 +192,7 @@ func (l *Launcher) attemptEnv(n int) (map[string]string, error) {
 	if l.rayPath != "" {
 		env["PYTHONPATH"] = joinPath(env["PYTHONPATH"], l.rayPath)
 	}
+	env[rundir.IDEnv] = l.Folder.ID() // the helper checks the run folder against it
 	if l.AttemptEnv != nil {
 		more, err := l.AttemptEnv(n)
 		if err != nil {

@@ -54,17 +54,25 @@ func codeDir(job *v1.TrainJob) string {
 // FetchSource clones the job's git source at its pinned commit (see ResolveSource) into
 // the run folder's code/<repo>, once per run: a clone that is there already stays, so a
 // restart runs the same code. The clone is made beside its final name and renamed into
-// place, so a crash never leaves half a clone that looks whole. It records the commit in
-// the run's record and returns it ("" for a job without a git source).
+// place, so a crash never leaves half a clone that looks whole; it is made in the run
+// folder as folder opened it (through rundir.Run.Pinned), never in a folder put in its
+// place. It records the commit in the run's record and returns it ("" for a job without
+// a git source).
 func FetchSource(ctx context.Context, job *v1.TrainJob, folder *rundir.Run, env []string) (string, error) {
 	src, ok := jobspec.GitSource(&job.Spec)
 	if !ok {
 		return "", nil
 	}
-	dst := codeDir(job)
-	commit, err := gitsource.Head(dst)
+	pinned, done, err := folder.Pinned()
 	if err != nil {
-		if commit, err = clone(ctx, credentials(src, job, env), dst, folder.Perm().Dir); err != nil {
+		return "", err
+	}
+	defer done()
+	name := gitsource.RepoName(src.URL)
+	commit, err := gitsource.Head(filepath.Join(pinned, "code", name))
+	if err != nil {
+		code := filepath.Join(pinned, "code")
+		if commit, err = clone(ctx, credentials(src, job, env), code, name, folder.Perm().Dir); err != nil {
 			return "", err
 		}
 	}
@@ -74,23 +82,24 @@ func FetchSource(ctx context.Context, job *v1.TrainJob, folder *rundir.Run, env 
 	return commit, CheckScript(job)
 }
 
-func clone(ctx context.Context, src gitsource.Source, dst string, mode fs.FileMode) (string, error) {
-	parent := filepath.Dir(dst)
+// clone clones src into the folder name of parent.
+func clone(ctx context.Context, src gitsource.Source, parent, name string, mode fs.FileMode) (string, error) {
 	if err := os.Mkdir(parent, mode); err != nil && !errors.Is(err, fs.ErrExist) {
-		return "", fmt.Errorf("make %s: %w", parent, err)
+		return "", fmt.Errorf("make the run folder's code/: %w", err)
 	}
-	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(dst)+"-clone-*")
+	tmp, err := os.MkdirTemp(parent, "."+name+"-clone-*")
 	if err != nil {
-		return "", fmt.Errorf("clone into %s: %w", parent, err)
+		return "", fmt.Errorf("clone into the run folder's code/: %w", err)
 	}
 	defer os.RemoveAll(tmp) // a no-op once renamed
 	commit, err := gitsource.Clone(ctx, src, tmp, src.Revision)
 	if err != nil {
 		return "", fmt.Errorf("--sync-source: %w", err)
 	}
+	dst := filepath.Join(parent, name)
 	_ = os.RemoveAll(dst) // a folder that is not a clone (gitsource.Head failed on it)
 	if err := os.Rename(tmp, dst); err != nil {
-		return "", fmt.Errorf("clone into %s: %w", dst, err)
+		return "", fmt.Errorf("clone into the run folder's code/%s: %w", name, err)
 	}
 	return commit, nil
 }

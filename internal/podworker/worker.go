@@ -114,13 +114,13 @@ func Run(ctx context.Context, cfg Config, opts Options) (workload.Summary, error
 			w.opts.Logger.Warn("remove the checkpoint scratch folder", "err", rmErr)
 		}
 	}
+	if w.folder != nil && w.primary() && w.res.Outcome != "" {
+		err = errors.Join(err, w.record(err))
+	}
+	sum := w.summary(ctx, err) // reads the run folder the worker opened
 	if w.folder != nil {
-		if w.primary() && w.res.Outcome != "" {
-			err = errors.Join(err, w.record(err))
-		}
 		w.folder.Close()
 	}
-	sum := w.summary(ctx, err)
 	w.console.Close()
 	return sum, err
 }
@@ -188,7 +188,7 @@ func (w *worker) gpus(ctx context.Context) ([]device.GPU, error) {
 func (w *worker) openPrimary(ctx context.Context) error {
 	deadline := time.Now().Add(w.opts.LockWait)
 	for waited := false; ; {
-		folder, err := rundir.Open(w.job, rundir.Options{})
+		folder, err := rundir.Open(w.job, rundir.Options{WarnStorage: w.warnStorage})
 		switch {
 		case err == nil:
 			w.folder = folder
@@ -220,7 +220,7 @@ func (w *worker) openSecondary(ctx context.Context, extra map[string]string) err
 	if err := w.waitForPrimary(ctx); err != nil {
 		return err
 	}
-	folder, err := rundir.Open(w.job, rundir.Options{Secondary: true})
+	folder, err := rundir.Open(w.job, rundir.Options{Secondary: true, WarnStorage: w.warnStorage})
 	if err != nil {
 		return err
 	}
@@ -265,7 +265,11 @@ func (w *worker) waitForPrimary(ctx context.Context) error {
 }
 
 func (w *worker) startSession(opts reporting.Options) error {
-	s, err := reporting.StartWith(w.job, w.folder.Dir, w.console, w.opts.Logger, opts)
+	root, err := w.folder.OpenRoot()
+	if err != nil {
+		return err
+	}
+	s, err := reporting.StartWith(w.job, root, w.console, w.opts.Logger, opts)
 	if err != nil {
 		return err
 	}
@@ -289,6 +293,17 @@ func (w *worker) ranks() []int {
 		out[i] = launcher.RankOf(w.job, w.cfg.Worker, i)
 	}
 	return out
+}
+
+// warnStorage shows why the storage path would be refused by `trainyard run`, and goes
+// on: on Kubernetes the storage path is a volume that only the pods given its claim
+// mount (a PVC's root is often 0777, or 2775 for an fsGroup), and the workers of a job
+// run as one user, so the folder's Unix permissions are not what keeps others out. The
+// run folder is still checked before every attempt (rundir.Run.CheckSame), and
+// checkpoints of another user are still refused.
+func (w *worker) warnStorage(err error) {
+	w.console.Notice("warning: " + err.Error() + " (on Kubernetes this is only a warning: " +
+		"keep the volume to this job's namespace)")
 }
 
 // runDir is the run folder, <storage path>/<run name>.
@@ -345,9 +360,12 @@ func (w *worker) summary(ctx context.Context, err error) workload.Summary {
 			sum.Metrics = formatMetrics(got.Last.Metrics)
 		}
 	}
-	if store, err := checkpoint.Inspect(w.folder.Dir); err == nil {
-		if infos, err := store.List(); err == nil && len(infos) > 0 {
-			sum.Checkpoint = infos[len(infos)-1].Name
+	if root, err := w.folder.OpenRoot(); err == nil {
+		if store, err := checkpoint.InspectIn(root); err == nil {
+			if infos, err := store.List(); err == nil && len(infos) > 0 {
+				sum.Checkpoint = infos[len(infos)-1].Name
+			}
+			store.Close()
 		}
 	}
 	return sum

@@ -12,7 +12,7 @@ import (
 // and TensorBoard, as the server's handler.
 func BenchmarkSessionReport(b *testing.B) {
 	dir := b.TempDir()
-	s, err := Start(&v1.TrainJob{}, dir, nil, nil)
+	s, err := Start(&v1.TrainJob{}, rootOf(b, dir), nil, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -31,7 +31,7 @@ func BenchmarkSessionReport(b *testing.B) {
 // 1's report (no files written), as the helper sends it.
 func BenchmarkServerRoundTrip(b *testing.B) {
 	dir := b.TempDir()
-	s, err := Start(&v1.TrainJob{}, dir, nil, nil)
+	s, err := Start(&v1.TrainJob{}, rootOf(b, dir), nil, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -100,4 +101,14 @@ func (c *client) readLine() (string, error) {
 		return reply, err
 	}
 	return strings.TrimSuffix(reply, "\n"), nil
+}
+
+// rootOf opens the run folder dir as a session takes it.
+func rootOf(tb testing.TB, dir string) *os.Root {
+	tb.Helper()
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return root
 }

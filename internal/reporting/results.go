@@ -124,11 +124,13 @@ const MaxCSVMetrics = 1024
 // progress.csv: the file is then rewritten once, streamed (the rows before get an empty
 // cell), so that it stays one CSV file with one header that any CSV reader takes.
 type Results struct {
-	dir     string
+	dir     string   // the run folder's path, for messages
+	root    *os.Root // the run folder: the files are reached through it only
 	columns []string // metric columns of progress.csv, in order
 	omitted string   // the first metric left out of progress.csv (MaxCSVMetrics), if any
 	summary Summary
 	stale   bool // progress.csv is to be rebuilt from result.json at the next Append
+	ownRoot bool // root was opened by OpenResults, and Close closes it
 
 	// The files stay open for appending between reports, which come often.
 	jsonFile, csvFile *os.File
@@ -151,10 +153,28 @@ func (s *Summary) add(res Result) {
 }
 
 // OpenResults reads the summary and the columns of the results a run folder already holds
-// (a continued run appends), without holding the results themselves.
+// (a continued run appends), without holding the results themselves. It opens dir once
+// (see OpenResultsIn).
 func OpenResults(dir string) (*Results, error) {
-	r := &Results{dir: dir}
-	err := ScanResults(dir, func(res Result) error {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, fmt.Errorf("open results: %w", err)
+	}
+	r, err := OpenResultsIn(root)
+	if err != nil {
+		root.Close()
+		return nil, err
+	}
+	r.ownRoot = true
+	return r, nil
+}
+
+// OpenResultsIn is OpenResults of the run folder root, whose Name is its path: the files
+// are read and written through root only, so a folder put in the run folder's place
+// while the run runs is never written to. Close leaves root open.
+func OpenResultsIn(root *os.Root) (*Results, error) {
+	r := &Results{dir: filepath.Clean(root.Name()), root: root}
+	err := scanResultsIn(root, func(res Result) error {
 		r.summary.add(res)
 		r.addColumns(res.Metrics)
 		return nil
@@ -162,7 +182,7 @@ func OpenResults(dir string) (*Results, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := endLine(filepath.Join(dir, ResultFile)); err != nil {
+	if err := endLine(root, ResultFile); err != nil {
 		return nil, err
 	}
 	// progress.csv may lack the last rows, or end in a cut one, after a crash.
@@ -188,7 +208,7 @@ func (r *Results) Append(res Result) error {
 	if err != nil {
 		return fmt.Errorf("encode result: %w", err)
 	}
-	if err := appendTo(&r.jsonFile, filepath.Join(r.dir, ResultFile), append(line, '\n')); err != nil {
+	if err := r.appendTo(&r.jsonFile, ResultFile, append(line, '\n')); err != nil {
 		return err
 	}
 	r.summary.add(res)
@@ -243,7 +263,7 @@ func fmtFloat(v float64) string { return strconv.FormatFloat(v, 'f', 3, 64) }
 // rebuildCSV writes progress.csv anew from result.json, a result at a time.
 func (r *Results) rebuildCSV() error {
 	err := r.replaceCSV(func(w *csv.Writer) error {
-		return ScanResults(r.dir, func(res Result) error { return w.Write(r.csvRow(res)) })
+		return scanResultsIn(r.root, func(res Result) error { return w.Write(r.csvRow(res)) })
 	})
 	if err == nil {
 		r.stale = false
@@ -255,7 +275,7 @@ func (r *Results) rebuildCSV() error {
 // gets their names, and every row an empty cell for each.
 func (r *Results) widenCSV(added int) error {
 	var old io.Reader = strings.NewReader("") // removed under us: the header alone
-	f, err := os.Open(filepath.Join(r.dir, ProgressFile))
+	f, err := r.root.Open(ProgressFile)
 	switch {
 	case err == nil:
 		defer f.Close()
@@ -291,9 +311,8 @@ func (r *Results) widenCSV(added int) error {
 // that rows writes; the new file replaces the old one once complete.
 func (r *Results) replaceCSV(rows func(w *csv.Writer) error) error {
 	closeFile(&r.csvFile) // the next append opens the new file
-	path := filepath.Join(r.dir, ProgressFile)
-	tmp := path + ".tmp"
-	f, err := os.Create(tmp)
+	tmp := ProgressFile + ".tmp"
+	f, err := r.root.Create(tmp)
 	if err != nil {
 		return fmt.Errorf("write %s: %w", ProgressFile, err)
 	}
@@ -306,10 +325,10 @@ func (r *Results) replaceCSV(rows func(w *csv.Writer) error) error {
 	w.Flush()
 	err = errors.Join(err, w.Error(), bw.Flush(), f.Close())
 	if err == nil {
-		err = os.Rename(tmp, path)
+		err = r.root.Rename(tmp, ProgressFile)
 	}
 	if err != nil {
-		os.Remove(tmp)
+		r.root.Remove(tmp)
 		return fmt.Errorf("write %s: %w", ProgressFile, err)
 	}
 	return nil
@@ -320,27 +339,32 @@ func (r *Results) appendCSV(res Result) error {
 	w := csv.NewWriter(&buf)
 	_ = w.Write(r.csvRow(res))
 	w.Flush()
-	return appendTo(&r.csvFile, filepath.Join(r.dir, ProgressFile), buf.Bytes())
+	return r.appendTo(&r.csvFile, ProgressFile, buf.Bytes())
 }
 
-// Close closes the results files.
+// Close closes the results files (and the run folder, for OpenResults).
 func (r *Results) Close() error {
-	return errors.Join(closeFile(&r.jsonFile), closeFile(&r.csvFile))
+	err := errors.Join(closeFile(&r.jsonFile), closeFile(&r.csvFile))
+	if r.ownRoot && r.root != nil {
+		err = errors.Join(err, r.root.Close())
+		r.root = nil
+	}
+	return err
 }
 
-// appendTo appends data to the file *f, opening it (path) first if it is not open. After
-// a failure the file is closed, so the next append opens it again.
-func appendTo(f **os.File, path string, data []byte) error {
+// appendTo appends data to the file *f, opening it (name, in the run folder) first if it
+// is not open. After a failure the file is closed, so the next append opens it again.
+func (r *Results) appendTo(f **os.File, name string, data []byte) error {
 	if *f == nil {
-		opened, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		opened, err := r.root.OpenFile(name, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 		if err != nil {
-			return fmt.Errorf("append to %s: %w", filepath.Base(path), err)
+			return fmt.Errorf("append to %s: %w", name, err)
 		}
 		*f = opened
 	}
 	if _, err := (*f).Write(data); err != nil {
 		closeFile(f)
-		return fmt.Errorf("append to %s: %w", filepath.Base(path), err)
+		return fmt.Errorf("append to %s: %w", name, err)
 	}
 	return nil
 }
@@ -354,15 +378,15 @@ func closeFile(f **os.File) error {
 	return err
 }
 
-// endLine ends the file's last line if a crash cut it short, so that the next line
+// endLine ends the file name's last line if a crash cut it short, so that the next line
 // appended is a line of its own (ReadResults skips the cut one).
-func endLine(path string) error {
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+func endLine(root *os.Root, name string) error {
+	f, err := root.OpenFile(name, os.O_RDWR, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("open %s: %w", filepath.Base(path), err)
+		return fmt.Errorf("open %s: %w", name, err)
 	}
 	defer f.Close()
 	fi, err := f.Stat()
@@ -371,13 +395,13 @@ func endLine(path string) error {
 	}
 	last := []byte{0}
 	if _, err := f.ReadAt(last, fi.Size()-1); err != nil {
-		return fmt.Errorf("read %s: %w", filepath.Base(path), err)
+		return fmt.Errorf("read %s: %w", name, err)
 	}
 	if last[0] == '\n' {
 		return nil
 	}
 	if _, err := f.WriteAt([]byte{'\n'}, fi.Size()); err != nil {
-		return fmt.Errorf("append to %s: %w", filepath.Base(path), err)
+		return fmt.Errorf("append to %s: %w", name, err)
 	}
 	return nil
 }
@@ -400,7 +424,12 @@ func ReadResults(dir string) ([]Result, error) {
 // that decode few of many results. The line is only valid during the call. A line cut
 // short by a crash is skipped.
 func ScanResultLines(dir string, fn func(iteration int, line []byte) error) error {
-	f, err := os.Open(filepath.Join(dir, ResultFile))
+	return scanLines(func() (*os.File, error) { return os.Open(filepath.Join(dir, ResultFile)) }, fn)
+}
+
+// scanLines is ScanResultLines of the result.json that open opens.
+func scanLines(open func() (*os.File, error), fn func(iteration int, line []byte) error) error {
+	f, err := open()
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
@@ -458,11 +487,21 @@ func lineIteration(line []byte) (int, bool) {
 // one at a time; it stops at fn's first error and returns it. A folder without results has
 // none; a line cut short by a crash is skipped.
 func ScanResults(dir string, fn func(Result) error) error {
-	return ScanResultLines(dir, func(_ int, line []byte) error {
+	return ScanResultLines(dir, decoded(fn))
+}
+
+// scanResultsIn is ScanResults of the run folder root.
+func scanResultsIn(root *os.Root, fn func(Result) error) error {
+	return scanLines(func() (*os.File, error) { return root.Open(ResultFile) }, decoded(fn))
+}
+
+// decoded returns a line function that calls fn with each line's result.
+func decoded(fn func(Result) error) func(int, []byte) error {
+	return func(_ int, line []byte) error {
 		var r Result
 		if err := json.Unmarshal(line, &r); err != nil {
 			return nil // a line cut short by a crash
 		}
 		return fn(r)
-	})
+	}
 }

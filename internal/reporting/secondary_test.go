@@ -51,7 +51,7 @@ func TestSecondarySession(t *testing.T) {
 	before := treeOf(t, dir)
 
 	n := &notes{}
-	sec, err := StartWith(job, dir, n, nil, Options{Secondary: true, Ranks: []int{1}})
+	sec, err := StartWith(job, rootOf(t, dir), n, nil, Options{Secondary: true, Ranks: []int{1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func TestSessionCleansOnlyItsRanks(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s, err := StartWith(job, dir, nil, nil, Options{Ranks: []int{0}})
+	s, err := StartWith(job, rootOf(t, dir), nil, nil, Options{Ranks: []int{0}})
 	if err != nil {
 		t.Fatal(err)
 	}

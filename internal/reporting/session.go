@@ -30,7 +30,8 @@ type Notifier interface {
 // use.
 type Session struct {
 	job       *v1.TrainJob
-	dir       string
+	dir       string   // the run folder's path, for messages and the helper's env
+	root      *os.Root // the run folder: everything of the session goes through it
 	notify    Notifier
 	logger    *slog.Logger
 	store     *checkpoint.Store
@@ -75,34 +76,35 @@ type Options struct {
 
 // Start opens the run folder's checkpoints and results and starts serving the socket. It
 // is StartWith with the zero Options.
-func Start(job *v1.TrainJob, runDir string, notify Notifier, logger *slog.Logger) (*Session, error) {
-	return StartWith(job, runDir, notify, logger, Options{})
+func Start(job *v1.TrainJob, root *os.Root, notify Notifier, logger *slog.Logger) (*Session, error) {
+	return StartWith(job, root, notify, logger, Options{})
 }
 
 // StartWith opens the run folder's checkpoints and results as opts say and starts serving
-// the socket.
-func StartWith(job *v1.TrainJob, runDir string, notify Notifier, logger *slog.Logger, opts Options) (*Session, error) {
+// the socket. root is the run folder (rundir.Run.OpenRoot), whose Name is its path; the
+// session reaches the folder only through it (checkpoints, results, TensorBoard events,
+// scratch folders), so a folder put in its place while the run runs is never read or
+// written, and closes it (Close, or when StartWith fails).
+func StartWith(job *v1.TrainJob, root *os.Root, notify Notifier, logger *slog.Logger, opts Options) (*Session, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Session{job: job, dir: runDir, notify: notify, logger: logger, touch: func() {}, warned: map[string]bool{},
-		ranks: map[int]int{}, localRanks: opts.Ranks, secondary: opts.Secondary}
+	s := &Session{job: job, dir: filepath.Clean(root.Name()), root: root, notify: notify, logger: logger,
+		touch: func() {}, warned: map[string]bool{}, ranks: map[int]int{}, localRanks: opts.Ranks, secondary: opts.Secondary}
 	var err error
 	if opts.Secondary {
 		err = s.openReadOnly()
 	} else {
 		err = s.open()
 	}
-	if err != nil {
-		return nil, err
-	}
-	if last, ok := s.results.Last(); ok {
-		s.iteration, s.total = last.Iteration, last.TimeTotalS
-	}
-	if s.server, err = Listen(s, logger); err != nil {
-		if s.events != nil {
-			s.events.Close()
+	if err == nil {
+		if last, ok := s.results.Last(); ok {
+			s.iteration, s.total = last.Iteration, last.TimeTotalS
 		}
+		s.server, err = Listen(s, logger)
+	}
+	if err != nil {
+		s.closeFiles()
 		return nil, err
 	}
 	return s, nil
@@ -110,20 +112,38 @@ func StartWith(job *v1.TrainJob, runDir string, notify Notifier, logger *slog.Lo
 
 // open opens the checkpoints for committing, and the results and events for writing.
 func (s *Session) open() error {
-	var err error
-	if s.store, err = checkpoint.Open(s.dir, s.logger); err != nil {
+	sub, err := s.root.OpenRoot(".")
+	if err != nil {
+		return fmt.Errorf("open checkpoints: %w", err)
+	}
+	if s.store, err = checkpoint.OpenIn(sub, s.logger); err != nil {
 		return err
 	}
 	c := s.job.Spec.Checkpoints
 	policy := checkpoint.Policy{Keep: int(c.Keep), Score: c.ScoreMetric, Order: c.ScoreOrder}
 	s.committer = checkpoint.NewCommitter(s.store, policy, s.logger)
-	if s.results, err = OpenResults(s.dir); err != nil {
+	if s.results, err = OpenResultsIn(s.root); err != nil {
 		return err
 	}
-	if s.events, err = tfevents.Create(s.dir); err != nil {
+	if s.events, err = tfevents.CreateIn(s.root); err != nil {
 		return fmt.Errorf("create TensorBoard events: %w", err)
 	}
 	return nil
+}
+
+// closeFiles closes what open or openReadOnly opened, and the run folder.
+func (s *Session) closeFiles() error {
+	var errs []error
+	if s.results != nil {
+		errs = append(errs, s.results.Close())
+	}
+	if s.events != nil {
+		errs = append(errs, s.events.Close())
+	}
+	if s.store != nil {
+		errs = append(errs, s.store.Close())
+	}
+	return errors.Join(append(errs, s.root.Close())...)
 }
 
 // OnActivity sets the function called on every report (the launcher's hang clock).
@@ -155,7 +175,7 @@ func (s *Session) AttemptEnv(attempt int) (map[string]string, error) {
 	}
 	var base int
 	if s.secondary {
-		if base, err = iterationBefore(s.dir, attempt); err != nil {
+		if base, err = iterationBefore(s.root, attempt); err != nil {
 			return nil, err
 		}
 	}
@@ -189,25 +209,23 @@ func (s *Session) resumeFrom(attempt int) (checkpoint.Info, []error, error) {
 // processes (all gone now) and never handed over: everything in the run's scratch folder
 // and its per-rank folders, but for folders a failed commit kept (named
 // ".<name>.trainyard-<random>", as its error said), which stay for the user. With
-// Options.Ranks only those ranks' folders are cleaned.
+// Options.Ranks only those ranks' folders are cleaned. It works in the run folder the
+// session opened and follows no symbolic link.
 func (s *Session) cleanScratch() {
-	root := filepath.Join(s.dir, ScratchDir)
 	var dirs []string
 	if len(s.localRanks) == 0 {
-		dirs = append([]string{root}, subdirs(root)...)
+		dirs = append([]string{ScratchDir}, subdirs(s.root)...)
 	}
 	for _, r := range s.localRanks {
-		dirs = append(dirs, filepath.Join(root, "rank-"+strconv.Itoa(r)))
+		dirs = append(dirs, filepath.Join(ScratchDir, "rank-"+strconv.Itoa(r)))
 	}
 	var errs []error
 	for _, dir := range dirs {
-		entries, _ := os.ReadDir(dir)
-		for _, e := range entries {
-			path := filepath.Join(dir, e.Name())
-			if strings.Contains(e.Name(), ".trainyard-") || (dir == root && e.IsDir() && strings.HasPrefix(e.Name(), "rank-")) {
+		for _, e := range readDirIn(s.root, dir) {
+			if strings.Contains(e.Name(), ".trainyard-") || (dir == ScratchDir && e.IsDir() && strings.HasPrefix(e.Name(), "rank-")) {
 				continue
 			}
-			errs = append(errs, os.RemoveAll(path))
+			errs = append(errs, s.root.RemoveAll(filepath.Join(dir, e.Name())))
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -216,15 +234,29 @@ func (s *Session) cleanScratch() {
 }
 
 // subdirs lists the rank-N folders of the scratch folder.
-func subdirs(root string) []string {
+func subdirs(root *os.Root) []string {
 	var out []string
-	entries, _ := os.ReadDir(root)
-	for _, e := range entries {
+	for _, e := range readDirIn(root, ScratchDir) {
 		if e.IsDir() && strings.HasPrefix(e.Name(), "rank-") {
-			out = append(out, filepath.Join(root, e.Name()))
+			out = append(out, filepath.Join(ScratchDir, e.Name()))
 		}
 	}
 	return out
+}
+
+// readDirIn lists the folder name in root; nothing when it is missing, a symbolic link
+// or not a folder.
+func readDirIn(root *os.Root, name string) []os.DirEntry {
+	if info, err := root.Lstat(name); err != nil || !info.IsDir() {
+		return nil
+	}
+	f, err := root.Open(name)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	entries, _ := f.ReadDir(-1)
+	return entries
 }
 
 // Report records one rank's report; it is the Server's Handler.
@@ -333,10 +365,7 @@ func (s *Session) Close() error {
 	}
 	s.closed = true
 	s.mu.Unlock()
-	errs = append(errs, serverErr, s.results.Close())
-	if s.events != nil {
-		errs = append(errs, s.events.Close())
-	}
+	errs = append(errs, serverErr, s.closeFiles())
 	return errors.Join(errs...)
 }
 

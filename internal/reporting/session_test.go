@@ -36,7 +36,7 @@ func newRunDir(t *testing.T) (string, *v1.TrainJob) {
 func startSession(t *testing.T, job *v1.TrainJob, dir string) (*Session, *notes) {
 	t.Helper()
 	n := &notes{}
-	s, err := Start(job, dir, n, nil)
+	s, err := Start(job, rootOf(t, dir), n, nil)
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}
@@ -354,7 +354,7 @@ func TestSessionCommitFailsInBackground(t *testing.T) {
 	}
 
 	err := nextError(t, s)
-	wantErr := `^an earlier checkpoint could not be committed: commit checkpoint_000002: stage: .*not a directory ` +
+	wantErr := `^an earlier checkpoint could not be committed: commit checkpoint_000002: stage: .*not a folder; move it away ` +
 		`\(the checkpoint's files are kept in (` + regexp.QuoteMeta(filepath.Dir(src)) + `/\.b\.trainyard-[^/]+)\)$`
 	m := regexp.MustCompile(wantErr).FindStringSubmatch(err.Error())
 	if m == nil {

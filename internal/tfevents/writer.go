@@ -41,38 +41,51 @@ type Writer struct {
 // process creates. It writes the first event, with file_version "brain.Event:2", through
 // to the operating system.
 func Create(dir string) (*Writer, error) {
-	now := time.Now()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create events file: %w", err)
 	}
-	f, err := createUnique(dir, now)
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, fmt.Errorf("create events file: %w", err)
+	}
+	defer root.Close()
+	return CreateIn(root)
+}
+
+// CreateIn is Create in the folder root (whose Name is its path), which must exist: the
+// file is created through root, so it lands in that folder even if another one is put
+// in its place. The Writer does not keep root.
+func CreateIn(root *os.Root) (*Writer, error) {
+	now := time.Now()
+	dir := filepath.Clean(root.Name())
+	f, name, err := createUnique(root, now)
 	if err != nil {
 		return nil, fmt.Errorf("create events file in %s: %w", dir, err)
 	}
-	w := &Writer{path: f.Name(), f: f, buf: bufio.NewWriter(f)}
+	w := &Writer{path: filepath.Join(dir, name), f: f, buf: bufio.NewWriter(f)}
 	first := appendEvent(nil, event{wallTime: wallSeconds(now), fileVersion: FileVersion})
 	if err := w.write(first); err != nil {
-		return nil, errors.Join(err, f.Close(), os.Remove(w.path))
+		return nil, errors.Join(err, f.Close(), root.Remove(name))
 	}
 	if err := w.Flush(); err != nil {
-		return nil, errors.Join(err, f.Close(), os.Remove(w.path))
+		return nil, errors.Join(err, f.Close(), root.Remove(name))
 	}
 	return w, nil
 }
 
-// createUnique creates a file with a new name in dir. It retries with the next sequence
-// number when the name is taken, as it can be by an earlier container whose process had
-// the same pid.
-func createUnique(dir string, now time.Time) (*os.File, error) {
+// createUnique creates a file with a new name in root and returns it with its name. It
+// retries with the next sequence number when the name is taken, as it can be by an
+// earlier container whose process had the same pid.
+func createUnique(root *os.Root, now time.Time) (*os.File, string, error) {
 	host := hostname()
 	for range 100 {
 		name := fmt.Sprintf("%s%d.%s.%d.%d", FilePrefix, now.Unix(), host, os.Getpid(), fileSeq.Add(1))
-		f, err := os.OpenFile(filepath.Join(dir, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 		if !errors.Is(err, fs.ErrExist) {
-			return f, err
+			return f, name, err
 		}
 	}
-	return nil, errors.New("every file name tried is taken")
+	return nil, "", errors.New("every file name tried is taken")
 }
 
 // hostname returns this machine's name, fit for a file name.
