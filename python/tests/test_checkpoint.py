@@ -65,5 +65,72 @@ class GetCheckpointTest(unittest.TestCase):
         self.assertIn("TRAINYARD_CHECKPOINT=/nonexistent/checkpoint_000001", stderr.getvalue())
 
 
+def _id(path: str) -> str:
+    st = os.stat(path)
+    return f"{st.st_dev}:{st.st_ino}"
+
+
+class RunFolderChecksTest(unittest.TestCase):
+    """The helper hands out nothing of a run folder that someone put in its place."""
+
+    def setUp(self) -> None:
+        reset_trainyard()
+        self.tmp = tempfile.mkdtemp(prefix="ty-test-")
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+        self.run_dir = os.path.join(self.tmp, "run")
+        os.mkdir(self.run_dir)
+        self.run_id = _id(self.run_dir)
+
+    def swap(self) -> None:
+        """Rename the run folder away and put another folder in its place."""
+        os.rename(self.run_dir, self.run_dir + ".moved")
+        os.mkdir(self.run_dir)
+
+    def test_new_checkpoint_dir_in_the_folder_the_launcher_opened(self) -> None:
+        with environment(TRAINYARD_RUN_DIR=self.run_dir, TRAINYARD_RUN_DIR_ID=self.run_id, RANK="1"):
+            path = trainyard.new_checkpoint_dir()
+            self.assertEqual(os.path.dirname(path), os.path.join(self.run_dir, ".scratch", "rank-1"))
+            self.swap()
+            with self.assertRaisesRegex(trainyard.RunFolderError, "was replaced while the run ran"):
+                trainyard.new_checkpoint_dir()
+        self.assertEqual(os.listdir(self.run_dir), [])
+
+    def test_new_checkpoint_dir_refuses_a_linked_scratch_folder(self) -> None:
+        elsewhere = os.path.join(self.tmp, "elsewhere")
+        os.mkdir(elsewhere)
+        os.symlink(elsewhere, os.path.join(self.run_dir, ".scratch"))
+        with environment(TRAINYARD_RUN_DIR=self.run_dir, TRAINYARD_RUN_DIR_ID=self.run_id):
+            with self.assertRaisesRegex(trainyard.RunFolderError, "symbolic link"):
+                trainyard.new_checkpoint_dir()
+        self.assertEqual(os.listdir(elsewhere), [])
+
+    def test_get_checkpoint_only_from_the_folder_the_launcher_opened(self) -> None:
+        ckpt = os.path.join(self.run_dir, "checkpoint_000001")
+        os.mkdir(ckpt)
+        env = {"TRAINYARD_RUN_DIR": self.run_dir, "TRAINYARD_RUN_DIR_ID": self.run_id, "TRAINYARD_CHECKPOINT": ckpt}
+        with environment(**env):
+            self.assertEqual(trainyard.get_checkpoint(), ckpt)
+            self.swap()
+            os.mkdir(ckpt)  # a checkpoint planted in the folder put in the run folder's place
+            with self.assertRaisesRegex(trainyard.RunFolderError, "was replaced while the run ran"):
+                trainyard.get_checkpoint()
+
+    def test_get_checkpoint_refuses_a_link(self) -> None:
+        ckpt = os.path.join(self.run_dir, "checkpoint_000001")
+        os.symlink(self.tmp, ckpt)
+        with environment(TRAINYARD_RUN_DIR=self.run_dir, TRAINYARD_CHECKPOINT=ckpt):
+            with self.assertRaisesRegex(trainyard.RunFolderError, "symbolic link"):
+                trainyard.get_checkpoint()
+
+    @unittest.skipUnless(hasattr(os, "geteuid") and os.geteuid() == 0, "chown to another user needs root")
+    def test_get_checkpoint_refuses_another_users_folder(self) -> None:
+        ckpt = os.path.join(self.run_dir, "checkpoint_000500")
+        os.mkdir(ckpt)
+        os.chown(ckpt, 12345, 12345)
+        with environment(TRAINYARD_RUN_DIR=self.run_dir, TRAINYARD_RUN_DIR_ID=self.run_id, TRAINYARD_CHECKPOINT=ckpt):
+            with self.assertRaisesRegex(trainyard.RunFolderError, "belongs to uid 12345"):
+                trainyard.get_checkpoint()
+
+
 if __name__ == "__main__":
     unittest.main()

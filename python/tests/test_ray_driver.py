@@ -113,6 +113,21 @@ class DriverTest(unittest.TestCase):
             self.assertEqual(done.returncode, 2, done.stderr)  # Trainyard's worker: no spec given
             self.assertIn("usage: python -m ray.train._worker", done.stderr)
 
+    def test_worker_unpickles_only_a_private_spec_of_its_user(self) -> None:
+        with tempfile.TemporaryDirectory() as folder:
+            marker = os.path.join(folder, "planted-spec-ran")
+            spec = os.path.join(folder, "gang.pkl")
+            with open(spec, "wb") as f:  # unpickling it would create the marker
+                f.write(b"cos\nsystem\n(S'touch " + marker.encode() + b"'\ntR.")
+            os.chmod(spec, 0o666)
+            with self.assertRaisesRegex(RuntimeError, "not a private file of yours"):
+                _worker.main([spec])
+            link = os.path.join(folder, "link.pkl")
+            os.symlink(spec, link)
+            with self.assertRaises(OSError):  # ELOOP: never through a link
+                _worker.main([link])
+            self.assertFalse(os.path.exists(marker), "the worker unpickled a spec others could write")
+
 
 if __name__ == "__main__":
     unittest.main()

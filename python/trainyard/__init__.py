@@ -29,11 +29,13 @@ from ._checkpoint import get_checkpoint, new_checkpoint_dir
 from ._context import Context, get_context
 from ._dist import get_device, init_process_group, prepare_data_loader, prepare_model
 from ._report import ReportError, ReportResult, report
+from ._rundir import RunFolderError
 
 __all__ = [
     "Context",
     "ReportError",
     "ReportResult",
+    "RunFolderError",
     "get_checkpoint",
     "get_context",
     "get_device",

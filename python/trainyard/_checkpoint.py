@@ -13,6 +13,7 @@ import secrets
 import tempfile
 import time
 
+from . import _rundir
 from ._context import _warn_once, get_context
 
 __all__ = ["new_checkpoint_dir", "get_checkpoint"]
@@ -24,35 +25,64 @@ def new_checkpoint_dir() -> str:
     It is made under TRAINYARD_SCRATCH_DIR, else under
     ``<TRAINYARD_RUN_DIR>/.scratch/rank-<RANK>/``, else (outside Trainyard) it is a
     ``tempfile.mkdtemp()``. The returned path is absolute.
+
+    In the run folder, it first checks that the run folder is still the one the launcher
+    opened and that the scratch folders are real folders of this user
+    (:class:`RunFolderError` otherwise).
     """
     base = os.environ.get("TRAINYARD_SCRATCH_DIR")
-    if not base:
-        ctx = get_context()
-        if not ctx.run_dir:
-            return os.path.abspath(tempfile.mkdtemp(prefix="trainyard-checkpoint-"))
-        base = os.path.join(ctx.run_dir, ".scratch", f"rank-{ctx.rank}")
-    base = os.path.abspath(base)
-    os.makedirs(base, exist_ok=True)
+    if base:
+        base = os.path.abspath(base)
+        os.makedirs(base, exist_ok=True)
+        return _unique(base, None)
+    ctx = get_context()
+    if not ctx.run_dir:
+        return os.path.abspath(tempfile.mkdtemp(prefix="trainyard-checkpoint-"))
+    run_dir = os.path.abspath(ctx.run_dir)
+    fds = [_rundir.open_run_dir(run_dir)]
+    try:
+        path = run_dir
+        for name in (".scratch", f"rank-{ctx.rank}"):
+            path = os.path.join(path, name)
+            fds.append(_rundir.open_private(fds[-1], name, path))
+        return _unique(path, fds[-1])
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def _unique(base: str, base_fd: int | None) -> str:
+    """Make a new folder in base (reached through base_fd when given) and return its path."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
     while True:
-        path = os.path.join(base, f"checkpoint-{stamp}-{secrets.token_hex(4)}")
+        name = f"checkpoint-{stamp}-{secrets.token_hex(4)}"
         try:
-            os.mkdir(path)  # mode 0o777 & ~umask, like any folder the user makes
+            # mode 0o777 & ~umask, like any folder the user makes
+            if base_fd is None:
+                os.mkdir(os.path.join(base, name))
+            else:
+                os.mkdir(name, dir_fd=base_fd)
         except FileExistsError:
             continue
-        return path
+        return os.path.join(base, name)
 
 
 def get_checkpoint() -> str | None:
     """Return the latest committed checkpoint folder to resume from, or None.
 
     That is TRAINYARD_CHECKPOINT when it is set and the folder exists; None in a run's
-    first attempt before any checkpoint, and outside Trainyard.
+    first attempt before any checkpoint, and outside Trainyard. A checkpoint in the run
+    folder is handed out only while the run folder is the one the launcher opened, and
+    only when it is a real folder of this user: otherwise :class:`RunFolderError`, as
+    loading it (torch.load unpickles) would run what someone else put there.
     """
     path = os.environ.get("TRAINYARD_CHECKPOINT")
     if not path:
         return None
-    if not os.path.isdir(path):
+    run_dir = get_context().run_dir
+    if run_dir and _rundir.inside(path, run_dir):
+        _rundir.check_run_dir(os.path.abspath(run_dir))
+    if not _rundir.check_own_folder(path):
         _warn_once(
             "missing-checkpoint",
             f"TRAINYARD_CHECKPOINT={path} is not a folder; starting without a checkpoint",

@@ -77,13 +77,35 @@ def launch(trainer: Any) -> Result:
             f"({sys.argv[0]!r}); run a script file (python3 train.py)"
         )
     storage, name = _run_place(trainer.run_config)
-    folder = os.path.join(os.environ.get("TRAINYARD_RUN_DIR") or os.getcwd(), "ray-driver")
-    os.makedirs(folder, mode=0o700, exist_ok=True)
+    folder, folder_fd = _driver_folder()
+    try:
+        return _launch(trainer, module, qualname, script, storage, name, folder, folder_fd)
+    finally:
+        os.close(folder_fd)
+
+
+def _driver_folder() -> tuple[str, int]:
+    """Make and open ``<run folder>/ray-driver`` (0700), through the run folder the launcher
+    opened (checked by its device and inode), and return its path and fd."""
+    from trainyard import _rundir  # pylint: disable=import-outside-toplevel
+
+    run_dir = os.path.abspath(os.environ.get("TRAINYARD_RUN_DIR") or os.getcwd())
+    run_fd = _rundir.open_run_dir(run_dir)
+    try:
+        folder = os.path.join(run_dir, "ray-driver")
+        return folder, _rundir.open_private(run_fd, "ray-driver", folder, 0o700)
+    finally:
+        os.close(run_fd)
+
+
+def _launch(trainer: Any, module: str, qualname: str, script: str, storage: str, name: str,
+            folder: str, folder_fd: int) -> Result:
+    """Write the spec into the driver's folder (folder_fd), run the gang, return its Result."""
     spec = os.path.join(folder, f"{name}.pkl")
-    result_file = os.path.join(folder, f"{name}.result.pkl")
-    if os.path.exists(result_file):
-        os.remove(result_file)
-    _write_private(spec, {
+    result_name = f"{name}.result.pkl"
+    result_file = os.path.join(folder, result_name)
+    _remove(result_name, folder_fd)
+    _write_private(f"{name}.pkl", folder_fd, {
         "script": script,
         "module": module,
         "qualname": qualname,
@@ -109,7 +131,7 @@ def launch(trainer: Any) -> Result:
             f"TorchTrainer.fit(): the training gang (run {name!r}, folder {run_dir}) failed with exit "
             f"code {code}; see its output above"
         )
-    return _result(run_dir, result_file)
+    return _result(run_dir, result_name, folder_fd)
 
 
 def command(trainer: Any, storage: str, name: str) -> list[str]:
@@ -162,20 +184,33 @@ def _child_env() -> dict[str, str]:
     return env
 
 
-def _write_private(path: str, value: Any) -> None:
-    """Pickle value to a new 0600 file at path."""
-    if os.path.exists(path):
-        os.remove(path)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+def _remove(name: str, dir_fd: int) -> None:
+    """Remove the file name in the folder dir_fd, if it is there."""
+    try:
+        os.remove(name, dir_fd=dir_fd)
+    except FileNotFoundError:
+        pass
+
+
+def _write_private(name: str, dir_fd: int, value: Any) -> None:
+    """Pickle value to a new 0600 file name in the folder dir_fd."""
+    _remove(name, dir_fd)
+    fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=dir_fd)
     with os.fdopen(fd, "wb") as f:
         pickle.dump(value, f)
 
 
-def _result(run_dir: str, result_file: str) -> Result:
+def _result(run_dir: str, result_name: str, dir_fd: int) -> Result:
     """Return the Result of the gang's run: rank 0's last metrics and the latest checkpoint."""
+    from trainyard import _rundir  # pylint: disable=import-outside-toplevel
+
     metrics, last, kept = None, None, []
-    if os.path.isfile(result_file):
-        with open(result_file, "rb") as f:
+    try:
+        fd = _rundir.open_own_file(result_name, dir_fd)
+    except FileNotFoundError:
+        fd = None
+    if fd is not None:
+        with os.fdopen(fd, "rb") as f:
             metrics, last, kept = pickle.load(f)
     if last is None or not os.path.isdir(os.path.join(run_dir, last)):
         names = sorted(n for n in os.listdir(run_dir) if n.startswith("checkpoint_")) if os.path.isdir(run_dir) else []

@@ -1,7 +1,8 @@
 """A worker of a gang that a driver's TorchTrainer.fit() launched (see ``_driver``).
 
 ``python -c <_driver.WORKER_BOOT> <spec>``: reads the pickled spec the driver wrote (0600,
-in the driver's run folder), imports the driver's script as the module
+in the driver's run folder; refused unless it is a private file of this user, as
+unpickling runs code), imports the driver's script as the module
 ``__trainyard_driver__`` (with the driver's ``sys.argv``, so argparse at the top level
 works, and without running its ``if __name__ == "__main__":`` block), finds the loop there
 by its qualified name and runs it through the in-gang TorchTrainer.fit(). A script that
@@ -36,7 +37,10 @@ def main(argv: list[str]) -> int:
     if len(argv) != 1:
         print("usage: python -m ray.train._worker <spec file written by TorchTrainer.fit()>", file=sys.stderr)
         return 2
-    with open(argv[0], "rb") as f:
+    from trainyard import _rundir  # pylint: disable=import-outside-toplevel
+
+    # The spec is unpickled: only a private file of this user, never a link to one.
+    with os.fdopen(_rundir.open_own_file(argv[0]), "rb") as f:
         spec = pickle.load(f)
     os.environ[RESULT_ENV] = spec["result_file"]
     from .torch import _trainer
@@ -96,14 +100,26 @@ def find(module: Any, qualname: str, where: str) -> Any:
 
 def write_result(outcome: tuple[Any, Any, Any]) -> None:
     """Write rank 0's (metrics, last checkpoint, kept checkpoints) for the driver, if it asked."""
+    from trainyard import _rundir  # pylint: disable=import-outside-toplevel
+
     path = os.environ.get(RESULT_ENV)
     if not path:
         return
-    tmp = f"{path}.{os.getpid()}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        pickle.dump(outcome, f)
-    os.replace(tmp, path)
+    # Into the driver's private folder only: a real folder of this user, opened once.
+    folder, name = os.path.split(os.path.abspath(path))
+    parent_fd = os.open(os.path.dirname(folder), os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        dir_fd = _rundir.open_private(parent_fd, os.path.basename(folder), folder, 0o700)
+    finally:
+        os.close(parent_fd)
+    try:
+        tmp = f"{name}.{os.getpid()}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600, dir_fd=dir_fd)
+        with os.fdopen(fd, "wb") as f:
+            pickle.dump(outcome, f)
+        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    finally:
+        os.close(dir_fd)
 
 
 if __name__ == "__main__":
