@@ -27,6 +27,7 @@ import (
 	"github.com/trainyard/trainyard/internal/device"
 	"github.com/trainyard/trainyard/internal/jobs"
 	"github.com/trainyard/trainyard/internal/jobspec"
+	"github.com/trainyard/trainyard/internal/rundir"
 	"github.com/trainyard/trainyard/internal/scheduler"
 	"github.com/trainyard/trainyard/internal/server"
 	"github.com/trainyard/trainyard/internal/store"
@@ -151,6 +152,9 @@ func (o *serverOptions) check() (warning string, err error) {
 	}
 	if o.storage, err = expandHome(o.storage); err != nil {
 		return "", err
+	}
+	if err := rundir.CheckStorage(o.storage); err != nil {
+		return "", fmt.Errorf("--storage-path: %w", err)
 	}
 	if rel, err := filepath.Rel(o.stateDir, o.storage); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
 		return "", fmt.Errorf("--storage-path %s is inside --state-dir %s, where the server keeps its own files, and the server "+

@@ -74,3 +74,19 @@ func TestMemTotal(t *testing.T) {
 		t.Errorf("this machine's memory: %d, %v", got, err)
 	}
 }
+
+// A storage path another user could change is refused when the server starts, saying
+// how to fix it.
+func TestServerRefusesUntrustedStorage(t *testing.T) {
+	open := filepath.Join(t.TempDir(), "runs")
+	if err := os.Mkdir(open, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(open, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	opts := serverOptions{address: "127.0.0.1:8265", stateDir: t.TempDir(), storage: open}
+	if _, err := opts.check(); err == nil || !strings.Contains(err.Error(), "--storage-path") || !strings.Contains(err.Error(), "chmod +t") {
+		t.Errorf("error %v, want one naming --storage-path and chmod +t", err)
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/trainyard/trainyard/internal/gitsource"
 	"github.com/trainyard/trainyard/internal/jobs"
 	"github.com/trainyard/trainyard/internal/jobspec"
+	"github.com/trainyard/trainyard/internal/rundir"
 	"github.com/trainyard/trainyard/internal/store"
 	"github.com/trainyard/trainyard/internal/upload"
 )
@@ -228,7 +229,14 @@ func madeFor(name, folder string) bool {
 // path (absolute, as jobspec.Default leaves it) that is the state folder or inside it, and
 // a run folder (storage/<run name>) that would hold the state folder. Paths are compared with
 // the symlinks of their existing parts resolved.
+//
+// It also refuses, as the job's supervisor would when it starts (rundir.CheckStorage), a
+// storage path that someone other than root and the server's user could change, so that
+// such a job is refused now rather than failing once it leaves the queue.
 func (s *Server) checkStorage(storage, runName string) error {
+	if err := rundir.CheckStorage(storage); err != nil {
+		return invalid("spec.storagePath: %v", err)
+	}
 	state := s.cfg.StateDir
 	resolved := resolvePath(storage)
 	if within(resolved, s.stateDir) {

@@ -161,3 +161,26 @@ func TestSubmitRefusesStateFolder(t *testing.T) {
 		t.Errorf("%d job(s) were accepted", len(list))
 	}
 }
+
+// A job whose storage path another user could change (group-writable, not sticky) is
+// refused at submission, as its supervisor would refuse it once it left the queue.
+func TestSubmitRefusesUntrustedStorage(t *testing.T) {
+	e := newEnv(t)
+	shared := filepath.Join(e.dir, "team-runs")
+	if err := os.Mkdir(shared, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(shared, os.ModeSetgid|0o770); err != nil {
+		t.Fatal(err)
+	}
+	r := e.request("POST", "/api/v1/jobs", []byte(`{"id": "shared", "job": `+trainJob("true", `"storagePath": "`+shared+`"`)+`}`))
+	wantStatus(t, r, http.StatusBadRequest)
+	if msg := errorMessage(t, r); !strings.Contains(msg, "spec.storagePath") || !strings.Contains(msg, "chmod +t") {
+		t.Errorf("message %q, want it to name spec.storagePath and how to fix it", msg)
+	}
+	if err := os.Chmod(shared, os.ModeSetgid|os.ModeSticky|0o770); err != nil { // the README's team setup
+		t.Fatal(err)
+	}
+	r = e.request("POST", "/api/v1/jobs", []byte(`{"id": "shared", "job": `+trainJob("true", `"storagePath": "`+shared+`"`)+`}`))
+	wantStatus(t, r, http.StatusCreated)
+}
