@@ -4,7 +4,9 @@
 //	crd/bases/   the TrainJob CustomResourceDefinition, generated from api/ (make generate)
 //	rbac/        the operator's ClusterRole, generated from internal/operator/rbac.go
 //	manager/     templates (Go text/template) of the Namespace, ServiceAccount,
-//	             ClusterRoleBinding and operator Deployment, filled in by internal/install
+//	             ClusterRoleBinding (and RoleBindings for one namespace), the metrics
+//	             reader's ClusterRole and the operator Deployment, filled in by
+//	             internal/install
 //
 // The Helm chart (charts/trainyard) carries copies of the generated files, made by
 // `make generate`. The package is here, not under internal/, because go:embed cannot

@@ -471,3 +471,26 @@ const (
 	CondFailed     = "Failed"
 	CondSuspended  = "Suspended"
 )
+
+// Reasons of the Failed condition (and Events) that the operator's pod policy gives.
+const (
+	// ReasonPodPolicy fails a job whose pods the operator's pod policy refuses (a
+	// privileged container, a host namespace, a hostPath volume, an added capability,
+	// a service account or Secret the job may not use); the message names the fields.
+	ReasonPodPolicy = "PodPolicyViolation"
+	// ReasonInvalidPodTemplate fails a job whose spec.kubernetes.podTemplate is not a
+	// partial pod template, or does not merge over the rendered one.
+	ReasonInvalidPodTemplate = "InvalidPodTemplate"
+	// ReasonWaitingForSecret says that a job waits, before its attempt is created, for a
+	// Secret it reads: one that does not exist yet, or one that `trainyard submit --kube`
+	// made and is about to give the TrainJob.
+	ReasonWaitingForSecret = "WaitingForSecret"
+)
+
+// LabelTrainJobAccess, set to "true" on a Secret or a ServiceAccount, says that the
+// TrainJobs of its namespace may use it: a Secret as git credentials
+// (spec.source.git.credentialsSecret), in a secret volume or a variable of the workers;
+// a ServiceAccount as the workers' (spec.kubernetes.serviceAccountName). Under the
+// operator's restricted pod policy the workers use no other, but the namespace's default
+// ServiceAccount and Secrets the TrainJob owns (those `trainyard submit --kube` makes).
+const LabelTrainJobAccess = "trainyard.dev/trainjob-access"

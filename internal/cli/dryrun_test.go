@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 
@@ -71,6 +72,36 @@ func TestSubmitKubeDryRunClient(t *testing.T) {
 	code, _, errOut = trainyard("submit", "--kube", "--dry-run=maybe", "--image", "img:1", "--", "python", "train.py")
 	if code != 2 || !strings.Contains(errOut, "--dry-run=maybe: use --dry-run=client") {
 		t.Errorf("--dry-run=maybe: exit %d, %s", code, errOut)
+	}
+}
+
+// submit --kube --dry-run=client refuses, exit 2, what the operator's pod policy refuses
+// (the privileged pod template), and a pod template that panicked the merge;
+// --pod-policy=off prints it.
+func TestSubmitKubeDryRunPodPolicy(t *testing.T) {
+	t.Setenv("KUBECONFIG", t.TempDir()+"/none")
+	file := t.TempDir() + "/job.yaml"
+	write := func(podTemplate string) {
+		t.Helper()
+		if err := os.WriteFile(file, []byte("apiVersion: trainyard.dev/v1alpha1\nkind: TrainJob\nmetadata: {name: escape}\n"+
+			"spec: {command: [python3, train.py], kubernetes: {image: img:1, podTemplate: "+podTemplate+"}}\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("{spec: {hostNetwork: true, hostPID: true, serviceAccountName: kube-proxy, volumes: [{name: root, hostPath: {path: /}}], " +
+		"containers: [{name: worker, securityContext: {privileged: true}}]}}")
+	code, out, errOut := trainyard("submit", "--kube", "--dry-run=client", "-f", file)
+	if code != 2 || out != "" || !strings.Contains(errOut, "spec.kubernetes.podTemplate.spec.containers[0].securityContext.privileged") ||
+		!strings.Contains(errOut, "spec.kubernetes.podTemplate.spec.volumes[0].hostPath") {
+		t.Errorf("a privileged pod template: exit %d, %q, %s; want exit 2 naming the fields", code, out, errOut)
+	}
+	if code, out, errOut := trainyard("submit", "--kube", "--dry-run=client", "--pod-policy=off", "-f", file); code != 0 || !strings.Contains(out, "hostNetwork: true") {
+		t.Errorf("--pod-policy=off: exit %d, %s", code, errOut)
+	}
+	write("{spec: {containers: [{name: []}]}}")
+	code, _, errOut = trainyard("submit", "--kube", "--dry-run=client", "-f", file)
+	if code != 2 || !strings.Contains(errOut, "spec.kubernetes.podTemplate") || !strings.Contains(errOut, "spec.containers.name") {
+		t.Errorf("a list as a container's name: exit %d, %s; want exit 2 naming the field", code, errOut)
 	}
 }
 

@@ -91,7 +91,24 @@ func TestInstallDryRun(t *testing.T) {
 			t.Errorf("install --dry-run lacks %q", want)
 		}
 	}
-	if n := strings.Count(out, "---\n"); n != 6 {
-		t.Errorf("install --dry-run printed %d documents, want 6", n)
+	if n := strings.Count(out, "---\n"); n != 7 {
+		t.Errorf("install --dry-run printed %d documents, want 7 (with the metrics reader's ClusterRole)", n)
+	}
+	code, out, errOut = trainyard("install", "--dry-run", "-n", "ml", "--image", "registry.local/trainyard:v9", "--watch-namespace", "team-a", "--pod-policy", "off",
+		"--api-server-cidr", "10.0.0.1/32")
+	if code != 0 || errOut != "" {
+		t.Fatalf("install --dry-run --watch-namespace: exit %d, stderr %s", code, errOut)
+	}
+	for _, want := range []string{"kind: Role\nmetadata:\n  labels:\n    app.kubernetes.io/managed-by: trainyard\n    app.kubernetes.io/name: trainyard\n  name: trainyard-operator\n  namespace: team-a\n",
+		"kind: RoleBinding", "name: trainyard-operator-leader-election\n  namespace: ml\n",
+		"- --pod-policy\n        - \"off\"\n        - --namespace\n        - team-a\n        - --api-server-cidr\n        - 10.0.0.1/32\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("install --dry-run --watch-namespace lacks %q:\n%s", want, out)
+		}
+	}
+	for _, bad := range [][]string{{"--pod-policy", "baseline"}, {"--watch-namespace", "Team_A"}, {"--api-server-cidr", "10.0.0.1"}} {
+		if code, _, errOut := trainyard(append([]string{"install", "--dry-run"}, bad...)...); code != 2 || !strings.Contains(errOut, bad[0]) {
+			t.Errorf("install %s: exit %d, %s; want 2 naming the flag", bad, code, errOut)
+		}
 	}
 }

@@ -57,6 +57,11 @@ func kubeSubmit(ctx context.Context, g *globals, flags *jobspec.Flags, kf *kubec
 	if err := c.CheckClaims(ctx, job.Namespace, kf); err != nil {
 		return kubeError(err)
 	}
+	access, err := c.CheckAccess(ctx, job, kf)
+	if err != nil {
+		return kubeError(err)
+	}
+	warnings = append(warnings, access...)
 	if who := c.WhoAmI(ctx); who != "" {
 		if job.Annotations == nil {
 			job.Annotations = map[string]string{}

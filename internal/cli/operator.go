@@ -2,8 +2,10 @@ package cli
 
 import (
 	"fmt"
+	"net/netip"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -11,14 +13,40 @@ import (
 	"github.com/trainyard/trainyard/internal/install"
 	"github.com/trainyard/trainyard/internal/kubeconfig"
 	"github.com/trainyard/trainyard/internal/operator"
+	"github.com/trainyard/trainyard/internal/podpolicy"
 )
+
+// serviceAccountNamespace is the file that holds the namespace of a pod's ServiceAccount.
+const serviceAccountNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+// podNamespace is the namespace the operator's pod runs in (empty outside a pod), which
+// the workers' NetworkPolicy admits to their progress port.
+func podNamespace() string {
+	data, err := os.ReadFile(serviceAccountNamespace)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(data))
+}
 
 const operatorLong = `Run the Trainyard Kubernetes operator: it runs each TrainJob as a gang of worker
 pods and restarts the gang when one fails. It is what the Deployment made by 'trainyard
 install' runs; run it by hand against a cluster (with the CRD installed) to develop it.
 
-It serves Prometheus metrics on --metrics-bind-address ("0" turns them off) and /healthz
-and /readyz on --health-probe-bind-address. With --leader-elect, replicas elect one
+It serves Prometheus metrics on --metrics-bind-address ("0" turns them off) over HTTPS
+to those the API server authenticates and allows to get /metrics (--metrics-secure=false:
+plain HTTP to anyone), and /healthz and /readyz on --health-probe-bind-address.
+
+Its pod policy (--pod-policy, default restricted) refuses TrainJobs whose pods would be
+privileged, share the host's namespaces, mount host folders (hostPath), add capabilities
+beyond the container runtime's defaults, or run as a ServiceAccount or read a Secret that
+does not allow it (label trainyard.dev/trainjob-access=true; the default ServiceAccount
+and Secrets the TrainJob owns are allowed): such a job fails, its condition and Event
+naming the fields, and nothing is created. --pod-policy=off, an administrator's choice,
+lets whoever may create TrainJobs create any pod. Every job's workers get a
+NetworkPolicy that admits the gang's own pods, and on the progress port the operator's
+pod and the API server (--api-server-cidr, default the addresses of the kubernetes
+Service's EndpointSlice). With --leader-elect, replicas elect one
 active operator through a Lease in --leader-election-namespace (default: the namespace
 it runs in). It logs on stderr, at --log-level info unless told otherwise. SIGINT or
 SIGTERM stops it gracefully; TrainJobs keep running.
@@ -29,6 +57,8 @@ The cluster is the one kubectl uses: --kubeconfig, else $KUBECONFIG, else
 func newOperatorCommand(g *globals) *cobra.Command {
 	var kube kubeconfig.Flags
 	var opts operator.Options
+	var policy string
+	secureMetrics := true
 	cmd := &cobra.Command{
 		Use:   "operator",
 		Short: "Run the Kubernetes operator that runs TrainJobs (what 'trainyard install' deploys)",
@@ -38,6 +68,18 @@ func newOperatorCommand(g *globals) *cobra.Command {
 			if err := install.ValidateImage(opts.Image); err != nil {
 				return usageError(fmt.Errorf("--image: %w", err))
 			}
+			level, err := podpolicy.ParseLevel(policy)
+			if err != nil {
+				return usageError(fmt.Errorf("--pod-policy: %w", err))
+			}
+			opts.PodPolicy = level
+			for _, cidr := range opts.APIServerCIDRs {
+				if _, err := netip.ParsePrefix(cidr); err != nil {
+					return usageError(fmt.Errorf("--api-server-cidr %q: not a CIDR such as 10.0.0.1/32", cidr))
+				}
+			}
+			opts.MetricsInsecure = !secureMetrics
+			opts.OperatorNamespace = podNamespace()
 			for flag, ns := range map[string]string{"--namespace": opts.Namespace, "--leader-election-namespace": opts.LeaderElectionNamespace} {
 				if ns == "" {
 					continue
@@ -64,7 +106,12 @@ func newOperatorCommand(g *globals) *cobra.Command {
 	kube.BindConnection(fs)
 	fs.StringVar(&opts.Image, "image", install.DefaultImage(Version), "the trainyard image whose binary workers' init container copies")
 	fs.StringVarP(&opts.Namespace, "namespace", "n", "", "watch TrainJobs in this namespace only (default: every namespace)")
-	fs.StringVar(&opts.MetricsAddr, "metrics-bind-address", ":8080", `address of the Prometheus metrics ("0": none)`)
+	fs.StringVar(&opts.MetricsAddr, "metrics-bind-address", ":8443", `address of the Prometheus metrics ("0": none)`)
+	fs.BoolVar(&secureMetrics, "metrics-secure", true, "serve metrics over HTTPS to those the API server authenticates and allows to get /metrics; false: plain HTTP to anyone")
+	fs.StringVar(&policy, "pod-policy", string(podpolicy.Default), "what TrainJobs' pods may not do: restricted (no privileged containers, host namespaces, hostPath\n"+
+		"volumes, added capabilities, or ServiceAccounts and Secrets not labelled trainyard.dev/trainjob-access=true) or off")
+	fs.StringArrayVar(&opts.APIServerCIDRs, "api-server-cidr", nil, "where the API server's proxy connects to pods from, admitted by the NetworkPolicies (repeatable;\n"+
+		"default: the addresses of the EndpointSlice default/kubernetes)")
 	fs.StringVar(&opts.ProbeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	fs.BoolVar(&opts.LeaderElection, "leader-elect", false, "elect one active operator among replicas")
 	fs.StringVar(&opts.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the election's Lease (default: the operator's)")

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"regexp"
 	"strconv"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/trainyard/trainyard/config"
+	"github.com/trainyard/trainyard/internal/podpolicy"
 )
 
 // Defaults of Options.
@@ -25,8 +27,8 @@ const (
 	DefaultNamespace = "trainyard-system"
 	// ImageRepository is the repository of the published trainyard image.
 	ImageRepository = "ghcr.io/trainyard/trainyard"
-	// Name names the operator's ServiceAccount, ClusterRole, ClusterRoleBinding and
-	// Deployment.
+	// Name names the operator's ServiceAccount, ClusterRole, ClusterRoleBinding,
+	// Deployment, and the Role and RoleBinding of a watched namespace.
 	Name = "trainyard-operator"
 	// FieldManager is the server-side apply field manager of install.
 	FieldManager = "trainyard"
@@ -43,11 +45,16 @@ const (
 var manifests = []string{
 	"manager/namespace.yaml",
 	"crd/bases/trainyard.dev_trainjobs.yaml",
-	"rbac/role.yaml",
+	roleManifest,
+	"manager/metrics_reader_role.yaml",
 	"manager/service_account.yaml",
 	"manager/cluster_role_binding.yaml",
+	"manager/role_bindings.yaml",
 	"manager/deployment.yaml",
 }
+
+// roleManifest is the generated ClusterRole, split by splitRole for one namespace.
+const roleManifest = "rbac/role.yaml"
 
 // Options say what to install. The zero value installs one replica of DefaultImage("")
 // (the latest release) into DefaultNamespace.
@@ -61,6 +68,15 @@ type Options struct {
 	Replicas int32
 	// PullPolicy of the operator's image; empty means IfNotPresent.
 	PullPolicy corev1.PullPolicy
+	// WatchNamespace limits the operator to the TrainJobs of one namespace, with Roles
+	// there instead of a ClusterRole for all but what is cluster-wide; empty: every
+	// namespace.
+	WatchNamespace string
+	// PodPolicy is the operator's pod policy; empty means podpolicy.Default (restricted).
+	PodPolicy podpolicy.Level
+	// APIServerCIDRs are where the API server's proxy connects to pods from (the
+	// operator's --api-server-cidr); empty: the operator looks them up.
+	APIServerCIDRs []string
 }
 
 // DefaultImage is the published image of a trainyard version: ImageRepository tagged with
@@ -93,6 +109,9 @@ func (o Options) withDefaults() Options {
 	if o.PullPolicy == "" {
 		o.PullPolicy = corev1.PullIfNotPresent
 	}
+	if o.PodPolicy == "" {
+		o.PodPolicy = podpolicy.Default
+	}
 	return o
 }
 
@@ -122,6 +141,19 @@ func (o Options) Validate() error {
 	case corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
 	default:
 		errs = append(errs, &OptionError{"--image-pull-policy", fmt.Errorf("%q: must be Always, IfNotPresent or Never", o.PullPolicy)})
+	}
+	if o.WatchNamespace != "" {
+		if err := ValidateNamespace(o.WatchNamespace); err != nil {
+			errs = append(errs, &OptionError{"--watch-namespace", err})
+		}
+	}
+	if _, err := podpolicy.ParseLevel(string(o.PodPolicy)); err != nil {
+		errs = append(errs, &OptionError{"--pod-policy", err})
+	}
+	for _, cidr := range o.APIServerCIDRs {
+		if _, err := netip.ParsePrefix(cidr); err != nil {
+			errs = append(errs, &OptionError{"--api-server-cidr", fmt.Errorf("%q: not a CIDR such as 10.0.0.1/32", cidr)})
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -192,6 +224,9 @@ func Render(opts Options) ([]*unstructured.Unstructured, error) {
 		docs, err := decodeObjects(buf.Bytes())
 		if err != nil {
 			return nil, fmt.Errorf("render %s: %w", path, err)
+		}
+		if path == roleManifest && opts.WatchNamespace != "" && len(docs) == 1 {
+			docs = splitRole(docs[0], opts)
 		}
 		objs = append(objs, docs...)
 	}

@@ -12,6 +12,8 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/trainyard/trainyard/internal/workload"
 )
 
 // typed converts a rendered object into its Go type, refusing fields the type lacks, so
@@ -56,6 +58,7 @@ func TestRenderDefaults(t *testing.T) {
 		"namespace/trainyard-system",
 		"customresourcedefinition.apiextensions.k8s.io/trainjobs.trainyard.dev",
 		"clusterrole.rbac.authorization.k8s.io/trainyard-operator",
+		"clusterrole.rbac.authorization.k8s.io/trainyard-operator-metrics-reader",
 		"serviceaccount/trainyard-operator",
 		"clusterrolebinding.rbac.authorization.k8s.io/trainyard-operator",
 		"deployment.apps/trainyard-operator",
@@ -113,6 +116,11 @@ func TestRenderDeployment(t *testing.T) {
 	if *d.Spec.Replicas != 2 {
 		t.Errorf("replicas %d, want 2", *d.Spec.Replicas)
 	}
+	for k, v := range workload.OperatorPodLabels() {
+		if d.Spec.Template.Labels[k] != v {
+			t.Errorf("the operator's pods lack the label %s=%s that the workers' NetworkPolicy admits", k, v)
+		}
+	}
 	if d.Spec.Template.Spec.ServiceAccountName != Name {
 		t.Errorf("service account %q, want %q", d.Spec.Template.Spec.ServiceAccountName, Name)
 	}
@@ -125,8 +133,8 @@ func TestRenderDeployment(t *testing.T) {
 	if c.Image != "registry.example.com:5000/team/trainyard:v1.2.3" || c.ImagePullPolicy != corev1.PullAlways {
 		t.Errorf("image %q (%s)", c.Image, c.ImagePullPolicy)
 	}
-	wantArgs := []string{"operator", "--leader-elect", "--metrics-bind-address", ":8080",
-		"--health-probe-bind-address", ":8081", "--image", "registry.example.com:5000/team/trainyard:v1.2.3"}
+	wantArgs := []string{"operator", "--leader-elect", "--metrics-bind-address", ":8443",
+		"--health-probe-bind-address", ":8081", "--image", "registry.example.com:5000/team/trainyard:v1.2.3", "--pod-policy", "restricted"}
 	if diff := cmp.Diff(wantArgs, c.Args); diff != "" {
 		t.Errorf("args (-want +got):\n%s", diff)
 	}
@@ -137,7 +145,7 @@ func TestRenderDeployment(t *testing.T) {
 	for _, p := range c.Ports {
 		ports[p.Name] = p.ContainerPort
 	}
-	if diff := cmp.Diff(map[string]int32{"metrics": 8080, "health": 8081}, ports); diff != "" {
+	if diff := cmp.Diff(map[string]int32{"metrics": 8443, "health": 8081}, ports); diff != "" {
 		t.Errorf("ports (-want +got):\n%s", diff)
 	}
 	if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() {
@@ -149,6 +157,87 @@ func TestRenderDeployment(t *testing.T) {
 	}
 	if psc := d.Spec.Template.Spec.SecurityContext; psc == nil || !*psc.RunAsNonRoot {
 		t.Errorf("pod security context %+v: want runAsNonRoot", psc)
+	}
+}
+
+// An operator that watches one namespace gets Roles: the namespaced rules in that
+// namespace, Leases (and their Events) in its own, and a ClusterRole of what is
+// cluster-wide only; every generated rule is granted somewhere.
+func TestRenderWatchNamespace(t *testing.T) {
+	objs, err := Render(Options{Namespace: "ops", WatchNamespace: "team-a", PodPolicy: "off", APIServerCIDRs: []string{"10.0.0.1/32"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var refs []string
+	byRef := map[string]*unstructured.Unstructured{}
+	for _, obj := range objs {
+		ref := obj.GetNamespace() + ":" + Ref(obj)
+		refs = append(refs, ref)
+		byRef[ref] = obj
+	}
+	want := []string{
+		":namespace/ops",
+		":customresourcedefinition.apiextensions.k8s.io/trainjobs.trainyard.dev",
+		":clusterrole.rbac.authorization.k8s.io/trainyard-operator",
+		"team-a:role.rbac.authorization.k8s.io/trainyard-operator",
+		"ops:role.rbac.authorization.k8s.io/trainyard-operator-leader-election",
+		":clusterrole.rbac.authorization.k8s.io/trainyard-operator-metrics-reader",
+		"ops:serviceaccount/trainyard-operator",
+		":clusterrolebinding.rbac.authorization.k8s.io/trainyard-operator",
+		"team-a:rolebinding.rbac.authorization.k8s.io/trainyard-operator",
+		"ops:rolebinding.rbac.authorization.k8s.io/trainyard-operator-leader-election",
+		"ops:deployment.apps/trainyard-operator",
+	}
+	if diff := cmp.Diff(want, refs); diff != "" {
+		t.Fatalf("rendered objects (-want +got):\n%s", diff)
+	}
+	resources := func(rules []rbacv1.PolicyRule) []string {
+		var out []string
+		for _, r := range rules {
+			out = append(out, r.Resources...)
+		}
+		slices.Sort(out)
+		return out
+	}
+	cluster := typed[rbacv1.ClusterRole](t, byRef[":clusterrole.rbac.authorization.k8s.io/trainyard-operator"])
+	if diff := cmp.Diff([]string{"endpointslices", "nodes", "subjectaccessreviews", "tokenreviews"}, resources(cluster.Rules)); diff != "" {
+		t.Errorf("the ClusterRole of a namespaced operator grants more than what is cluster-wide (-want +got):\n%s", diff)
+	}
+	watched := typed[rbacv1.Role](t, byRef["team-a:role.rbac.authorization.k8s.io/trainyard-operator"])
+	for _, r := range []string{"trainjobs", "jobs", "pods", "services", "secrets", "networkpolicies", "deployments", "events"} {
+		if !slices.Contains(resources(watched.Rules), r) {
+			t.Errorf("the watched namespace's Role lacks %s: %v", r, resources(watched.Rules))
+		}
+	}
+	if slices.Contains(resources(watched.Rules), "nodes") || slices.Contains(resources(watched.Rules), "leases") {
+		t.Errorf("the watched namespace's Role grants nodes or leases: %v", resources(watched.Rules))
+	}
+	election := typed[rbacv1.Role](t, byRef["ops:role.rbac.authorization.k8s.io/trainyard-operator-leader-election"])
+	if diff := cmp.Diff([]string{"events", "leases"}, resources(election.Rules)); diff != "" {
+		t.Errorf("the election Role (-want +got):\n%s", diff)
+	}
+	full, err := Render(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := resources(typed[rbacv1.ClusterRole](t, find(t, full, "ClusterRole")).Rules)
+	split := slices.Compact(slices.Sorted(slices.Values(append(append(resources(cluster.Rules), resources(watched.Rules)...), resources(election.Rules)...))))
+	if diff := cmp.Diff(slices.Compact(all), split); diff != "" {
+		t.Errorf("the split loses or adds rules (-cluster-wide +split):\n%s", diff)
+	}
+	for _, ref := range []string{"team-a:rolebinding.rbac.authorization.k8s.io/trainyard-operator", "ops:rolebinding.rbac.authorization.k8s.io/trainyard-operator-leader-election"} {
+		b := typed[rbacv1.RoleBinding](t, byRef[ref])
+		if b.RoleRef.Kind != "Role" || b.RoleRef.Name != b.Name || b.Subjects[0].Name != Name || b.Subjects[0].Namespace != "ops" {
+			t.Errorf("%s: %+v", ref, b)
+		}
+	}
+	c := typed[appsv1.Deployment](t, byRef["ops:deployment.apps/trainyard-operator"]).Spec.Template.Spec.Containers[0]
+	if diff := cmp.Diff([]string{"--pod-policy", "off", "--namespace", "team-a", "--api-server-cidr", "10.0.0.1/32"}, c.Args[len(c.Args)-6:]); diff != "" {
+		t.Errorf("args (-want +got):\n%s", diff)
+	}
+	reader := typed[rbacv1.ClusterRole](t, byRef[":clusterrole.rbac.authorization.k8s.io/trainyard-operator-metrics-reader"])
+	if len(reader.Rules) != 1 || reader.Rules[0].NonResourceURLs[0] != "/metrics" || reader.Rules[0].Verbs[0] != "get" {
+		t.Errorf("the metrics reader's rules %+v", reader.Rules)
 	}
 }
 
@@ -192,6 +281,10 @@ func TestValidate(t *testing.T) {
 		"image bad digest":       {opts: Options{Image: "trainyard@sha256:abc"}, want: "--image"},
 		"replicas":               {opts: Options{Replicas: -1}, want: "--replicas: -1: must be at least 1"},
 		"pull policy":            {opts: Options{PullPolicy: "Sometimes"}, want: `--image-pull-policy: "Sometimes": must be Always, IfNotPresent or Never`},
+		"watch namespace":        {opts: Options{WatchNamespace: "Team_A"}, want: `--watch-namespace: "Team_A" is not a valid namespace name`},
+		"pod policy":             {opts: Options{PodPolicy: "baseline"}, want: `--pod-policy: "baseline": use restricted`},
+		"pod policy off":         {opts: Options{PodPolicy: "off"}},
+		"api server cidr":        {opts: Options{APIServerCIDRs: []string{"10.0.0.1"}}, want: `--api-server-cidr: "10.0.0.1": not a CIDR`},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -73,7 +73,11 @@ func (t Target) Uninstall(ctx context.Context, opts Options, u UninstallOptions)
 	if err := t.checkInstallation(ctx, opts.Namespace); err != nil {
 		return err
 	}
-	p, err := t.plan(ctx, objs, u)
+	roles, err := t.namespacedRoles(ctx, objs)
+	if err != nil {
+		return err
+	}
+	p, err := t.plan(ctx, append(objs, roles...), u)
 	if err != nil {
 		return err
 	}
@@ -99,6 +103,31 @@ func (t Target) Uninstall(ctx context.Context, opts Options, u UninstallOptions)
 		return err
 	}
 	return t.delete(ctx, p.ns, u.DryRun)
+}
+
+// namespacedRoles finds the Roles and RoleBindings an install with --watch-namespace
+// made (labelled as trainyard's, in any namespace) that objs lacks, so that uninstall
+// removes them whatever --watch-namespace it is given.
+func (t Target) namespacedRoles(ctx context.Context, objs []*unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
+	have := map[string]bool{}
+	for _, obj := range objs {
+		have[obj.GetNamespace()+"/"+Ref(obj)] = true
+	}
+	var out []*unstructured.Unstructured
+	for _, kind := range []string{"RoleBindingList", "RoleList"} {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(schema.GroupVersionKind{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: kind})
+		if err := t.Client.List(ctx, list, client.MatchingLabels{LabelName: "trainyard", LabelManagedBy: ManagedBy}); err != nil {
+			return nil, fmt.Errorf("list %ss: %w", strings.TrimSuffix(kind, "List"), err)
+		}
+		for i := range list.Items {
+			obj := &list.Items[i]
+			if name := obj.GetName(); (name == Name || name == ElectionRoleName) && !have[obj.GetNamespace()+"/"+Ref(obj)] {
+				out = append(out, obj)
+			}
+		}
+	}
+	return out, nil
 }
 
 // plan sorts the rendered objects into what Uninstall deletes.

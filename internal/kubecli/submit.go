@@ -20,6 +20,7 @@ import (
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
 	"github.com/trainyard/trainyard/internal/gitsource"
 	"github.com/trainyard/trainyard/internal/jobspec"
+	"github.com/trainyard/trainyard/internal/podpolicy"
 	"github.com/trainyard/trainyard/internal/workload"
 )
 
@@ -43,6 +44,10 @@ type JobFlags struct {
 	LogDir, TensorBoardImage string
 	// SyncSecret names a Secret with the git source's credentials (username, password).
 	SyncSecret string
+	// PodPolicy is the operator's pod policy that submit checks the job against before
+	// creating it: "restricted" (the default) or "off" (for a cluster whose operator runs
+	// with --pod-policy=off).
+	PodPolicy string
 	// DryRun is "server" (the API server checks and defaults the job and stores nothing),
 	// "client" (nothing is sent: the job and what the operator renders for its first
 	// attempt are printed), or "" (the job is created).
@@ -53,7 +58,7 @@ type JobFlags struct {
 
 // jobFlagNames are the names of the flags JobFlags binds.
 var jobFlagNames = []string{"image", "image-pull-policy", "queue", "priority-class", "service-account", "node-selector", "data", "dry-run",
-	"selector", "toleration", "annotation", "label", "tensorboard", "logdir", "tensorboard-image", "sync-secret"}
+	"selector", "toleration", "annotation", "label", "tensorboard", "logdir", "tensorboard-image", "sync-secret", "pod-policy"}
 
 // Bind registers the flags on fs.
 func (f *JobFlags) Bind(fs *pflag.FlagSet) {
@@ -78,7 +83,11 @@ func (f *JobFlags) Bind(fs *pflag.FlagSet) {
 	fs.StringVar(&f.LogDir, "logdir", "", "with --kube --tensorboard: the folder TensorBoard reads, on a volume of the workers")
 	fs.StringVar(&f.TensorBoardImage, "tensorboard-image", "", "with --kube --tensorboard: TensorBoard's image (default "+v1.DefaultTensorBoardImage+")")
 	fs.StringVar(&f.SyncSecret, "sync-secret", "", "with --kube --sync-source: a Secret with keys username and password for the repository\n"+
-		"(default: one made from "+gitsource.EnvUsername+" and "+gitsource.EnvPassword+" when they are set, owned by the TrainJob)")
+		"(default: one made from "+gitsource.EnvUsername+" and "+gitsource.EnvPassword+" when they are set, owned by the TrainJob);\n"+
+		"the operator uses it only when it is labelled "+v1.LabelTrainJobAccess+"=true")
+	fs.StringVar(&f.PodPolicy, "pod-policy", string(podpolicy.Default), "with --kube: refuse up front what the operator's pod policy refuses (privileged pods,\n"+
+		"host namespaces and folders, added capabilities, ServiceAccounts and Secrets not labelled "+v1.LabelTrainJobAccess+"=true);\n"+
+		"off: leave it to a cluster whose operator runs with --pod-policy=off")
 }
 
 // The values of --dry-run.
@@ -323,9 +332,17 @@ func BuildJob(flags *jobspec.Flags, kf *JobFlags, command []string) (job *v1.Tra
 		return nil, nil, inputError("no image: on Kubernetes every worker runs in a container, so the job needs its image: " +
 			"give --image IMAGE (or spec.kubernetes.image in the job file); the image needs the job's command and torch, not trainyard")
 	}
-	if _, err := workload.Render(job, 1, workload.Options{Image: "trainyard"}); err != nil {
+	a, err := workload.Render(job, 1, workload.Options{Image: "trainyard"})
+	if err != nil {
 		// The operator would fail the job with this reason; say it before it is created.
 		return nil, nil, &InputError{Err: err}
+	}
+	level, err := kf.policyLevel()
+	if err != nil {
+		return nil, nil, &InputError{Err: err}
+	}
+	if err := checkPolicy(job, &a.Job.Spec.Template.Spec, level, nil); err != nil {
+		return nil, nil, err
 	}
 	if _, err := workload.RenderTensorBoard(job); err != nil {
 		return nil, nil, &InputError{Err: fmt.Errorf("--tensorboard: %w", err)}

@@ -168,3 +168,59 @@ spec:
 	}
 	return path
 }
+
+// submit --kube refuses up front, as input (exit 2), a job whose pods the operator's pod
+// policy refuses, naming the fields; --pod-policy=off leaves it to the cluster. A pod
+// template that panicked the merge is refused with its field.
+func TestBuildJobPodPolicy(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "job.yaml")
+	if err := os.WriteFile(file, []byte(`apiVersion: trainyard.dev/v1alpha1
+kind: TrainJob
+metadata: {name: escape}
+spec:
+  command: [python3, train.py]
+  kubernetes:
+    image: img:1
+    serviceAccountName: kube-proxy
+    podTemplate:
+      spec:
+        hostNetwork: true
+        hostPID: true
+        serviceAccountName: kube-proxy
+        containers: [{name: worker, securityContext: {privileged: true}, volumeMounts: [{name: root, mountPath: /host}]}]
+        volumes: [{name: root, hostPath: {path: /}}]
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := buildJob(t, "-f", file)
+	var in *InputError
+	if !errors.As(err, &in) {
+		t.Fatalf("BuildJob = %v, want an *InputError", err)
+	}
+	for _, want := range []string{"the operator's pod policy (restricted) refuses the job's pods",
+		"spec.kubernetes.podTemplate.spec.hostNetwork: host namespaces are refused", "spec.kubernetes.podTemplate.spec.hostPID",
+		"spec.kubernetes.podTemplate.spec.containers[0].securityContext.privileged: privileged containers are refused",
+		"spec.kubernetes.podTemplate.spec.volumes[0].hostPath: hostPath volumes are refused", "nothing was created", "--pod-policy=off"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the refusal lacks %q:\n%v", want, err)
+		}
+	}
+	if strings.Contains(err.Error(), "serviceAccountName") {
+		t.Errorf("without a cluster the service account cannot be checked, yet: %v", err)
+	}
+	if _, _, err := buildJob(t, "--pod-policy=off", "-f", file); err != nil {
+		t.Errorf("--pod-policy=off: %v", err)
+	}
+	if _, _, err := buildJob(t, "--pod-policy=baseline", "-f", file); err == nil || !strings.Contains(err.Error(), "--pod-policy") {
+		t.Errorf("--pod-policy=baseline: %v", err)
+	}
+
+	if err := os.WriteFile(file, []byte("apiVersion: trainyard.dev/v1alpha1\nkind: TrainJob\nmetadata: {name: x}\n"+
+		"spec: {command: [python3], kubernetes: {image: i, podTemplate: {spec: {containers: [{name: []}]}}}}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = buildJob(t, "-f", file)
+	if !errors.As(err, &in) || !strings.Contains(err.Error(), "spec.kubernetes.podTemplate") || !strings.Contains(err.Error(), "spec.containers.name") {
+		t.Errorf("a list as a container's name: %v, want an input error naming spec.containers.name", err)
+	}
+}

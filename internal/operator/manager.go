@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
@@ -88,10 +89,20 @@ func NewManager(cfg *rest.Config, opts Options, logger *slog.Logger) (manager.Ma
 	if cfg.Burst == 0 {
 		cfg.Burst = DefaultBurst
 	}
+	metrics := metricsserver.Options{BindAddress: metricsAddr}
+	if !opts.MetricsInsecure {
+		// HTTPS (a self-signed certificate), to those the API server authenticates
+		// (TokenReview) and allows to get /metrics (SubjectAccessReview).
+		metrics.SecureServing = true
+		metrics.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	if len(opts.APIServerCIDRs) == 0 {
+		opts.APIServerCIDRs = apiServerCIDRs(cfg, logger)
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  Scheme(),
 		Cache:                   cacheOpts,
-		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
+		Metrics:                 metrics,
 		HealthProbeBindAddress:  opts.ProbeAddr,
 		LeaderElection:          opts.LeaderElection,
 		LeaderElectionID:        Name + ".trainyard.dev",
@@ -136,7 +147,8 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager, workers int) error {
 		Owns(&batchv1.Job{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToJob)).
 		WatchesRawSource(source.Channel(r.poller.events, &handler.EnqueueRequestForObject{})).
-		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
+		// A process runs one manager, but tests start several in one process.
+		WithOptions(controller.Options{MaxConcurrentReconciles: workers, SkipNameValidation: ptr(true)}).
 		Complete(r)
 	if err != nil {
 		return fmt.Errorf("operator: set up the TrainJob controller: %w", err)

@@ -74,6 +74,8 @@ func TestOperator(t *testing.T) {
 		{"git source and tensorboard", testGitAndTensorBoard},
 		{"a clone that fails", testCloneFails},
 		{"workers that cloned different commits", testSplitClone},
+		{"pod policy", testPodPolicy},
+		{"network policy", testNetworkPolicy},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := strings.ReplaceAll(strings.ToLower(tc.name), " ", "-")

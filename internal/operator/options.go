@@ -1,6 +1,10 @@
 package operator
 
-import "time"
+import (
+	"time"
+
+	"github.com/trainyard/trainyard/internal/podpolicy"
+)
 
 // Options configure the operator's manager.
 type Options struct {
@@ -10,6 +14,9 @@ type Options struct {
 	Namespace string
 	// MetricsAddr serves Prometheus metrics ("0" turns them off).
 	MetricsAddr string
+	// MetricsInsecure serves them over plain HTTP to anyone; by default they are served
+	// over HTTPS to those the API server authenticates and allows to get /metrics.
+	MetricsInsecure bool
 	// ProbeAddr serves /healthz and /readyz.
 	ProbeAddr string
 	// LeaderElection makes replicas elect one active manager.
@@ -24,6 +31,16 @@ type Options struct {
 	// below.
 	QPS   float32
 	Burst int
+	// PodPolicy is what the operator refuses of a TrainJob's pods; empty means
+	// podpolicy.Default (restricted).
+	PodPolicy podpolicy.Level
+	// OperatorNamespace is the namespace the operator's pod runs in, which the workers'
+	// NetworkPolicy admits to worker 0's progress port; empty when it runs elsewhere.
+	OperatorNamespace string
+	// APIServerCIDRs are the addresses the API server reaches pods from (its proxy), which
+	// the NetworkPolicies admit to the progress and TensorBoard ports; empty means those
+	// of the kubernetes Service's EndpointSlice, looked up when the operator starts.
+	APIServerCIDRs []string
 	// ProgressInterval is how often the progress of a running attempt's worker 0 is read
 	// into the status; 0 means DefaultProgressInterval.
 	ProgressInterval time.Duration

@@ -147,6 +147,9 @@ func (s *step) run(ctx context.Context) error {
 	if s.kids, err = s.r.listChildren(ctx, s.job); err != nil {
 		return err
 	}
+	if ok, err := s.admit(ctx); !ok || err != nil {
+		return err
+	}
 	if err := s.tensorBoard(ctx); err != nil {
 		return err
 	}
@@ -199,7 +202,10 @@ func (s *step) create(ctx context.Context) error {
 	}
 	a, err := workload.Render(s.job, n, workload.Options{Image: s.r.Options.Image})
 	if err != nil {
-		return s.fail("InvalidPodTemplate", err.Error())
+		return s.fail(v1.ReasonInvalidPodTemplate, err.Error())
+	}
+	if err := s.networkPolicy(ctx); err != nil {
+		return err
 	}
 	for _, obj := range []client.Object{a.Service, a.Job} {
 		if err := s.r.Client.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {

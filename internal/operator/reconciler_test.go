@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -21,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
+	"github.com/trainyard/trainyard/internal/podpolicy"
 	"github.com/trainyard/trainyard/internal/workload"
 )
 
@@ -164,5 +166,47 @@ func TestPollerReadsOutsideReconcile(t *testing.T) {
 	}
 	if s := p.take(job.UID); s != nil {
 		t.Errorf("a summary was taken twice: %+v", s)
+	}
+}
+
+// A job the pod policy refuses fails in one reconcile with nothing created and its Event
+// recorded after the status; with --pod-policy=off, an administrator's choice, the same
+// job's attempt is created.
+func TestPodPolicyLevels(t *testing.T) {
+	escape := func() *v1.TrainJob {
+		job := newTrainJob()
+		job.Spec.Kubernetes.PodTemplate = &runtime.RawExtension{Raw: []byte(`{"spec": {"hostPID": true,
+			"containers": [{"name": "worker", "securityContext": {"capabilities": {"add": ["SYS_ADMIN"]}}}]}}`)}
+		return job
+	}
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "default", Name: "mnist"}}
+	for level, wantJob := range map[podpolicy.Level]bool{"": false, podpolicy.Restricted: false, podpolicy.Off: true} {
+		conflict := false
+		r, rec := fakeReconciler(t, escape(), &conflict)
+		r.Options.PodPolicy = level
+		if _, err := r.Reconcile(context.Background(), req); err != nil {
+			t.Fatal(err)
+		}
+		var jobs batchv1.JobList
+		if err := r.Client.List(context.Background(), &jobs); err != nil {
+			t.Fatal(err)
+		}
+		var got v1.TrainJob
+		if err := r.Client.Get(context.Background(), req.NamespacedName, &got); err != nil {
+			t.Fatal(err)
+		}
+		if (len(jobs.Items) > 0) != wantJob {
+			t.Errorf("pod policy %q: %d Jobs created, want them: %v (status %+v)", level, len(jobs.Items), wantJob, got.Status)
+		}
+		if wantJob {
+			continue
+		}
+		if got.Status.Phase != v1.PhaseFailed || !strings.Contains(got.Status.Reason, "spec.kubernetes.podTemplate.spec.hostPID") ||
+			!strings.Contains(got.Status.Reason, "spec.kubernetes.podTemplate.spec.containers[0].securityContext.capabilities.add[0]") {
+			t.Errorf("pod policy %q: status %+v", level, got.Status)
+		}
+		if ev := <-rec.Events; !strings.Contains(ev, v1.ReasonPodPolicy) || !strings.Contains(ev, "hostPID") {
+			t.Errorf("event %q", ev)
+		}
 	}
 }

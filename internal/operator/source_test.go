@@ -7,7 +7,9 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
@@ -48,6 +50,14 @@ func testGitAndTensorBoard(k *cluster) {
 	if err := k.c.Get(context.Background(), key, &svc); err != nil {
 		k.t.Fatalf("TensorBoard Service: %v", err)
 	}
+	var np networkingv1.NetworkPolicy
+	if err := k.c.Get(context.Background(), key, &np); err != nil {
+		k.t.Fatalf("TensorBoard's NetworkPolicy: %v", err)
+	}
+	if sel := np.Spec.PodSelector.MatchLabels; sel[workload.LabelTensorBoard] != "arena" || dep.Spec.Template.Labels[workload.LabelTensorBoard] != "arena" ||
+		len(np.Spec.Ingress) != 0 || np.Spec.PolicyTypes[0] != networkingv1.PolicyTypeIngress || metav1.GetControllerOf(&np) == nil || metav1.GetControllerOf(&np).Name != "arena" {
+		k.t.Errorf("TensorBoard's NetworkPolicy %+v: want its pods selected, owned by the job, admitting nobody (no API server address known)", np)
+	}
 	if owner := dep.OwnerReferences; len(owner) != 1 || owner[0].Name != "arena" || owner[0].Kind != v1.Kind {
 		k.t.Errorf("the TensorBoard Deployment's owners: %+v", owner)
 	}
@@ -76,7 +86,8 @@ func testGitAndTensorBoard(k *cluster) {
 	k.waitStatus("arena", "succeeded", func(st *v1.TrainJobStatus) bool { return st.Phase == v1.PhaseSucceeded })
 	k.eventually("the TensorBoard removed after the TTL", func() (bool, string) {
 		err := k.c.Get(context.Background(), key, &appsv1.Deployment{})
-		return apierrors.IsNotFound(err), "Get: " + errText(err)
+		nerr := k.c.Get(context.Background(), key, &networkingv1.NetworkPolicy{})
+		return apierrors.IsNotFound(err) && apierrors.IsNotFound(nerr), "Get: " + errText(err) + ", " + errText(nerr)
 	})
 }
 

@@ -30,7 +30,8 @@ func (s *step) tensorBoard(ctx context.Context) error {
 		s.r.tensorboards.Store(s.job.UID, false)
 		return nil
 	}
-	for _, obj := range []client.Object{tb.Service, tb.Deployment} {
+	np := workload.RenderTensorBoardNetworkPolicy(s.job, s.r.network())
+	for _, obj := range []client.Object{np, tb.Service, tb.Deployment} {
 		if err := s.r.Client.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("create TensorBoard %s %s: %w", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName(), err)
 		}
@@ -55,7 +56,8 @@ func (s *step) removeTensorBoard(ctx context.Context) error {
 	if err != nil || tb == nil {
 		return nil // never created
 	}
-	for _, obj := range []client.Object{tb.Deployment, tb.Service} {
+	np := workload.RenderTensorBoardNetworkPolicy(s.job, s.r.network())
+	for _, obj := range []client.Object{tb.Deployment, tb.Service, np} {
 		if err := s.r.Client.Delete(ctx, obj, client.PropagationPolicy("Background")); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("delete TensorBoard %s %s: %w", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName(), err)
 		}

@@ -19,6 +19,8 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
@@ -87,7 +89,7 @@ func NewScheme() *k8sruntime.Scheme {
 	scheme := k8sruntime.NewScheme()
 	for _, add := range []func(*k8sruntime.Scheme) error{
 		v1alpha1.AddToScheme, apiextensionsv1.AddToScheme, corev1.AddToScheme, batchv1.AddToScheme,
-		coordinationv1.AddToScheme, eventsv1.AddToScheme, appsv1.AddToScheme,
+		coordinationv1.AddToScheme, eventsv1.AddToScheme, appsv1.AddToScheme, networkingv1.AddToScheme, rbacv1.AddToScheme,
 	} {
 		if err := add(scheme); err != nil {
 			panic(err)

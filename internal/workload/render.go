@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/util/strategicpatch"
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
 	"github.com/trainyard/trainyard/internal/jobspec"
@@ -161,9 +160,12 @@ func podTemplate(d *v1.TrainJob, n int, opts Options) (*corev1.PodTemplateSpec, 
 			Affinity:                      k.Affinity,
 			PriorityClassName:             k.PriorityClassName,
 			SchedulerName:                 k.SchedulerName,
-			InitContainers:                []corev1.Container{initContainer(opts)},
-			Containers:                    []corev1.Container{worker},
-			Volumes:                       volumes(k, ephemeral),
+			SecurityContext:               podSecurity(),
+			// The workers need no credentials for the API server; a pod template may mount them.
+			AutomountServiceAccountToken: ptr(false),
+			InitContainers:               []corev1.Container{initContainer(opts)},
+			Containers:                   []corev1.Container{worker},
+			Volumes:                      volumes(k, ephemeral),
 		},
 	}
 	addSource(d, &pod.Spec)
@@ -174,26 +176,6 @@ func podTemplate(d *v1.TrainJob, n int, opts Options) (*corev1.PodTemplateSpec, 
 	return merged, ephemeral, err
 }
 
-// mergeTemplate merges the user's partial pod template over pod as a strategic merge
-// patch, and refuses fields a pod template does not have.
-func mergeTemplate(pod *corev1.PodTemplateSpec, patch []byte) (*corev1.PodTemplateSpec, error) {
-	orig, err := json.Marshal(pod)
-	if err != nil {
-		return nil, fmt.Errorf("encode the pod template: %w", err)
-	}
-	data, err := strategicpatch.StrategicMergePatch(orig, patch, corev1.PodTemplateSpec{})
-	if err != nil {
-		return nil, fmt.Errorf("spec.kubernetes.podTemplate: %w", err)
-	}
-	var out corev1.PodTemplateSpec
-	dec := json.NewDecoder(strings.NewReader(string(data)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&out); err != nil {
-		return nil, fmt.Errorf("spec.kubernetes.podTemplate: %w", err)
-	}
-	return &out, nil
-}
-
 func initContainer(opts Options) corev1.Container {
 	return corev1.Container{
 		Name:            InitContainer,
@@ -201,8 +183,9 @@ func initContainer(opts Options) corev1.Container {
 		ImagePullPolicy: corev1.PullIfNotPresent,
 		// The trainyard image is the binary at /trainyard, so the volume cannot be
 		// mounted at BinDir (below a file) in this container.
-		Command:      []string{"/trainyard", "copy-self", initMount},
-		VolumeMounts: []corev1.VolumeMount{{Name: binVolume, MountPath: initMount}},
+		Command:         []string{"/trainyard", "copy-self", initMount},
+		VolumeMounts:    []corev1.VolumeMount{{Name: binVolume, MountPath: initMount}},
+		SecurityContext: containerSecurity(),
 		Resources: corev1.ResourceRequirements{
 			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
 			// The mapped binary is about 32 MiB of it; copy-self keeps its page cache small.
@@ -250,6 +233,7 @@ func workerContainer(d *v1.TrainJob, n int) (corev1.Container, bool, error) {
 		VolumeMounts:             mounts,
 		TerminationMessagePath:   TerminationLog,
 		TerminationMessagePolicy: corev1.TerminationMessageReadFile,
+		SecurityContext:          containerSecurity(),
 	}, ephemeral, nil
 }
 

@@ -96,8 +96,9 @@ func TestRenderGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			if tb != nil {
-				objs = append(objs, tb.Deployment, tb.Service)
+				objs = append(objs, tb.Deployment, tb.Service, RenderTensorBoardNetworkPolicy(job, goldenNetwork))
 			}
+			objs = append(objs, RenderNetworkPolicy(job, goldenNetwork))
 			var b strings.Builder
 			for _, obj := range objs {
 				data, err := yaml.Marshal(obj)
@@ -111,6 +112,10 @@ func TestRenderGolden(t *testing.T) {
 		})
 	}
 }
+
+// goldenNetwork is an operator in trainyard-system, on a cluster whose API server connects
+// from 192.0.2.10.
+var goldenNetwork = Network{OperatorNamespace: "trainyard-system", APIServerCIDRs: []string{"192.0.2.10/32"}}
 
 func golden(t *testing.T, path, got string) {
 	t.Helper()
@@ -189,17 +194,110 @@ func TestTensorBoardNeedsAVolume(t *testing.T) {
 	}
 }
 
+// A pod template that is not one is refused with an error naming its field, before the
+// merge: a container whose name is a list made strategic merge panic (in submit --kube
+// --dry-run=client, and in every reconcile of such a job).
 func TestRenderBadOverride(t *testing.T) {
-	for name, raw := range map[string]string{
-		"unknown field": `{"spec": {"hostIPCC": true}}`,
-		"wrong type":    `{"spec": {"containers": "worker"}}`,
+	for name, tc := range map[string]struct{ raw, field string }{
+		"unknown field":         {`{"spec": {"hostIPCC": true}}`, `unknown field "spec.hostIPCC"`},
+		"wrong type":            {`{"spec": {"containers": "worker"}}`, "spec.containers of type []v1.Container"},
+		"a list as a name":      {`{"spec": {"containers": [{"name": []}]}}`, "spec.containers.name of type string"},
+		"a number as a name":    {`{"spec": {"initContainers": [{"name": 5}]}}`, "spec.initContainers.name of type string"},
+		"a container unnamed":   {`{"spec": {"containers": [{"image": "x"}]}}`, "spec.containers[0].name: required"},
+		"a volume unnamed":      {`{"spec": {"volumes": [{"emptyDir": {}}]}}`, "spec.volumes[0].name: required"},
+		"not an object":         {`[{"spec": {}}]`, "must be an object"},
+		"a privileged string":   {`{"spec": {"containers": [{"name": "worker", "securityContext": {"privileged": "yes"}}]}}`, "securityContext.privileged of type bool"},
+		"a null name in a list": {`{"spec": {"containers": [{"name": null}]}}`, "spec.containers[0].name: required"},
 	} {
-		j := baseJob()
-		j.Spec.Kubernetes.PodTemplate = &runtime.RawExtension{Raw: []byte(raw)}
-		_, err := Render(j, 1, Options{Image: "img"})
-		if err == nil || !strings.Contains(err.Error(), "spec.kubernetes.podTemplate") {
-			t.Errorf("%s: err = %v, want one naming spec.kubernetes.podTemplate", name, err)
+		t.Run(name, func(t *testing.T) {
+			j := baseJob()
+			j.Spec.Kubernetes.PodTemplate = &runtime.RawExtension{Raw: []byte(tc.raw)}
+			_, err := Render(j, 1, Options{Image: "img"})
+			if err == nil || !strings.Contains(err.Error(), "spec.kubernetes.podTemplate") || !strings.Contains(err.Error(), tc.field) {
+				t.Errorf("err = %v, want one naming spec.kubernetes.podTemplate and %q", err, tc.field)
+			}
+		})
+	}
+	// Strategic merge's directives are no fields.
+	j := baseJob()
+	j.Spec.Kubernetes.PodTemplate = &runtime.RawExtension{Raw: []byte(`{"spec": {"tolerations": [{"$patch": "replace"}],
+		"containers": [{"name": "worker", "$setElementOrder/env": [{"name": "A"}], "env": [{"name": "A", "value": "1"}]}]}}`)}
+	if _, err := Render(j, 1, Options{Image: "img"}); err != nil {
+		t.Errorf("a template with merge directives: %v", err)
+	}
+}
+
+// Every container runs without privilege escalation or capabilities, under the runtime's
+// seccomp profile, and workers get no API credentials; a pod template may add to that,
+// but not take Trainyard's labels, which the NetworkPolicy and the operator select by.
+func TestRenderHardened(t *testing.T) {
+	j := arenaJob()
+	j.Spec.Kubernetes.PodTemplate = &runtime.RawExtension{Raw: []byte(`{"metadata": {"labels": {"trainyard.dev/job-uid": "another", "x": "y"}},
+		"spec": {"containers": [{"name": "worker", "securityContext": {"runAsUser": 1000}}]}}`)}
+	a, err := Render(j, 1, Options{Image: "img"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb, err := RenderTensorBoard(j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, pod := range map[string]corev1.PodSpec{"worker": a.Job.Spec.Template.Spec, "tensorboard": tb.Deployment.Spec.Template.Spec} {
+		if sc := pod.SecurityContext; sc == nil || sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+			t.Errorf("%s pod securityContext %+v, want seccomp RuntimeDefault", name, sc)
 		}
+		if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
+			t.Errorf("%s pod mounts a service account token", name)
+		}
+		for _, c := range append(pod.InitContainers, pod.Containers...) {
+			sc := c.SecurityContext
+			if sc == nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation || sc.Capabilities == nil ||
+				len(sc.Capabilities.Drop) != 1 || sc.Capabilities.Drop[0] != "ALL" {
+				t.Errorf("%s container %s securityContext %+v, want no privilege escalation and capabilities ALL dropped", name, c.Name, sc)
+			}
+		}
+	}
+	w := a.Job.Spec.Template.Spec.Containers[0].SecurityContext
+	if w.RunAsUser == nil || *w.RunAsUser != 1000 {
+		t.Errorf("the template's runAsUser was lost: %+v", w)
+	}
+	if l := a.Job.Spec.Template.Labels; l[LabelJobUID] != string(j.UID) || l["x"] != "y" {
+		t.Errorf("pod labels %v: want the template's x=y and Trainyard's own job-uid", l)
+	}
+}
+
+// The workers' NetworkPolicy admits the gang's own pods on every port, and the operator's
+// pods and the API server on the progress port only; TensorBoard's admits the API server
+// on its port only. Without an operator pod or API server addresses, their rules go.
+func TestRenderNetworkPolicies(t *testing.T) {
+	j := baseJob()
+	np := RenderNetworkPolicy(j, goldenNetwork)
+	if np.Name != "mnist-workers" || np.Spec.PodSelector.MatchLabels[LabelJobUID] != string(j.UID) || len(np.Spec.PodSelector.MatchLabels) != 1 {
+		t.Errorf("name %s, selector %v", np.Name, np.Spec.PodSelector)
+	}
+	if o := np.OwnerReferences; len(o) != 1 || o[0].UID != j.UID || o[0].Kind != v1.Kind {
+		t.Errorf("owner references %+v", o)
+	}
+	in := np.Spec.Ingress
+	if len(in) != 2 || len(in[0].Ports) != 0 || in[0].From[0].PodSelector.MatchLabels[LabelJobUID] != string(j.UID) {
+		t.Fatalf("ingress %+v: want the gang on every port first", in)
+	}
+	if p := in[1].Ports; len(p) != 1 || p[0].Port.IntValue() != ProgressPort || len(in[1].From) != 2 ||
+		in[1].From[0].NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] != "trainyard-system" ||
+		in[1].From[0].PodSelector.MatchLabels["app.kubernetes.io/component"] != "operator" || in[1].From[1].IPBlock.CIDR != "192.0.2.10/32" {
+		t.Errorf("the progress rule %+v", in[1])
+	}
+	if in := RenderNetworkPolicy(j, Network{}).Spec.Ingress; len(in) != 1 {
+		t.Errorf("with no operator pod and no API server address: ingress %+v, want the gang's rule only", in)
+	}
+	tb := RenderTensorBoardNetworkPolicy(j, goldenNetwork)
+	if tb.Spec.PodSelector.MatchLabels[LabelTensorBoard] != "mnist" || len(tb.Spec.Ingress) != 1 ||
+		tb.Spec.Ingress[0].Ports[0].Port.IntValue() != TensorBoardPort || tb.Spec.Ingress[0].From[0].IPBlock.CIDR != "192.0.2.10/32" {
+		t.Errorf("TensorBoard's policy %+v", tb.Spec)
+	}
+	if tb := RenderTensorBoardNetworkPolicy(j, Network{}); len(tb.Spec.Ingress) != 0 ||
+		tb.Spec.PolicyTypes[0] != "Ingress" {
+		t.Errorf("TensorBoard's policy without API server addresses %+v: want an empty ingress (nothing admitted)", tb.Spec)
 	}
 }
 

@@ -76,11 +76,14 @@ func RenderTensorBoard(job *v1.TrainJob) (*TensorBoard, error) {
 				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("256Mi")},
 				Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("2Gi")},
 			},
-			VolumeMounts: mounts,
+			VolumeMounts:    mounts,
+			SecurityContext: containerSecurity(),
 		}},
-		Volumes:          vols,
-		ImagePullSecrets: d.Spec.Kubernetes.ImagePullSecrets,
-		NodeSelector:     d.Spec.Kubernetes.NodeSelector,
+		SecurityContext:              podSecurity(),
+		AutomountServiceAccountToken: ptr(false),
+		Volumes:                      vols,
+		ImagePullSecrets:             d.Spec.Kubernetes.ImagePullSecrets,
+		NodeSelector:                 d.Spec.Kubernetes.NodeSelector,
 	}
 	return &TensorBoard{
 		Deployment: &appsv1.Deployment{

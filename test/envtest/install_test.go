@@ -18,6 +18,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	k8syaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -100,6 +101,7 @@ var installRefs = []string{
 	"namespace/trainyard-system",
 	"customresourcedefinition.apiextensions.k8s.io/trainjobs.trainyard.dev",
 	"clusterrole.rbac.authorization.k8s.io/trainyard-operator",
+	"clusterrole.rbac.authorization.k8s.io/trainyard-operator-metrics-reader",
 	"serviceaccount/trainyard-operator",
 	"clusterrolebinding.rbac.authorization.k8s.io/trainyard-operator",
 	"deployment.apps/trainyard-operator",
@@ -327,6 +329,36 @@ func TestInstall(t *testing.T) {
 		if err := c.Get(ctx, client.ObjectKey{Name: "default"}, &ns); err != nil || ns.DeletionTimestamp != nil ||
 			ns.Labels["app.kubernetes.io/managed-by"] != "" {
 			t.Errorf("namespace default after install and uninstall: %v, %+v", err, ns.ObjectMeta)
+		}
+	})
+
+	// --watch-namespace: Roles there and for the election; uninstall removes them even
+	// when not told the namespace.
+	t.Run("WatchNamespace", func(t *testing.T) {
+		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-b"}}); err != nil {
+			t.Fatal(err)
+		}
+		code, _, _ := installCLI(t, "install", "--kubeconfig", kc, "-n", "default", "--watch-namespace", "team-b")
+		if code != 0 {
+			t.Fatalf("install --watch-namespace: exit %d", code)
+		}
+		roles := []client.Object{&rbacv1.Role{}, &rbacv1.RoleBinding{}, &rbacv1.Role{}, &rbacv1.RoleBinding{}}
+		for i, obj := range roles {
+			obj.SetNamespace([]string{"team-b", "team-b", "default", "default"}[i])
+			obj.SetName([]string{"trainyard-operator", "trainyard-operator", "trainyard-operator-leader-election", "trainyard-operator-leader-election"}[i])
+			if err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+				t.Errorf("%T %s/%s: %v", obj, obj.GetNamespace(), obj.GetName(), err)
+			}
+		}
+		code, out, _ := installCLI(t, "uninstall", "--kubeconfig", kc, "-n", "default", "--yes")
+		if code != 0 || !strings.Contains(out, "role.rbac.authorization.k8s.io/trainyard-operator deleted") ||
+			!strings.Contains(out, "rolebinding.rbac.authorization.k8s.io/trainyard-operator-leader-election deleted") {
+			t.Fatalf("uninstall: exit %d\n%s", code, out)
+		}
+		for _, obj := range roles {
+			if err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj); !apierrors.IsNotFound(err) {
+				t.Errorf("%T %s/%s after uninstall: %v", obj, obj.GetNamespace(), obj.GetName(), err)
+			}
 		}
 	})
 }

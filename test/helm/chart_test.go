@@ -68,7 +68,11 @@ func render(t *testing.T, ch *chart.Chart, ns string, values map[string]any) map
 	return byKind(t, rel.(*release.Release).Manifest)
 }
 
-// byKind splits a manifest into its objects, keyed by kind (the chart makes one of each).
+// key names an object in the maps of render and installed: "Kind" for the chart's first
+// object of a kind, "Kind name" for every one.
+func key(obj *unstructured.Unstructured) string { return obj.GetKind() + " " + obj.GetName() }
+
+// byKind splits a manifest into its objects, keyed by kind and by key.
 func byKind(t *testing.T, manifest string) map[string]*unstructured.Unstructured {
 	t.Helper()
 	objs := map[string]*unstructured.Unstructured{}
@@ -84,10 +88,13 @@ func byKind(t *testing.T, manifest string) map[string]*unstructured.Unstructured
 		if err := obj.UnmarshalJSON(data); err != nil {
 			t.Fatalf("the chart renders a document that is not an object: %v\n%s", err, doc)
 		}
-		if objs[obj.GetKind()] != nil {
-			t.Fatalf("the chart renders two %ss", obj.GetKind())
+		if objs[key(obj)] != nil {
+			t.Fatalf("the chart renders two %ss", key(obj))
 		}
-		objs[obj.GetKind()] = obj
+		objs[key(obj)] = obj
+		if objs[obj.GetKind()] == nil {
+			objs[obj.GetKind()] = obj
+		}
 	}
 	return objs
 }
@@ -114,7 +121,10 @@ func installed(t *testing.T, opts install.Options) map[string]*unstructured.Unst
 	}
 	m := map[string]*unstructured.Unstructured{}
 	for _, obj := range objs {
-		m[obj.GetKind()] = obj
+		m[key(obj)] = obj
+		if m[obj.GetKind()] == nil {
+			m[obj.GetKind()] = obj
+		}
 	}
 	return m
 }
@@ -129,12 +139,19 @@ func TestChartMatchesInstall(t *testing.T) {
 
 	var kinds []string
 	for kind := range got {
-		kinds = append(kinds, kind)
+		if strings.Contains(kind, " ") {
+			kinds = append(kinds, kind)
+		}
 	}
 	slices.Sort(kinds)
-	wantKinds := []string{"ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "Deployment", "ServiceAccount"}
+	wantKinds := []string{"ClusterRole trainyard-operator", "ClusterRole trainyard-operator-metrics-reader", "ClusterRoleBinding trainyard-operator",
+		"CustomResourceDefinition trainjobs.trainyard.dev", "Deployment trainyard-operator", "ServiceAccount trainyard-operator"}
 	if diff := cmp.Diff(wantKinds, kinds); diff != "" {
-		t.Fatalf("kinds (-want +got):\n%s", diff)
+		t.Fatalf("objects (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(typed[rbacv1.ClusterRole](t, want["ClusterRole trainyard-operator-metrics-reader"]).Rules,
+		typed[rbacv1.ClusterRole](t, got["ClusterRole trainyard-operator-metrics-reader"]).Rules); diff != "" {
+		t.Errorf("the metrics reader's rules (-install +chart):\n%s", diff)
 	}
 	for kind, obj := range got {
 		if w := want[kind]; obj.GetName() != w.GetName() || obj.GetNamespace() != w.GetNamespace() {
@@ -161,7 +178,7 @@ func TestChartMatchesInstall(t *testing.T) {
 			"in step with config/manager/deployment.yaml:\n%s", diff)
 	}
 	for kind, obj := range got {
-		if kind != "CustomResourceDefinition" && obj.GetLabels()["app.kubernetes.io/managed-by"] != "Helm" {
+		if obj.GetKind() != "CustomResourceDefinition" && obj.GetLabels()["app.kubernetes.io/managed-by"] != "Helm" {
 			t.Errorf("%s lacks app.kubernetes.io/managed-by: Helm: %v", kind, obj.GetLabels())
 		}
 	}
@@ -176,7 +193,8 @@ func TestChartValues(t *testing.T) {
 	}{
 		"image": {"image: {repository: registry.local/trainyard, tag: v9, pullPolicy: Always}", func(t *testing.T, d *appsv1.Deployment, _ map[string]*unstructured.Unstructured) {
 			c := d.Spec.Template.Spec.Containers[0]
-			if c.Image != "registry.local/trainyard:v9" || c.ImagePullPolicy != corev1.PullAlways || c.Args[len(c.Args)-1] != c.Image {
+			if c.Image != "registry.local/trainyard:v9" || c.ImagePullPolicy != corev1.PullAlways ||
+				c.Args[slices.Index(c.Args, "--image")+1] != c.Image {
 				t.Errorf("image %q (%s), args %q", c.Image, c.ImagePullPolicy, c.Args)
 			}
 		}},
@@ -184,12 +202,20 @@ func TestChartValues(t *testing.T) {
 			func(t *testing.T, d *appsv1.Deployment, _ map[string]*unstructured.Unstructured) {
 				c := d.Spec.Template.Spec.Containers[0]
 				want := []string{"operator", "--metrics-bind-address", "0", "--health-probe-bind-address", ":8081",
-					"--image", "ghcr.io/trainyard/trainyard:" + ch.Metadata.AppVersion, "--namespace", "team-a"}
+					"--image", "ghcr.io/trainyard/trainyard:" + ch.Metadata.AppVersion, "--pod-policy", "restricted", "--namespace", "team-a"}
 				if diff := cmp.Diff(want, c.Args); diff != "" {
 					t.Errorf("args (-want +got):\n%s", diff)
 				}
 				if len(c.Ports) != 1 || c.Ports[0].Name != "health" {
 					t.Errorf("ports %+v, want health only", c.Ports)
+				}
+			}},
+		"pod policy, API server addresses, plain metrics": {"{podPolicy: \"off\", apiServerCIDRs: [10.0.0.1/32], metrics: {secure: false}}",
+			func(t *testing.T, d *appsv1.Deployment, _ map[string]*unstructured.Unstructured) {
+				c := d.Spec.Template.Spec.Containers[0]
+				want := []string{"--pod-policy", "off", "--api-server-cidr", "10.0.0.1/32", "--metrics-secure=false"}
+				if diff := cmp.Diff(want, c.Args[len(c.Args)-len(want):]); diff != "" {
+					t.Errorf("args (-want +got):\n%s", diff)
 				}
 			}},
 		"ports": {"{metrics: {port: 9090}, healthProbePort: 9091}", func(t *testing.T, d *appsv1.Deployment, _ map[string]*unstructured.Unstructured) {
@@ -226,7 +252,7 @@ resources: {requests: {cpu: 200m}}`, func(t *testing.T, d *appsv1.Deployment, _ 
 		"fullnameOverride": {"{fullnameOverride: ty, serviceAccount: {annotations: {iam.example.com/role: trainer}}}",
 			func(t *testing.T, d *appsv1.Deployment, objs map[string]*unstructured.Unstructured) {
 				for kind, obj := range objs {
-					if kind != "CustomResourceDefinition" && obj.GetName() != "ty" {
+					if obj.GetKind() != "CustomResourceDefinition" && obj.GetName() != "ty" && obj.GetName() != "ty-metrics-reader" {
 						t.Errorf("%s named %q, want ty", kind, obj.GetName())
 					}
 				}
@@ -253,6 +279,48 @@ resources: {requests: {cpu: 200m}}`, func(t *testing.T, d *appsv1.Deployment, _ 
 			tc.check(t, d, objs)
 		})
 	}
+}
+
+// With watchNamespace the chart grants what `trainyard install --watch-namespace` grants:
+// a Role and RoleBinding in the watched namespace, a Role for leader election in the
+// release's, and a ClusterRole of the cluster-wide rules only.
+func TestChartWatchNamespace(t *testing.T) {
+	ch := loadChart(t)
+	got := render(t, ch, "ops", map[string]any{"watchNamespace": "team-a"})
+	want := installed(t, install.Options{Namespace: "ops", WatchNamespace: "team-a",
+		Image: "ghcr.io/trainyard/trainyard:" + ch.Metadata.AppVersion})
+	for _, k := range []string{"ClusterRole trainyard-operator", "Role trainyard-operator", "Role trainyard-operator-leader-election"} {
+		if got[k] == nil || want[k] == nil {
+			t.Fatalf("%s: chart %v, install %v", k, got[k] != nil, want[k] != nil)
+		}
+		if got[k].GetNamespace() != want[k].GetNamespace() {
+			t.Errorf("%s in namespace %q, install puts it in %q", k, got[k].GetNamespace(), want[k].GetNamespace())
+		}
+		if diff := cmp.Diff(typed[rbacv1.ClusterRole](t, asClusterRole(want[k])).Rules, typed[rbacv1.ClusterRole](t, asClusterRole(got[k])).Rules); diff != "" {
+			t.Errorf("%s rules (-install +chart):\n%s", k, diff)
+		}
+	}
+	for _, k := range []string{"RoleBinding trainyard-operator", "RoleBinding trainyard-operator-leader-election", "ClusterRoleBinding trainyard-operator"} {
+		g, w := typed[rbacv1.RoleBinding](t, asRoleBinding(got[k])), typed[rbacv1.RoleBinding](t, asRoleBinding(want[k]))
+		if diff := cmp.Diff(w.Subjects, g.Subjects); diff != "" || g.RoleRef != w.RoleRef || g.Namespace != w.Namespace {
+			t.Errorf("%s (-install +chart): %s\nroleRef %+v, install's %+v", k, diff, g.RoleRef, w.RoleRef)
+		}
+	}
+}
+
+// asClusterRole reads a Role's or ClusterRole's rules as a ClusterRole's.
+func asClusterRole(obj *unstructured.Unstructured) *unstructured.Unstructured {
+	out := obj.DeepCopy()
+	out.SetKind("ClusterRole")
+	out.SetNamespace("")
+	return out
+}
+
+// asRoleBinding reads a ClusterRoleBinding as a RoleBinding.
+func asRoleBinding(obj *unstructured.Unstructured) *unstructured.Unstructured {
+	out := obj.DeepCopy()
+	out.SetKind("RoleBinding")
+	return out
 }
 
 // `helm install` and `helm uninstall` of the chart on a real API server, through Helm's

@@ -22,3 +22,32 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | 
 {{- define "trainyard.image" -}}
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end }}
+
+{{/* The resources of the generated rules that are cluster-wide (internal/install/rbac.go), as a JSON list. */}}
+{{- define "trainyard.clusterResources" -}}
+["nodes", "tokenreviews", "subjectaccessreviews", "endpointslices"]
+{{- end }}
+
+{{/*
+The rules of .rules, each with only its resources in .only (when given) or not in .not,
+as YAML; rules left with none are dropped.
+*/}}
+{{- define "trainyard.rules" -}}
+{{- $out := list -}}
+{{- range .rules -}}
+{{- $keep := list -}}
+{{- range .resources -}}
+{{- if $.only -}}
+{{- if has . $.only }}{{ $keep = append $keep . }}{{ end -}}
+{{- else if not (has . $.not) -}}
+{{- $keep = append $keep . -}}
+{{- end -}}
+{{- end -}}
+{{- if $keep -}}
+{{- $rule := deepCopy . -}}
+{{- $_ := set $rule "resources" $keep -}}
+{{- $out = append $out $rule -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml $out -}}
+{{- end }}

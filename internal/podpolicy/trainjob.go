@@ -1,0 +1,78 @@
+package podpolicy
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	v1 "github.com/trainyard/trainyard/api/v1alpha1"
+)
+
+// templatePrefix starts the path of a field of spec.kubernetes.podTemplate's pod spec.
+const templatePrefix = "spec.kubernetes.podTemplate.spec."
+
+// CheckTrainJob returns what the restricted policy refuses in pod, a worker pod rendered
+// for job (workload.Render, the user's pod template merged in), each named by the field
+// of the TrainJob that asks for it: spec.kubernetes.podTemplate.spec...,
+// spec.kubernetes.volumes[i]..., spec.kubernetes.serviceAccountName or
+// spec.source.git.credentialsSecret.
+func CheckTrainJob(job *v1.TrainJob, pod *corev1.PodSpec, access *Access) Violations {
+	tmpl := userTemplate(job)
+	var out Violations
+	for _, f := range findings(pod) {
+		if f.allowed(access) {
+			continue
+		}
+		out = append(out, Violation{Field: jobPath(job, tmpl, pod, f.at), Detail: f.detail})
+	}
+	return out
+}
+
+// userTemplate is the pod spec of job's spec.kubernetes.podTemplate, or nil.
+func userTemplate(job *v1.TrainJob) *corev1.PodSpec {
+	k := job.Spec.Kubernetes
+	if k == nil || k.PodTemplate == nil || len(k.PodTemplate.Raw) == 0 {
+		return nil
+	}
+	var t corev1.PodTemplateSpec
+	if err := json.Unmarshal(k.PodTemplate.Raw, &t); err != nil {
+		return nil // workload.Render refuses it first
+	}
+	return &t.Spec
+}
+
+// jobPath names a location of the rendered pod by the TrainJob's field that put it there:
+// the pod template when it has the field's item (it is merged last), else the field of
+// spec.kubernetes or spec.source that Trainyard renders it from; else the pod's own path.
+func jobPath(job *v1.TrainJob, tmpl, pod *corev1.PodSpec, at location) string {
+	k := job.Spec.Kubernetes
+	switch at.list {
+	case "":
+		if strings.HasPrefix(at.path, "serviceAccount") && (tmpl == nil || tmpl.ServiceAccountName == "" && tmpl.DeprecatedServiceAccount == "") {
+			return "spec.kubernetes.serviceAccountName"
+		}
+		return templatePrefix + at.path
+	case listVolumes:
+		if i := itemIndex(tmpl, at.list, at.name); i >= 0 {
+			return fmt.Sprintf("%s%s[%d].%s", templatePrefix, at.list, i, at.path)
+		}
+		if k != nil {
+			for i, v := range k.Volumes {
+				if v.Name == at.name {
+					return fmt.Sprintf("spec.kubernetes.volumes[%d].%s", i, at.path)
+				}
+			}
+		}
+	default:
+		if i := itemIndex(tmpl, at.list, at.name); i >= 0 && (at.sub == "" || at.subIndex(tmpl) >= 0) {
+			return fmt.Sprintf("%s%s[%d].%s", templatePrefix, at.list, i, at.itemPath(at.subIndex(tmpl)))
+		}
+		if at.list == listInitContainers && at.sub == "env" && job.Spec.Source != nil &&
+			job.Spec.Source.Git != nil && job.Spec.Source.Git.CredentialsSecret != "" {
+			return "spec.source.git.credentialsSecret"
+		}
+	}
+	return "pod " + at.podPath(pod)
+}
