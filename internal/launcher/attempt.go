@@ -31,6 +31,10 @@ type AttemptResult struct {
 	Reason string
 	// FailedRank is the rank whose failure ended the attempt, or -1.
 	FailedRank int
+	// ExitCode is that rank's exit code, or -1 (killed by a signal, or no rank).
+	ExitCode int
+	// Hung is set when the hang timeout ended the attempt.
+	Hung bool
 	// Teardown is the time from the first failure (or interruption) to the last process
 	// of the gang gone.
 	Teardown time.Duration
@@ -93,7 +97,7 @@ func (a *attempt) startOne(i int, p Proc) (*process, error) {
 // grace period. What a worker leaves behind in its group is killed when it exits (see
 // process.wait), so no group is signalled after its worker was reaped.
 func (a *attempt) supervise(ctx context.Context, exits <-chan exit) AttemptResult {
-	res := AttemptResult{Outcome: Succeeded, FailedRank: -1}
+	res := AttemptResult{Outcome: Succeeded, FailedRank: -1, ExitCode: -1}
 	var (
 		stopping  bool
 		stopAt    time.Time
@@ -103,7 +107,7 @@ func (a *attempt) supervise(ctx context.Context, exits <-chan exit) AttemptResul
 		hang      = a.hangTicker()
 	)
 	stop := func(outcome Outcome, reason string, rank int) {
-		res = AttemptResult{Outcome: outcome, Reason: reason, FailedRank: rank}
+		res = AttemptResult{Outcome: outcome, Reason: reason, FailedRank: rank, ExitCode: -1}
 		stopping, stopAt, hang = true, time.Now(), nil
 		a.signalLive(syscall.SIGTERM)
 		a.signalLive(syscall.SIGCONT) // a stopped process handles SIGTERM only once resumed
@@ -116,6 +120,9 @@ func (a *attempt) supervise(ctx context.Context, exits <-chan exit) AttemptResul
 			a.recordExit(e, stopping)
 			if e.failed() && !stopping {
 				stop(Failed, a.describe(e), a.records[e.idx].Rank)
+				if e.err == nil && e.sig == "" {
+					res.ExitCode = e.code
+				}
 				if live > 0 {
 					a.l.notice("%s; stopping the other %d", res.Reason, live)
 				}
@@ -129,6 +136,7 @@ func (a *attempt) supervise(ctx context.Context, exits <-chan exit) AttemptResul
 		case <-hang:
 			if limit := a.hangTimeout(); a.l.idle() > limit {
 				stop(Failed, fmt.Sprintf("no rank printed or reported anything for %s (--hang-timeout): the gang looks hung", limit), -1)
+				res.Hung = true
 				a.l.notice("%s; stopping it", res.Reason)
 			}
 		case <-killTimer:

@@ -48,8 +48,8 @@ func TestCrashTearsDownGang(t *testing.T) {
 	job := makeJob(t, `if [ "$RANK" = 2 ]; then sleep 0.5; exit 3; fi; exec sleep 300`).workers(3).obj(t)
 	h := newHarness(t, job)
 	res, took := h.run(t, context.Background())
-	if res.Outcome != Failed || res.Last.FailedRank != 2 {
-		t.Fatalf("got %+v, want failure of rank 2\n%s", res, h.out)
+	if res.Outcome != Failed || res.Last.FailedRank != 2 || res.Last.ExitCode != 3 || res.Last.Hung {
+		t.Fatalf("got %+v, want failure of rank 2 with exit code 3\n%s", res, h.out)
 	}
 	if !strings.Contains(res.Reason, "rank 2 (worker 2, pid") || !strings.Contains(res.Reason, "exited with code 3") {
 		t.Errorf("reason %q does not name rank 2 and its exit code", res.Reason)
@@ -213,7 +213,7 @@ func TestHangTimeout(t *testing.T) {
 		workers(2).hangTimeout(1).restarts(1).obj(t)
 	h := newHarness(t, job)
 	res, took := h.run(t, context.Background())
-	if res.Outcome != Failed || res.Attempts != 2 {
+	if res.Outcome != Failed || res.Attempts != 2 || !res.Last.Hung || res.Last.FailedRank != -1 || res.Last.ExitCode != -1 {
 		t.Fatalf("got %+v, want failure after 2 hung attempts\n%s", res, h.out)
 	}
 	if !strings.Contains(res.Reason, "no rank printed or reported anything for 1s") {
