@@ -47,6 +47,9 @@ const (
 	// attempt runs (container port "progress").
 	ProgressPort = 29501
 	ProgressPath = "/progress"
+	// GangPort is where worker 0's launcher coordinates the gang's attempts with every
+	// worker's (internal/gang): restarts in place (container port "gang").
+	GangPort = 29502
 	// GPUsPath is where every worker serves what its GPUs do now (WorkerGPUs), on
 	// ProgressPort, for `top job --kube` and the dashboard (through the API server's
 	// pod proxy).
@@ -71,13 +74,31 @@ const (
 	// EnvMasterAddr and EnvMasterPort say where worker 0 listens.
 	EnvMasterAddr = "MASTER_ADDR"
 	EnvMasterPort = "MASTER_PORT"
+	// EnvRestarts and EnvDisruptions are the TrainJob's status.restarts and
+	// status.disruptions when the operator made the attempt's pods (unset: 0), from which
+	// the gang counts its restarts in place against maxRestarts and maxDisruptions.
+	EnvRestarts    = "TRAINYARD_RESTARTS"
+	EnvDisruptions = "TRAINYARD_DISRUPTIONS"
+	// EnvGangAddr overrides the address of worker 0's gang coordinator,
+	// MASTER_ADDR:GangPort (tests); worker 0 listens on its port.
+	EnvGangAddr = "TRAINYARD_GANG_ADDR"
+	// EnvGangSecret, when set (the same in every pod of the gang), authenticates the gang's
+	// messages with an HMAC.
+	EnvGangSecret = "TRAINYARD_GANG_SECRET"
+)
+
+// Outcomes of a Summary that worker 0 serves while the gang runs.
+const (
+	// OutcomeRunning: an attempt runs.
+	OutcomeRunning = "running"
+	// OutcomeRestarting: the gang restarts in place (its processes stop, or it waits for
+	// the next attempt's workers); the Reason says why.
+	OutcomeRestarting = "restarting"
 )
 
 // Summary is what a worker leaves in its termination message when it exits, read by the
-// operator for the TrainJob's status. Worker 0's carries the run's progress.
-// OutcomeRunning is the outcome of a Summary served while the attempt runs.
-const OutcomeRunning = "running"
-
+// operator for the TrainJob's status. Worker 0's carries the run's progress, and the
+// gang's attempt and restarts.
 type Summary struct {
 	Worker     int               `json:"worker"`
 	Outcome    string            `json:"outcome"` // succeeded, failed, interrupted
@@ -86,16 +107,36 @@ type Summary struct {
 	Metrics    map[string]string `json:"metrics,omitempty"`
 	Checkpoint string            `json:"checkpoint,omitempty"`
 	RunDir     string            `json:"runDir,omitempty"`
+	// Attempt is the run's attempt the gang is in, or ended in; the gang may have moved
+	// past the attempt that made its pods by restarting in place.
+	Attempt int `json:"attempt,omitempty"`
+	// Restarts and Disruptions are the run's restarts so far, as the status counts them:
+	// those before the pods were made (EnvRestarts, EnvDisruptions) and those made in
+	// place since (InPlace of them).
+	Restarts    int32 `json:"restarts,omitempty"`
+	Disruptions int32 `json:"disruptions,omitempty"`
+	InPlace     int32 `json:"inPlace,omitempty"`
+	// LastRestart says why the gang last restarted in place: "attempt 3 restarted in
+	// place after rank 5 (worker 2, pid 4242) exited with code 1".
+	LastRestart string `json:"lastRestart,omitempty"`
+	// Final, in a failed worker's summary, says that the gang failed for good (no
+	// restarts left in place), as the reason of the TrainJob's Failed condition
+	// (WorkerFailed, TooManyDisruptions): the operator must not restart it.
+	Final string `json:"final,omitempty"`
 }
 
 // Encode returns the summary as JSON of at most TerminationLogMax bytes, dropping the
-// metrics, then shortening the reason, when it is longer.
+// metrics, then shortening the last restart's reason to 512 bytes, then the reason, when
+// it is longer.
 func (s Summary) Encode() []byte {
 	data, _ := json.Marshal(s)
 	if len(data) <= TerminationLogMax {
 		return data
 	}
 	s.Metrics = nil
+	if len(s.LastRestart) > 512 {
+		s.LastRestart = s.LastRestart[:509] + "..."
+	}
 	data, _ = json.Marshal(s)
 	if over := len(data) - TerminationLogMax; over > 0 && over < len(s.Reason) {
 		s.Reason = s.Reason[:len(s.Reason)-over-3] + "..."

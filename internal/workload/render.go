@@ -169,6 +169,7 @@ func podTemplate(d *v1.TrainJob, n int, opts Options) (*corev1.PodTemplateSpec, 
 		},
 	}
 	addSource(d, &pod.Spec)
+	addGang(d, &pod.Spec)
 	if k.PodTemplate == nil || len(k.PodTemplate.Raw) == 0 {
 		return pod, ephemeral, nil
 	}
