@@ -305,6 +305,11 @@ type TrainJobStatus struct {
 	// Attempt is the number of the current or last attempt, starting at 1.
 	Attempt int32 `json:"attempt,omitempty"`
 
+	// PodsAttempt is the attempt whose Job, Service and pods the gang runs on: the
+	// attempts after it, up to Attempt, restarted in place on them. 0: Attempt.
+	// +optional
+	PodsAttempt int32 `json:"podsAttempt,omitempty"`
+
 	// Restarts is how many times the gang was started again.
 	Restarts int32 `json:"restarts,omitempty"`
 
