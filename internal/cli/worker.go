@@ -22,26 +22,35 @@ const workerLong = `Run one worker of a TrainJob inside a Kubernetes pod.
 This is the entrypoint the Trainyard operator puts in worker pods
 (` + workload.BinPath + ` worker); it is not meant to be run by hand. Each pod of an
 attempt's Indexed Job runs one worker of the gang with the same launcher as
-'trainyard run', for one attempt: the operator restarts the whole gang as a new attempt.
+'trainyard run'. Worker 0 also coordinates the gang on port 29502: it starts each
+attempt once every worker is connected, and when a rank fails (or the gang hangs) it
+stops every worker's processes and starts the next attempt on the same pods, from the
+latest checkpoint, while the job has restarts left (spec.maxRestarts). A worker whose
+pod is lost is waited for (a disruption, not a restart).
 
 It reads, from the environment:
   TRAINYARD_JOB              the TrainJob as JSON, defaulted, with spec.runName and spec.storagePath
-  TRAINYARD_ATTEMPT          the attempt number, 1-based
+  TRAINYARD_ATTEMPT          the number of the attempt that made the pod, 1-based
   JOB_COMPLETION_INDEX       the worker's index (set by the Job controller)
-  MASTER_ADDR, MASTER_PORT   worker 0's address and rendezvous port
+  MASTER_ADDR, MASTER_PORT   worker 0's address and rendezvous port (the same for every attempt)
+  TRAINYARD_RESTARTS, TRAINYARD_DISRUPTIONS
+                             the run's restarts so far, and how many were disruptions (default 0)
+  TRAINYARD_GANG_SECRET      when set (the same in every pod), authenticates the gang's messages
+  TRAINYARD_GANG_ADDR        worker 0's coordinator (default MASTER_ADDR:29502)
   TRAINYARD_TERMINATION_LOG  where to write the summary (default ` + workload.TerminationLog + `)
 
 The ranks' lines reach the pod log prefixed with their rank and pid, and are kept in
 <storage path>/<run name>/logs/attempt-N/rank-R.log, on the volume the gang's pods share.
 Worker 0 holds the run folder (run.json, results, checkpoint commits); the other workers
-wait until worker 0 has begun the attempt and resume from the same checkpoint. On SIGTERM
-the ranks get SIGTERM, then SIGKILL after the job's grace period. On exit the worker
-writes a JSON summary (outcome, reason; for worker 0 the run's last iteration, metrics,
-latest checkpoint and folder) to the termination log.
+start each attempt when worker 0's coordinator says so and resume from the same
+checkpoint. On SIGTERM the ranks get SIGTERM, then SIGKILL after the job's grace period.
+On exit the worker writes a JSON summary (outcome, reason, attempt, restarts; for worker
+0 the run's last iteration, metrics, latest checkpoint and folder, and why the gang last
+restarted in place; "final" when no restarts are left) to the termination log.
 
-Exit codes: 0 the worker's ranks succeeded, 1 they failed, 2 bad input (a variable, a
-command or folder missing from the image, too few GPUs, a run that already succeeded:
-nothing was started), 130 interrupted.`
+Exit codes: 0 the gang succeeded, 1 it failed, 2 bad input (a variable, a command or
+folder missing from the image, too few GPUs, a run that already succeeded: nothing was
+started), 130 interrupted.`
 
 func newWorkerCommand(g *globals) *cobra.Command {
 	return &cobra.Command{

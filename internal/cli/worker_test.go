@@ -3,6 +3,7 @@ package cli
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -13,7 +14,8 @@ import (
 func TestWorkerHelp(t *testing.T) {
 	code, out, _ := trainyard("worker", "--help")
 	for _, v := range []string{workload.EnvJob, workload.EnvAttempt, workload.EnvWorker, workload.EnvMasterAddr,
-		workload.EnvMasterPort, envTerminationLog, workload.BinPath, "Exit codes"} {
+		workload.EnvMasterPort, workload.EnvRestarts, workload.EnvDisruptions, workload.EnvGangSecret, workload.EnvGangAddr,
+		envTerminationLog, workload.BinPath, strconv.Itoa(workload.GangPort), "Exit codes"} {
 		if !strings.Contains(out, v) {
 			t.Errorf("worker --help lacks %s:\n%s", v, out)
 		}

@@ -8,11 +8,13 @@
 // the storage path, which the gang's pods share. Worker 0 holds the run folder as
 // `trainyard run` does (its lock and run.json) and owns the results and the checkpoint
 // commits; the other workers are secondaries (rundir.Options.Secondary,
-// reporting.Options.Secondary): they wait until worker 0 has begun the attempt, resume
-// from the latest committed checkpoint it left, serve the report socket for their own
-// ranks, keep their ranks' checkpoint scratch folders in the pod, and write nothing else
-// in the run folder.
+// reporting.Options.Secondary): they start an attempt when worker 0's coordinator says
+// so, resume from the latest committed checkpoint it left, serve the report socket for
+// their own ranks, keep their ranks' checkpoint scratch folders in the pod, and write
+// nothing else in the run folder.
 //
-// A worker runs one attempt (launcher.Launcher.RunAttempt): the operator restarts the gang
-// as a new attempt.
+// A worker runs every attempt that worker 0's gang coordinator (internal/gang) starts on
+// the gang's pods (launcher.Launcher.RunAttempt, once per attempt): a failed rank restarts
+// the gang in place, while restarts are left. The operator restarts the gang on new pods,
+// as a new attempt, when a pod is lost.
 package podworker

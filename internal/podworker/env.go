@@ -3,6 +3,7 @@ package podworker
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -12,11 +13,12 @@ import (
 	"github.com/trainyard/trainyard/internal/workload"
 )
 
-// Config is one worker of one attempt, as the pod's environment describes it.
+// Config is one worker of the gang, as the pod's environment describes it.
 type Config struct {
 	// Job is the TrainJob, defaulted and validated.
 	Job *v1.TrainJob
-	// Attempt is the attempt number, 1-based.
+	// Attempt is the number of the attempt that made the pod, 1-based; the gang may go on
+	// to later ones in place.
 	Attempt int
 	// Worker is the worker's index, 0 .. workers-1; -1 when the environment did not say.
 	Worker int
@@ -25,6 +27,22 @@ type Config struct {
 	MasterPort int
 	// ProgressAddr is where worker 0 serves its progress to the operator.
 	ProgressAddr string
+	// GangAddr is where worker 0's gang coordinator listens (its port on every address),
+	// and where the workers connect to it. "": MasterAddr, port workload.GangPort.
+	GangAddr string
+	// GangSecret, when set, authenticates the gang's messages.
+	GangSecret []byte
+	// Restarts and Disruptions are the run's restarts (all, and those that were
+	// disruptions) when the operator made the pod.
+	Restarts, Disruptions int
+}
+
+// gangAddr is GangAddr or its default.
+func (c Config) gangAddr() string {
+	if c.GangAddr != "" {
+		return c.GangAddr
+	}
+	return net.JoinHostPort(c.MasterAddr, strconv.Itoa(workload.GangPort))
 }
 
 // EnvError is a variable of the pod's environment that is missing or wrong.
@@ -73,6 +91,26 @@ func ParseEnv(lookup func(string) (string, bool)) (Config, error) {
 	cfg.ProgressAddr = ":" + strconv.Itoa(workload.ProgressPort)
 	if addr, ok := lookup(workload.EnvProgressAddr); ok && addr != "" {
 		cfg.ProgressAddr = addr
+	}
+	if addr, ok := lookup(workload.EnvGangAddr); ok && addr != "" {
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			bad(workload.EnvGangAddr, fmt.Errorf("must be host:port: %w", err))
+		}
+		cfg.GangAddr = addr
+	}
+	if secret, ok := lookup(workload.EnvGangSecret); ok && secret != "" {
+		cfg.GangSecret = []byte(secret)
+	}
+	for _, v := range []struct {
+		name string
+		n    *int
+	}{{workload.EnvRestarts, &cfg.Restarts}, {workload.EnvDisruptions, &cfg.Disruptions}} {
+		if _, ok := lookup(v.name); !ok {
+			continue
+		}
+		if *v.n, err = intVar(lookup, v.name, 0, 1<<30); err != nil {
+			bad(v.name, err)
+		}
 	}
 	return cfg, errors.Join(errs...)
 }

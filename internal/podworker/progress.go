@@ -50,9 +50,11 @@ func (w *worker) serveProgress(addr string, gpus []device.GPU) func() {
 	return func() { _ = srv.Close() }
 }
 
-// progress is worker 0's summary of the run so far.
+// progress is worker 0's summary of the run so far: its last report, and where the
+// gang is (its attempt, its restarts in place).
 func (w *worker) progress() workload.Summary {
 	sum := workload.Summary{Worker: w.cfg.Worker, Outcome: workload.OutcomeRunning, RunDir: w.folder.Dir}
+	w.gangProgress(&sum)
 	got := w.session.Summary()
 	if got.Count == 0 {
 		return sum

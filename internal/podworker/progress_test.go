@@ -46,12 +46,13 @@ func TestProgressWhileRunning(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close()
 
+	gangAddr := freeAddr(t)
 	done := make(chan outcome, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		out := &syncBuffer{}
-		cfg := Config{Job: job, Attempt: 1, Worker: 0, MasterAddr: "127.0.0.1", MasterPort: 29500, ProgressAddr: addr}
+		cfg := Config{Job: job, Attempt: 1, Worker: 0, MasterAddr: "127.0.0.1", MasterPort: 29500, ProgressAddr: addr, GangAddr: gangAddr}
 		sum, err := Run(ctx, cfg, Options{Out: out})
 		done <- outcome{sum: sum, err: err, out: out}
 	}()
@@ -67,7 +68,7 @@ func TestProgressWhileRunning(t *testing.T) {
 		_ = json.NewDecoder(resp.Body).Decode(&got)
 		resp.Body.Close()
 	}
-	if got.Outcome != workload.OutcomeRunning || got.Metrics["loss"] != "0.5" || got.Checkpoint != "checkpoint_000001" {
+	if got.Outcome != workload.OutcomeRunning || got.Metrics["loss"] != "0.5" || got.Checkpoint != "checkpoint_000001" || got.Attempt != 1 {
 		t.Errorf("progress %+v", got)
 	}
 	resp, err := http.Get("http://" + addr + workload.GPUsPath)

@@ -28,11 +28,8 @@ import (
 // stopped its ranks and finished its last checkpoint commit.
 const lockSlack = 30 * time.Second
 
-// Poll intervals while waiting for the lock and for worker 0.
-const (
-	lockPoll    = 500 * time.Millisecond
-	primaryPoll = 500 * time.Millisecond
-)
+// lockPoll is how often worker 0 tries the run folder's lock again.
+const lockPoll = 500 * time.Millisecond
 
 // Options tune Run. The zero value writes the console to os.Stdout and waits as long as
 // the defaults below say.
@@ -48,7 +45,9 @@ type Options struct {
 	// attempt's worker 0 may still hold while its pod terminates. 0: the job's grace
 	// period plus 30 s.
 	LockWait time.Duration
-	// PrimaryWait bounds how long another worker waits for worker 0 to begin the attempt.
+	// PrimaryWait bounds how long a worker waits for worker 0's coordinator to answer (at
+	// the start, and again after losing it), and how long the coordinator waits for every
+	// worker to connect (before the first attempt, and for a lost worker to come back).
 	// 0: LockWait plus the job's process-group timeout (as long as torch's rendezvous
 	// would wait for worker 0).
 	PrimaryWait time.Duration
@@ -96,12 +95,15 @@ type worker struct {
 	session *reporting.Session
 	scratch string // a secondary's checkpoint scratch folder, in the pod
 	res     launcher.AttemptResult
+	gang    gangRun
 }
 
-// Run runs one attempt of one worker as cfg says and returns the summary to leave in the
-// termination message. Its Outcome says how the worker's ranks ended; the error says why
-// they did not start (an *InputError when restarting cannot help), or what failed around
-// them (the last checkpoint's commit), and is then also the summary's reason.
+// Run runs one worker of the gang as cfg says, for every attempt worker 0's coordinator
+// starts on the gang's pods (restarts in place), and returns the summary to leave in the
+// termination message. Its Outcome says how the gang ended; the error says why the
+// worker's ranks did not start (an *InputError when restarting cannot help), or what
+// failed around them (the last checkpoint's commit, the coordinator out of reach), and is
+// then also the summary's reason.
 func Run(ctx context.Context, cfg Config, opts Options) (workload.Summary, error) {
 	w := &worker{cfg: cfg, opts: opts.withDefaults(cfg.Job), job: cfg.Job}
 	w.console = logstream.NewConsole(w.opts.Out, logstream.Options{})
@@ -127,8 +129,8 @@ func Run(ctx context.Context, cfg Config, opts Options) (workload.Summary, error
 
 func (w *worker) primary() bool { return w.cfg.Worker == 0 }
 
-// run prepares the worker, opens the run folder and the reporting session, and runs the
-// attempt.
+// run prepares the worker, opens worker 0's run folder and reporting session, and runs
+// the gang's attempts.
 func (w *worker) run(ctx context.Context) error {
 	if err := launcher.Preflight(w.job); err != nil {
 		return &InputError{err}
@@ -142,23 +144,15 @@ func (w *worker) run(ctx context.Context) error {
 		return fmt.Errorf("install the Python helper: %w", err)
 	}
 	defer removeHelper()
-	extra := map[string]string{"PYTHONPATH": helper}
+	w.gang.extra, w.gang.gpus, w.gang.helper = map[string]string{"PYTHONPATH": helper}, gpus, helper
 	if w.primary() {
-		err = w.openPrimary(ctx)
-	} else {
-		err = w.openSecondary(ctx, extra)
+		if err := w.openPrimary(ctx); err != nil {
+			return err
+		}
 	}
-	if err != nil {
-		return err
-	}
-	l := &launcher.Launcher{Job: w.job, Folder: w.folder, Console: w.console, Logger: w.opts.Logger,
-		Placement: launcher.Placement{Slots: []launcher.Slot{{Worker: w.cfg.Worker, GPUs: gpus}},
-			MasterAddr: w.cfg.MasterAddr, MasterPort: w.cfg.MasterPort},
-		ExtraEnv: extra, RayCompat: python.CompatDir(helper), AttemptEnv: w.session.AttemptEnv, ForceKill: w.opts.ForceKill}
-	w.session.OnActivity(l.Touch)
+	// Secondaries open the run folder when the coordinator starts their first attempt.
 	defer w.serveProgress(w.cfg.ProgressAddr, gpus)()
-	w.res, err = l.RunAttempt(ctx, w.cfg.Attempt)
-	return err
+	return w.runGang(ctx)
 }
 
 // gpus returns the first N GPUs this pod sees, N being the job's GPUs per worker.
@@ -212,14 +206,13 @@ func (w *worker) openPrimary(ctx context.Context) error {
 	}
 }
 
-// openSecondary waits until worker 0 has begun this attempt in the run folder, opens the
-// folder as a secondary and starts the reporting session for this worker's ranks. Their
-// checkpoint scratch folders go into a private folder in the pod (extra's
-// TRAINYARD_SCRATCH_DIR), so worker 0 never cleans them and they never fill the storage.
-func (w *worker) openSecondary(ctx context.Context, extra map[string]string) error {
-	if err := w.waitForPrimary(ctx); err != nil {
-		return err
-	}
+// openSecondary opens the run folder as a secondary and starts the reporting session
+// for this worker's ranks, once worker 0's coordinator has started the first attempt:
+// worker 0 then holds the folder, and the previous attempts' checkpoint commits are over,
+// so the checkpoints this worker resumes from are final. Its ranks' checkpoint scratch
+// folders go into a private folder in the pod (extra's TRAINYARD_SCRATCH_DIR), so worker 0
+// never cleans them and they never fill the storage.
+func (w *worker) openSecondary(extra map[string]string) error {
 	folder, err := rundir.Open(w.job, rundir.Options{Secondary: true, WarnStorage: w.warnStorage})
 	if err != nil {
 		return err
@@ -232,36 +225,6 @@ func (w *worker) openSecondary(ctx context.Context, extra map[string]string) err
 	w.scratch = scratch
 	extra["TRAINYARD_SCRATCH_DIR"] = scratch
 	return w.startSession(reporting.Options{Ranks: w.ranks(), Secondary: true})
-}
-
-// waitForPrimary waits until run.json says that worker 0 began this attempt. Worker 0 then
-// holds the run folder, so the previous attempt's commits are over: the checkpoints and
-// results of the earlier attempts, which this worker resumes from, are final.
-func (w *worker) waitForPrimary(ctx context.Context) error {
-	dir := w.runDir()
-	deadline := time.Now().Add(w.opts.PrimaryWait)
-	for noticed := false; ; {
-		rec, err := rundir.ReadRecord(dir)
-		if err == nil && len(rec.Attempts) > 0 && rec.Attempts[len(rec.Attempts)-1].Number == w.cfg.Attempt {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			why := "its run record does not show the attempt"
-			if err != nil {
-				why = err.Error()
-			}
-			return fmt.Errorf("worker 0 did not begin attempt %d in %s within %s (%s)", w.cfg.Attempt, dir,
-				w.opts.PrimaryWait.Round(time.Second), why)
-		}
-		if !noticed {
-			noticed = true
-			w.console.Notice(fmt.Sprintf("attempt %d: waiting for worker 0 to begin it in %s (up to %s)",
-				w.cfg.Attempt, dir, w.opts.PrimaryWait.Round(time.Second)))
-		}
-		if err := pause.For(ctx, primaryPoll); err != nil {
-			return err
-		}
-	}
 }
 
 func (w *worker) startSession(opts reporting.Options) error {
@@ -311,8 +274,9 @@ func (w *worker) runDir() string {
 	return filepath.Join(w.job.Spec.StoragePath, w.job.Spec.RunName)
 }
 
-// record writes how worker 0's attempt ended into run.json. Only the operator knows
-// whether a failed attempt is the last, so only success finishes the run.
+// record writes how worker 0's gang ended into run.json. Success finishes the run, and
+// so does a failure the coordinator calls final (no restarts left in place); whether
+// another failure is the last only the operator knows.
 func (w *worker) record(runErr error) error {
 	phase := map[launcher.Outcome]v1.JobPhase{launcher.Succeeded: v1.PhaseSucceeded,
 		launcher.Failed: v1.PhaseFailed, launcher.Interrupted: v1.PhaseInterrupted}[w.res.Outcome]
@@ -323,14 +287,18 @@ func (w *worker) record(runErr error) error {
 	return w.folder.Update(func(rec *rundir.Record) {
 		now := time.Now()
 		rec.Phase, rec.Reason, rec.Supervisor = phase, reason, 0
-		if phase == v1.PhaseSucceeded {
+		if phase == v1.PhaseSucceeded || (phase == v1.PhaseFailed && w.gang.final() != "") {
 			rec.Finished = &now
 		}
 	})
 }
 
-// reason says how the attempt ended on this worker.
+// reason says how the gang's last attempt ended on this worker: for a gang that failed,
+// what its coordinator said.
 func (w *worker) reason() string {
+	if r := w.gang.failure(); r != "" {
+		return r
+	}
 	switch w.res.Outcome {
 	case launcher.Succeeded:
 		return fmt.Sprintf("all %d rank(s) of worker %d exited 0 in attempt %d", w.job.Spec.ProcCount(), w.cfg.Worker, w.cfg.Attempt)
@@ -350,6 +318,7 @@ func (w *worker) summary(ctx context.Context, err error) workload.Summary {
 	case err != nil:
 		sum.Outcome, sum.Reason = string(launcher.Failed), err.Error()
 	}
+	w.gangSummary(&sum)
 	if !w.primary() || w.folder == nil {
 		return sum
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,9 +25,10 @@ import (
 
 // reportScript reports once through the helper, rank 0 with a checkpoint, and prints what
 // it resumed from and where its checkpoint folder was made. It exits 3 in the attempt that
-// FAIL_IN_ATTEMPT names.
+// FAIL_IN_ATTEMPT names (the other ranks once rank 0's checkpoint is there: the gang stops
+// every rank when one fails).
 const reportScript = `
-import os, sys, trainyard
+import os, sys, time, trainyard
 ctx = trainyard.get_context()
 resume = trainyard.get_checkpoint()
 folder = trainyard.new_checkpoint_dir()
@@ -36,6 +38,9 @@ res = trainyard.report({"loss": 0.25 * ctx.attempt}, checkpoint=folder if ctx.ra
 print("rank %d attempt %d resumes %s iteration %d scratch %s" % (ctx.rank, ctx.attempt,
       os.path.basename(resume) if resume else "none", res.iteration, os.path.dirname(folder)))
 if os.environ.get("FAIL_IN_ATTEMPT") == str(ctx.attempt):
+    mine = os.path.join(os.environ["TRAINYARD_RUN_DIR"], "checkpoint_%06d" % res.iteration)
+    while ctx.rank != 0 and not os.path.exists(mine):
+        time.sleep(0.02)
     sys.exit(3)
 `
 
@@ -104,13 +109,14 @@ type outcome struct {
 	out *syncBuffer
 }
 
-// runWorker runs one worker of an attempt with a generous timeout.
-func runWorker(ctx context.Context, job *v1.TrainJob, attempt, index int, opts Options) outcome {
+// runWorker runs one worker of an attempt with a generous timeout, its gang coordinated
+// on gangAddr.
+func runWorker(ctx context.Context, job *v1.TrainJob, attempt, index int, gangAddr string, opts Options) outcome {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	out := &syncBuffer{}
 	opts.Out = out
-	cfg := Config{Job: job, Attempt: attempt, Worker: index, MasterAddr: "127.0.0.1", MasterPort: 29500}
+	cfg := Config{Job: job, Attempt: attempt, Worker: index, MasterAddr: "127.0.0.1", MasterPort: 29500, GangAddr: gangAddr}
 	sum, err := Run(ctx, cfg, opts)
 	return outcome{sum: sum, err: err, out: out}
 }
@@ -122,11 +128,23 @@ func runGang(t *testing.T, job *v1.TrainJob, attempt int) [2]outcome {
 		res [2]outcome
 		wg  sync.WaitGroup
 	)
+	addr := freeAddr(t)
 	for i := range res {
-		wg.Go(func() { res[i] = runWorker(context.Background(), job, attempt, i, Options{}) })
+		wg.Go(func() { res[i] = runWorker(context.Background(), job, attempt, i, addr, Options{}) })
 	}
 	wg.Wait()
 	return res
+}
+
+// freeAddr is a loopback address with a port nothing listens on.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
 }
 
 func runDir(job *v1.TrainJob) string { return filepath.Join(job.Spec.StoragePath, job.Spec.RunName) }
@@ -153,8 +171,8 @@ func TestGangSharesRunFolder(t *testing.T) {
 	}
 	want := [2]workload.Summary{
 		{Worker: 0, Outcome: "succeeded", Reason: "all 1 rank(s) of worker 0 exited 0 in attempt 1", Iteration: 1,
-			Metrics: map[string]string{"loss": "0.25"}, Checkpoint: "checkpoint_000001", RunDir: dir},
-		{Worker: 1, Outcome: "succeeded", Reason: "all 1 rank(s) of worker 1 exited 0 in attempt 1"},
+			Metrics: map[string]string{"loss": "0.25"}, Checkpoint: "checkpoint_000001", RunDir: dir, Attempt: 1},
+		{Worker: 1, Outcome: "succeeded", Reason: "all 1 rank(s) of worker 1 exited 0 in attempt 1", Attempt: 1},
 	}
 	for i := range res {
 		if diff := cmp.Diff(want[i], res[i].sum); diff != "" {
@@ -188,7 +206,7 @@ func TestGangSharesRunFolder(t *testing.T) {
 	}
 
 	// The operator never runs a succeeded run again, but a worker 0 that finds one says so.
-	again := runWorker(context.Background(), job, 2, 0, Options{})
+	again := runWorker(context.Background(), job, 2, 0, freeAddr(t), Options{})
 	var input *InputError
 	if !errors.As(again.err, &input) || !strings.Contains(again.err.Error(), "already succeeded") ||
 		again.sum.Outcome != "failed" || again.sum.Reason != again.err.Error() {
@@ -196,22 +214,25 @@ func TestGangSharesRunFolder(t *testing.T) {
 	}
 }
 
-// A failed attempt leaves checkpoint 1; the next attempt's workers both resume from it.
+// A failed attempt with no restarts left leaves checkpoint 1 and a gang that failed for
+// good; the next attempt's workers (new pods) both resume from it.
 func TestNextAttemptResumes(t *testing.T) {
 	job := pythonJob(t, reportScript, v1.EnvVar{Name: "FAIL_IN_ATTEMPT", Value: "1"})
 	first := runGang(t, job, 1)
 	for i, r := range first {
-		want := "rank " + string(rune('0'+i)) + " (worker " + string(rune('0'+i))
-		if r.err != nil || r.sum.Outcome != "failed" || !strings.Contains(r.sum.Reason, want) ||
-			!strings.HasSuffix(r.sum.Reason, "exited with code 3 in attempt 1") {
-			t.Errorf("attempt 1, worker %d: %v, summary %+v; want a failure of its rank", i, r.err, r.sum)
+		if r.err != nil || r.sum.Outcome != "failed" || r.sum.Final != "WorkerFailed" || r.sum.Attempt != 1 ||
+			!strings.Contains(r.sum.Reason, "exited with code 3 in attempt 1; no restarts left (maxRestarts 0)") {
+			t.Errorf("attempt 1, worker %d: %v, summary %+v; want the gang's failure, for good", i, r.err, r.sum)
 		}
+	}
+	if first[0].sum.Reason != first[1].sum.Reason {
+		t.Errorf("the workers give different reasons: %q and %q", first[0].sum.Reason, first[1].sum.Reason)
 	}
 	if first[0].sum.Checkpoint != "checkpoint_000001" {
 		t.Errorf("attempt 1, worker 0's summary %+v: want checkpoint_000001", first[0].sum)
 	}
-	if rec, _ := rundir.ReadRecord(runDir(job)); rec.Phase != v1.PhaseFailed || rec.Finished != nil {
-		t.Errorf("run.json after a failed attempt: phase %s, finished %v; want Failed and not finished", rec.Phase, rec.Finished)
+	if rec, _ := rundir.ReadRecord(runDir(job)); rec.Phase != v1.PhaseFailed || rec.Finished == nil {
+		t.Errorf("run.json after the gang failed for good: phase %s, finished %v; want Failed and finished", rec.Phase, rec.Finished)
 	}
 
 	second := runGang(t, job, 2)
@@ -235,12 +256,13 @@ func TestNextAttemptResumes(t *testing.T) {
 // Worker 0 waits while the previous attempt's worker 0 holds the run folder, for a while.
 func TestPrimaryWaitsForLock(t *testing.T) {
 	job := shellJob(t, "echo hello")
+	job.Spec.Workers = ptr(int32(1))
 	previous, err := rundir.Open(job, rundir.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	time.AfterFunc(time.Second, func() { previous.Close() })
-	r := runWorker(context.Background(), job, 1, 0, Options{LockWait: 20 * time.Second})
+	r := runWorker(context.Background(), job, 1, 0, freeAddr(t), Options{LockWait: 20 * time.Second})
 	if r.err != nil || r.sum.Outcome != "succeeded" || !strings.Contains(r.out.String(), "is locked, probably by the previous attempt's worker 0") {
 		t.Errorf("worker 0 after the lock was released: %v, %+v; want success after a notice:\n%s", r.err, r.sum, r.out)
 	}
@@ -250,19 +272,20 @@ func TestPrimaryWaitsForLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer held.Close()
-	r = runWorker(context.Background(), job, 2, 0, Options{LockWait: 700 * time.Millisecond})
+	r = runWorker(context.Background(), job, 2, 0, freeAddr(t), Options{LockWait: 700 * time.Millisecond})
 	var input *InputError
 	if r.err == nil || errors.As(r.err, &input) || !strings.Contains(r.err.Error(), "is still locked after 1s") || r.sum.Outcome != "failed" {
 		t.Errorf("worker 0 with the lock held: %v, %+v; want a failure that restarts may cure", r.err, r.sum)
 	}
 }
 
-// Another worker waits for worker 0 to begin the attempt, for a while, and is interrupted
-// at once.
-func TestSecondaryWaitsForPrimary(t *testing.T) {
+// Another worker waits for worker 0's coordinator, for a while, and is interrupted at once.
+func TestSecondaryWaitsForCoordinator(t *testing.T) {
 	job := shellJob(t, "echo hello")
-	r := runWorker(context.Background(), job, 1, 1, Options{PrimaryWait: 700 * time.Millisecond})
-	if r.err == nil || !strings.Contains(r.err.Error(), "worker 0 did not begin attempt 1") || r.sum.Outcome != "failed" {
+	addr := freeAddr(t)
+	r := runWorker(context.Background(), job, 1, 1, addr, Options{PrimaryWait: 700 * time.Millisecond})
+	if r.err == nil || !strings.Contains(r.err.Error(), "worker 0's coordinator at "+addr+" did not answer within 700ms") ||
+		r.sum.Outcome != "failed" {
 		t.Errorf("worker 1 without worker 0: %v, %+v", r.err, r.sum)
 	}
 	if _, err := os.Stat(runDir(job)); !errors.Is(err, os.ErrNotExist) {
@@ -272,7 +295,7 @@ func TestSecondaryWaitsForPrimary(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(300*time.Millisecond, cancel)
 	start := time.Now()
-	r = runWorker(ctx, job, 1, 1, Options{})
+	r = runWorker(ctx, job, 1, 1, addr, Options{})
 	if r.sum.Outcome != "interrupted" || time.Since(start) > 5*time.Second {
 		t.Errorf("worker 1 stopped while waiting: %+v after %s; want interrupted at once", r.sum, time.Since(start))
 	}
@@ -281,9 +304,10 @@ func TestSecondaryWaitsForPrimary(t *testing.T) {
 // A job with GPUs fails clearly in a pod that sees too few, and takes the first N of more.
 func TestGPUs(t *testing.T) {
 	job := shellJob(t, `echo "sees [$CUDA_VISIBLE_DEVICES]"`)
+	job.Spec.Workers = ptr(int32(1))
 	job.Spec.Resources.GPU = 1
 	t.Setenv("PATH", t.TempDir()) // no nvidia-smi
-	r := runWorker(context.Background(), job, 1, 0, Options{})
+	r := runWorker(context.Background(), job, 1, 0, freeAddr(t), Options{})
 	var input *InputError
 	if !errors.As(r.err, &input) || !strings.Contains(r.err.Error(), "asks for 1 GPU(s) per worker but this pod sees 0") {
 		t.Errorf("no GPU: %v; want an InputError", r.err)
@@ -300,7 +324,7 @@ ROWS
 		t.Fatal(err)
 	}
 	t.Setenv("PATH", bin+":/usr/bin:/bin")
-	r = runWorker(context.Background(), job, 1, 0, Options{})
+	r = runWorker(context.Background(), job, 1, 0, freeAddr(t), Options{})
 	if r.err != nil || !strings.Contains(r.out.String(), "sees [0]") {
 		t.Errorf("two GPUs: %v; want the first:\n%s", r.err, r.out)
 	}

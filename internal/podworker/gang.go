@@ -1,0 +1,250 @@
+package podworker
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/trainyard/trainyard/internal/device"
+	"github.com/trainyard/trainyard/internal/gang"
+	"github.com/trainyard/trainyard/internal/launcher"
+	"github.com/trainyard/trainyard/internal/workload"
+	"github.com/trainyard/trainyard/python"
+)
+
+// stopSlack is how much longer than the job's grace period the coordinator waits for a
+// worker to confirm that its processes stopped (the launcher's SIGKILL and draining come
+// after the grace period).
+const stopSlack = 15 * time.Second
+
+// coordinatorWait bounds the wait for worker 0's coordinator to end after the gang
+// finished (it waits for the members to hang up).
+const coordinatorWait = 15 * time.Second
+
+// gangRun is what a worker keeps of the gang across its attempts.
+type gangRun struct {
+	extra  map[string]string // variables of every rank
+	gpus   []device.GPU
+	helper string // the Python helper's folder
+	l      *launcher.Launcher
+	// coord is worker 0's coordinator (nil elsewhere), set before the progress server
+	// reads it.
+	coord atomic.Pointer[gang.Coordinator]
+	// fin is how the gang ended, once the coordinator said so.
+	fin *gang.Finish
+
+	mu       sync.Mutex
+	prepared map[int]map[string]string // worker 0's attempt variables, made in Prepare
+}
+
+// final is the gang's Final, if it failed for good.
+func (g *gangRun) final() string {
+	if g.fin == nil || g.fin.Outcome == gang.Succeeded {
+		return ""
+	}
+	return g.fin.Final
+}
+
+// failure is what the coordinator said of a gang that failed, or "".
+func (g *gangRun) failure() string {
+	if g.fin == nil || g.fin.Outcome == gang.Succeeded {
+		return ""
+	}
+	return g.fin.Reason
+}
+
+// runGang runs the worker's member of the gang (and worker 0's coordinator) until the
+// gang finishes, then takes how it ended as the worker's outcome.
+func (w *worker) runGang(ctx context.Context) error {
+	m := &gang.Member{Addr: w.cfg.gangAddr(), Worker: w.cfg.Worker, Pod: hostname(), Secret: w.cfg.GangSecret,
+		ConnectWait: w.opts.PrimaryWait, Attempt: w.runAttempt, Notify: w.console.Notice, Logger: w.opts.Logger}
+	mctx := ctx
+	var coordinated chan struct{} // closed when worker 0's coordinator returns
+	if w.primary() {
+		ln, err := w.listen()
+		if err != nil {
+			return err
+		}
+		m.Addr = net.JoinHostPort("127.0.0.1", fmt.Sprint(ln.Addr().(*net.TCPAddr).Port))
+		c := w.coordinator()
+		w.gang.coord.Store(c)
+		cctx, stop := context.WithCancel(ctx)
+		var cancel context.CancelCauseFunc
+		mctx, cancel = context.WithCancelCause(ctx)
+		defer cancel(nil)
+		coordinated = make(chan struct{})
+		go func() {
+			defer close(coordinated)
+			if _, err := c.Run(cctx, ln); err != nil && cctx.Err() == nil {
+				cancel(fmt.Errorf("worker 0's coordinator: %w", err))
+			}
+		}()
+		defer func() {
+			// After the gang finished the coordinator waits for everyone to hang up;
+			// otherwise (an error, or ctx's end) it is stopped at once.
+			if w.gang.fin != nil {
+				select {
+				case <-coordinated:
+				case <-time.After(coordinatorWait):
+				}
+			}
+			stop()
+			<-coordinated
+		}()
+	}
+	fin, err := m.Run(mctx)
+	if err != nil {
+		if cause := context.Cause(mctx); ctx.Err() == nil && cause != nil {
+			err = cause
+		}
+		if ctx.Err() != nil && w.res.Outcome != "" {
+			w.res.Outcome = launcher.Interrupted // the pod was stopped, and with it the ranks
+			return nil
+		}
+		return err
+	}
+	w.gang.fin = &fin
+	w.cfg.Attempt = fin.Attempt
+	w.res = launcher.AttemptResult{Outcome: launcher.Succeeded, FailedRank: -1, ExitCode: -1}
+	if fin.Outcome != gang.Succeeded {
+		w.res = launcher.AttemptResult{Outcome: launcher.Failed, Reason: fin.Reason, FailedRank: -1, ExitCode: -1}
+	}
+	return nil
+}
+
+// listen opens worker 0's gang port, on every address.
+func (w *worker) listen() (net.Listener, error) {
+	addr := w.cfg.gangAddr()
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("the gang's address %q: %w", addr, err)
+	}
+	ln, err := net.Listen("tcp", ":"+port)
+	if err != nil {
+		return nil, fmt.Errorf("listen for the gang's workers: %w", err)
+	}
+	return ln, nil
+}
+
+// coordinator is worker 0's coordinator of the gang. Its first attempt is the pod's, or
+// the one after the last that run.json records (restarts in place that the operator did
+// not see before it made these pods).
+func (w *worker) coordinator() *gang.Coordinator {
+	s := &w.job.Spec
+	first := w.cfg.Attempt
+	if rec := w.folder.Record(); len(rec.Attempts) > 0 {
+		first = max(first, rec.Attempts[len(rec.Attempts)-1].Number+1)
+	}
+	return &gang.Coordinator{
+		Workers: s.WorkerCount(), FirstAttempt: first,
+		MaxRestarts: int(s.MaxRestarts), MaxDisruptions: int(s.DisruptionLimit()),
+		Restarts: w.cfg.Restarts, Disruptions: w.cfg.Disruptions, Secret: w.cfg.GangSecret,
+		JoinWait: w.opts.PrimaryWait, StopWait: time.Duration(s.GracePeriod())*time.Second + stopSlack,
+		Prepare: w.prepareAttempt, Notify: w.console.Notice, Logger: w.opts.Logger,
+	}
+}
+
+// prepareAttempt is worker 0's step before the coordinator starts attempt n: the previous
+// attempt's last checkpoint commit ends, and the checkpoint n resumes from is chosen, so
+// that the other workers (which look for it once they are told to start) find the same.
+func (w *worker) prepareAttempt(_ context.Context, n int) error {
+	env, err := w.session.AttemptEnv(n)
+	if err != nil {
+		return err
+	}
+	w.gang.mu.Lock()
+	defer w.gang.mu.Unlock()
+	w.gang.prepared = map[int]map[string]string{n: env}
+	return nil
+}
+
+// attemptEnv is the launcher's AttemptEnv: what prepareAttempt made on worker 0, else the
+// session's.
+func (w *worker) attemptEnv(n int) (map[string]string, error) {
+	w.gang.mu.Lock()
+	env, ok := w.gang.prepared[n]
+	delete(w.gang.prepared, n)
+	w.gang.mu.Unlock()
+	if ok {
+		return maps.Clone(env), nil
+	}
+	return w.session.AttemptEnv(n)
+}
+
+// runAttempt runs this worker's ranks of attempt n, for the gang's member.
+func (w *worker) runAttempt(ctx context.Context, n int) gang.Ended {
+	failed := func(err error) gang.Ended {
+		return gang.Ended{Outcome: gang.Failed, Reason: fmt.Sprintf("could not run attempt %d: %v", n, err), Rank: -1, ExitCode: -1}
+	}
+	if w.folder == nil {
+		if err := w.openSecondary(w.gang.extra); err != nil {
+			return failed(err)
+		}
+	}
+	if w.gang.l == nil {
+		w.gang.l = &launcher.Launcher{Job: w.job, Folder: w.folder, Console: w.console, Logger: w.opts.Logger,
+			Placement: launcher.Placement{Slots: []launcher.Slot{{Worker: w.cfg.Worker, GPUs: w.gang.gpus}},
+				MasterAddr: w.cfg.MasterAddr, MasterPort: w.cfg.MasterPort},
+			ExtraEnv: w.gang.extra, RayCompat: python.CompatDir(w.gang.helper), AttemptEnv: w.attemptEnv,
+			ForceKill: w.opts.ForceKill}
+		w.session.OnActivity(w.gang.l.Touch)
+	}
+	w.cfg.Attempt = n
+	res, err := w.gang.l.RunAttempt(ctx, n)
+	w.res = res
+	switch {
+	case err != nil:
+		return failed(err)
+	case res.Outcome == launcher.Succeeded:
+		return gang.Ended{Outcome: gang.Succeeded, Rank: -1, ExitCode: -1}
+	case res.Hung:
+		return gang.Ended{Outcome: gang.Hung, Reason: res.Reason, Rank: -1, ExitCode: -1}
+	}
+	return gang.Ended{Outcome: gang.Failed, Reason: res.Reason, Rank: res.FailedRank, ExitCode: res.ExitCode}
+}
+
+// gangSummary adds to a worker's summary how far the gang went: every worker says
+// whether it failed for good; worker 0 adds the restarts it made in place.
+func (w *worker) gangSummary(sum *workload.Summary) {
+	if f := w.gang.fin; f != nil {
+		sum.Attempt, sum.Restarts, sum.Disruptions = f.Attempt, int32(f.Restarts), int32(f.Disruptions)
+		if f.Outcome != gang.Succeeded {
+			sum.Final = f.Final
+		}
+	}
+	if c := w.gang.coord.Load(); c != nil {
+		st := c.Status()
+		sum.InPlace, sum.LastRestart = int32(st.InPlace), st.LastRestart
+		if sum.Attempt == 0 {
+			sum.Attempt, sum.Restarts, sum.Disruptions = st.Attempt, int32(st.Restarts), int32(st.Disruptions)
+		}
+	}
+}
+
+// gangProgress adds where the gang is to worker 0's progress.
+func (w *worker) gangProgress(sum *workload.Summary) {
+	c := w.gang.coord.Load()
+	if c == nil {
+		return
+	}
+	st := c.Status()
+	sum.Attempt, sum.Restarts, sum.Disruptions = st.Attempt, int32(st.Restarts), int32(st.Disruptions)
+	sum.InPlace, sum.LastRestart = int32(st.InPlace), st.LastRestart
+	if st.State == gang.Restarting {
+		sum.Outcome, sum.Reason = workload.OutcomeRestarting, st.Why
+	}
+}
+
+// hostname is the pod's name (an Indexed Job's pod's host name), for the gang's messages.
+func hostname() string {
+	h, err := os.Hostname()
+	if err != nil {
+		return ""
+	}
+	return h
+}

@@ -1,0 +1,181 @@
+package podworker
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "github.com/trainyard/trainyard/api/v1alpha1"
+	"github.com/trainyard/trainyard/internal/rundir"
+	"github.com/trainyard/trainyard/internal/workload"
+)
+
+// inPlaceScript reports once (rank 0 with a checkpoint). In attempt 1, rank 1 waits for
+// that checkpoint and exits 3, while rank 0 takes a second to obey SIGTERM.
+const inPlaceScript = `
+import os, signal, sys, time, trainyard
+ctx = trainyard.get_context()
+resume = trainyard.get_checkpoint()
+folder = trainyard.new_checkpoint_dir()
+with open(os.path.join(folder, "state"), "w") as f:
+    f.write("attempt %d" % ctx.attempt)
+res = trainyard.report({"loss": 0.25 * ctx.attempt}, checkpoint=folder if ctx.rank == 0 else None)
+print("rank %d attempt %d resumes %s iteration %d" % (ctx.rank, ctx.attempt,
+      os.path.basename(resume) if resume else "none", res.iteration), flush=True)
+if ctx.attempt == 1:
+    if ctx.rank == 1:
+        while not os.path.exists(os.path.join(os.environ["TRAINYARD_RUN_DIR"], "checkpoint_000001")):
+            time.sleep(0.02)
+        sys.exit(3)
+    def slow_stop(*_):
+        time.sleep(1)
+        sys.exit(143)
+    signal.signal(signal.SIGTERM, slow_stop)
+    time.sleep(60)
+`
+
+// runGangWith runs workers 0 and 1 side by side, each with cfg changed by change, and
+// polls worker 0's progress while they run.
+func runGangWith(t *testing.T, job *v1.TrainJob, change func(*Config)) ([2]outcome, []workload.Summary) {
+	t.Helper()
+	gang, progress := freeAddr(t), freeAddr(t)
+	var (
+		res  [2]outcome
+		wg   sync.WaitGroup
+		seen []workload.Summary
+	)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for i := range res {
+		wg.Go(func() {
+			out := &syncBuffer{}
+			cfg := Config{Job: job, Attempt: 1, Worker: i, MasterAddr: "127.0.0.1", MasterPort: 29500, GangAddr: gang,
+				ProgressAddr: "127.0.0.1:0"}
+			if i == 0 {
+				cfg.ProgressAddr = progress
+			}
+			if change != nil {
+				change(&cfg)
+			}
+			sum, err := Run(ctx, cfg, Options{Out: out})
+			res[i] = outcome{sum: sum, err: err, out: out}
+		})
+	}
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	for {
+		select {
+		case <-done:
+			return res, seen
+		case <-time.After(20 * time.Millisecond):
+		}
+		resp, err := http.Get("http://" + progress + workload.ProgressPath)
+		if err != nil {
+			continue
+		}
+		var s workload.Summary
+		if json.NewDecoder(resp.Body).Decode(&s) == nil && (len(seen) == 0 || seen[len(seen)-1].Outcome != s.Outcome ||
+			seen[len(seen)-1].Attempt != s.Attempt) {
+			seen = append(seen, s)
+		}
+		resp.Body.Close()
+	}
+}
+
+// A rank that fails makes the gang stop and start again in place: the same workers run
+// attempt 2, which resumes from the checkpoint of attempt 1; worker 0's progress says the
+// gang is restarting, then which attempt runs and why it restarted.
+func TestRestartInPlace(t *testing.T) {
+	job := pythonJob(t, inPlaceScript)
+	job.Spec.MaxRestarts = 1
+	res, seen := runGangWith(t, job, nil)
+	for i, r := range res {
+		if r.err != nil || r.sum.Outcome != "succeeded" || r.sum.Attempt != 2 || r.sum.Restarts != 1 {
+			t.Fatalf("worker %d: %v, summary %+v\n%s", i, r.err, r.sum, r.out)
+		}
+	}
+	s0 := res[0].sum
+	lastRestart := regexp.MustCompile(`^attempt 2 restarted in place after rank 1 \(worker 1, pid \d+\) exited with code 3$`)
+	if s0.InPlace != 1 || !lastRestart.MatchString(s0.LastRestart) || s0.Checkpoint != "checkpoint_000002" || s0.Reason != "all 1 rank(s) of worker 0 exited 0 in attempt 2" {
+		t.Errorf("worker 0's summary %+v", s0)
+	}
+	dir := runDir(job)
+	for rank := range 2 {
+		log := readFile(t, filepath.Join(dir, "logs", "attempt-2", "rank-"+string(rune('0'+rank))+".log"))
+		if want := "attempt 2 resumes checkpoint_000001 iteration 2"; !strings.Contains(log, want) {
+			t.Errorf("rank %d's log of attempt 2 lacks %q:\n%s", rank, want, log)
+		}
+	}
+	rec, err := rundir.ReadRecord(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Phase != v1.PhaseSucceeded || len(rec.Attempts) != 2 || rec.Attempts[0].Outcome != "interrupted" ||
+		len(rec.Attempts[0].Ranks) != 1 || !rec.Attempts[0].Ranks[0].StoppedByTrainyard {
+		t.Errorf("run.json: %+v; want attempt 1 with worker 0's rank stopped, then attempt 2", rec)
+	}
+	var outcomes []string
+	for _, s := range seen {
+		outcomes = append(outcomes, s.Outcome+"@"+string(rune('0'+s.Attempt)))
+	}
+	if got := strings.Join(outcomes, " "); !strings.Contains(got, "running@1 restarting@") || !strings.Contains(got, "running@2") {
+		t.Errorf("worker 0's progress went %q; want running in attempt 1, restarting, running in attempt 2", got)
+	}
+	for _, want := range []string{"attempt 1 failed: rank 1 (worker 1, pid", "restarting the gang in place as attempt 2 (restart 1 of 1)"} {
+		if !strings.Contains(res[0].out.String(), want) {
+			t.Errorf("worker 0's console lacks %q:\n%s", want, res[0].out)
+		}
+	}
+	if want := "attempt 2: resuming from checkpoint_000001"; !strings.Contains(res[1].out.String(), want) {
+		t.Errorf("worker 1's console lacks %q:\n%s", want, res[1].out)
+	}
+}
+
+// The restarts the operator counted before it made the pods count against maxRestarts:
+// with them used up, a failure ends the gang for good.
+func TestRestartsCountFromTheOperator(t *testing.T) {
+	job := shellJob(t, `if [ "$RANK" = 1 ]; then exit 3; fi`)
+	job.Spec.MaxRestarts = 1
+	res, _ := runGangWith(t, job, func(c *Config) { c.Attempt, c.Restarts = 2, 1 })
+	for i, r := range res {
+		if r.err != nil || r.sum.Outcome != "failed" || r.sum.Final != "WorkerFailed" || r.sum.Attempt != 2 || r.sum.Restarts != 1 ||
+			!strings.HasSuffix(r.sum.Reason, "exited with code 3 in attempt 2; no restarts left (maxRestarts 1)") {
+			t.Errorf("worker %d: %v, summary %+v", i, r.err, r.sum)
+		}
+	}
+}
+
+// The gang's variables: its coordinator's address (MASTER_ADDR's port 29502 by default),
+// its secret, and the restarts the operator counted; bad ones are named.
+func TestParseEnvGang(t *testing.T) {
+	env := podEnv(t, operatorJob(t))
+	cfg, err := ParseEnv(lookup(env))
+	if err != nil || cfg.gangAddr() != "mnist-a2-0.mnist-a2:29502" || cfg.GangSecret != nil || cfg.Restarts != 0 || cfg.Disruptions != 0 {
+		t.Errorf("defaults: %+v, %v", cfg, err)
+	}
+	env[workload.EnvGangAddr], env[workload.EnvGangSecret] = "127.0.0.1:4000", "s3cret"
+	env[workload.EnvRestarts], env[workload.EnvDisruptions] = "3", "1"
+	cfg, err = ParseEnv(lookup(env))
+	if err != nil || cfg.gangAddr() != "127.0.0.1:4000" || string(cfg.GangSecret) != "s3cret" || cfg.Restarts != 3 || cfg.Disruptions != 1 {
+		t.Errorf("set: %+v, %v", cfg, err)
+	}
+	env[workload.EnvGangAddr], env[workload.EnvRestarts], env[workload.EnvDisruptions] = "nowhere", "-1", "x"
+	_, err = ParseEnv(lookup(env))
+	for _, want := range []string{"TRAINYARD_GANG_ADDR: must be host:port", `TRAINYARD_RESTARTS: must be a whole number from 0 to 1073741824, got "-1"`,
+		`TRAINYARD_DISRUPTIONS: must be a whole number from 0 to 1073741824, got "x"`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v lacks %q", err, want)
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
