@@ -41,7 +41,9 @@ func TestOperator(t *testing.T) {
 	env := testkube.Start(t, testkube.Options{})
 	ctx, cancel := context.WithCancel(context.Background())
 	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	mgr, err := operator.NewManager(env.Config, operator.Options{Image: "ghcr.io/trainyard/trainyard:test", ProbeAddr: "0"}, logger)
+	// Progress is read often, from the pods that serve it (testInPlace's worker 0).
+	mgr, err := operator.NewManager(env.Config, operator.Options{Image: "ghcr.io/trainyard/trainyard:test", ProbeAddr: "0",
+		ProgressInterval: 100 * time.Millisecond}, logger)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,6 +65,7 @@ func TestOperator(t *testing.T) {
 		{"eviction does not count", testEviction},
 		{"disruptions are capped", testMaxDisruptions},
 		{"success and progress", testSuccess},
+		{"restart in place", testInPlace},
 		{"suspend and resume", testSuspend},
 		{"active deadline", testActiveDeadline},
 		{"pre-running reasons and deadline", testPreRunning},

@@ -166,14 +166,14 @@ func (s *step) run(ctx context.Context) error {
 	if msg, over := s.deadlineExceeded(); over {
 		return s.fail("DeadlineExceeded", msg)
 	}
-	if s.kids.before(int(st.Attempt)) {
+	if s.kids.before(s.podsAttempt()) {
 		return s.waitTeardown(ctx)
 	}
-	cur := s.kids.job(int(st.Attempt))
+	cur := s.kids.job(s.podsAttempt())
 	if cur == nil {
 		return s.create(ctx)
 	}
-	o := observe(cur, s.kids.podsOf(int(st.Attempt)), s.job.Spec.WorkerCount())
+	o := observe(cur, s.kids.podsOf(s.podsAttempt()), s.job.Spec.WorkerCount())
 	return s.track(ctx, o)
 }
 
@@ -195,7 +195,7 @@ func (s *step) deadlineExceeded() (string, bool) {
 // create makes the current attempt's Service and Job.
 func (s *step) create(ctx context.Context) error {
 	st := &s.job.Status
-	n := int(st.Attempt)
+	n := s.podsAttempt()
 	if slices.ContainsFunc(s.kids.attempts(), func(a int) bool { return a > n }) {
 		s.requeue(staleRetry) // a newer attempt exists: this TrainJob was read stale
 		return nil
@@ -257,7 +257,7 @@ func (s *step) track(ctx context.Context, o observation) error {
 	}
 	switch {
 	case o.failure != nil:
-		return s.attemptFailed(ctx, o.failure)
+		return s.attemptEnded(ctx, o.failure)
 	case o.done():
 		return s.succeed()
 	case o.queued:
@@ -280,6 +280,9 @@ func (s *step) track(ctx context.Context, o observation) error {
 // running records that every worker of the attempt runs.
 func (s *step) running(o observation) {
 	st := &s.job.Status
+	if s.restartingInPlace() {
+		return // until worker 0 says the next attempt runs
+	}
 	msg := fmt.Sprintf("attempt %d: all %d workers running", st.Attempt, o.workers)
 	if s.condition(v1.CondRunning, true, "AllWorkersRunning", msg) {
 		s.event(corev1.EventTypeNormal, "Running", msg)
@@ -398,7 +401,7 @@ func (s *step) attemptFailed(ctx context.Context, f *failure) error {
 	// The status is written first; the next reconcile tears the attempt down (waitTeardown),
 	// so a stale read can never bring it back.
 	st.Restarts++
-	st.Attempt++
+	st.Attempt, st.PodsAttempt = st.Attempt+1, 0
 	st.Phase, st.WorkersReady, st.AttemptStartTime = v1.PhaseRestarting, 0, nil
 	msg := fmt.Sprintf("attempt %d ended: %s; restarting the whole gang as attempt %d (%d of %d restarts used",
 		n, f.reason, st.Attempt, st.Restarts-st.Disruptions, limit)
@@ -422,7 +425,7 @@ func (s *step) attemptFailed(ctx context.Context, f *failure) error {
 // two gangs never hold GPUs (or the run folder) at once.
 func (s *step) waitTeardown(ctx context.Context) error {
 	for _, n := range s.kids.attempts() {
-		if n < int(s.job.Status.Attempt) {
+		if n < s.podsAttempt() {
 			if err := s.r.teardown(ctx, s.job, s.kids, n); err != nil {
 				return err
 			}
@@ -533,7 +536,7 @@ func (s *step) suspend(ctx context.Context) error {
 // resume starts a new attempt of a job that was suspended.
 func (s *step) resume() {
 	st := &s.job.Status
-	st.Attempt++
+	st.Attempt, st.PodsAttempt = st.Attempt+1, 0
 	st.Phase = v1.PhasePending
 	if st.StartTime == nil {
 		st.StartTime = s.time()
@@ -544,7 +547,7 @@ func (s *step) resume() {
 	s.event(corev1.EventTypeNormal, "Resumed", msg)
 }
 
-// absorb copies worker 0's progress into the status.
+// absorb copies worker 0's progress into the status, and how far its gang went in place.
 func (s *step) absorb(sum *workload.Summary) {
 	if sum == nil {
 		return
@@ -556,6 +559,7 @@ func (s *step) absorb(sum *workload.Summary) {
 	if sum.Checkpoint != "" {
 		st.LatestCheckpoint = sum.Checkpoint
 	}
+	s.inPlace(sum)
 }
 
 func (s *step) requeue(d time.Duration) {
