@@ -221,8 +221,8 @@ func waitStatus(t *testing.T, name string, timeout time.Duration, ok func(trainJ
 // Fashion-MNIST TrainJob trains to the end over DDP on real pods: MASTER_ADDR resolves
 // through CoreDNS, logs -f streams both ranks through kubelet, and get shows the pods.
 // A second job has a worker's Python killed inside its container after its first
-// checkpoint: the whole gang restarts and resumes from that checkpoint on the shared
-// folder.
+// checkpoint: the whole gang restarts in place (the same pods) and resumes from that
+// checkpoint on the shared folder.
 func TestOperatorTrainsOnRealPods(t *testing.T) {
 	cluster(t)
 	_ = os.RemoveAll(sharedDir)
@@ -254,7 +254,7 @@ func TestOperatorTrainsOnRealPods(t *testing.T) {
 		}
 	})
 
-	t.Run("a killed worker restarts the gang from its checkpoint", func(t *testing.T) {
+	t.Run("a killed worker restarts the gang in place from its checkpoint", func(t *testing.T) {
 		job{name: "mnist-kill", spec: "  maxRestarts: 2",
 			args: []string{"--epochs", "3", "--train-subset", "6000", "--test-subset", "1000", "--sleep-per-step", "0.05"}}.submit(t, ctx)
 		waitStatus(t, "mnist-kill", 5*time.Minute, func(s trainJobStatus) bool { return s.LatestCheckpoint != "" })
@@ -263,6 +263,13 @@ func TestOperatorTrainsOnRealPods(t *testing.T) {
 		s := waitStatus(t, "mnist-kill", 6*time.Minute, func(s trainJobStatus) bool { return s.Phase == "Succeeded" || s.Phase == "Failed" })
 		if s.Phase != "Succeeded" || s.Restarts != 1 || s.Attempt != 2 || s.Iteration != 3 {
 			t.Errorf("status %+v, want Succeeded on attempt 2 after 1 restart, at iteration 3", s)
+		}
+		// The pod kept running: worker 0's launcher restarted the gang in place.
+		if _, err := cl.Client.BatchV1().Jobs("default").Get(ctx, "mnist-kill-a2", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("Job mnist-kill-a2: %v; want none: the gang restarts in place on attempt 1's pods", err)
+		}
+		if p, err := cl.Client.CoreV1().Pods("default").Get(ctx, pod, metav1.GetOptions{}); err != nil || p.Status.Phase != corev1.PodSucceeded {
+			t.Errorf("pod %s, whose Python was killed: %v; want it to have gone on to succeed", pod, err)
 		}
 		_, logs, _ := trainyardCmd(t, ctx, "logs", "--kube", "mnist-kill")
 		if !strings.Contains(logs, "resuming from checkpoint_") {

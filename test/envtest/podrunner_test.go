@@ -33,7 +33,7 @@ import (
 // the API server cannot proxy their logs. A pod the operator deletes gets its process
 // stopped with SIGTERM, and its deletion is completed once the process is gone, as a
 // kubelet does. DNS is the one thing it fakes: MASTER_ADDR becomes 127.0.0.1 and each Job
-// gets a free port.
+// gets free ports for the rendezvous and worker 0's gang coordinator.
 type podRunner struct {
 	t      *testing.T
 	c      client.Client
@@ -119,12 +119,16 @@ func (k *podRunner) startJob(ctx context.Context, j *batchv1.Job) error {
 	if err != nil {
 		return err
 	}
+	gang, err := freePort()
+	if err != nil {
+		return err
+	}
 	for i := range int(*j.Spec.Completions) {
 		pod, err := k.makePod(ctx, j, i)
 		if err != nil {
 			return err
 		}
-		if err := k.startPod(ctx, pod, i, port); err != nil {
+		if err := k.startPod(ctx, pod, i, port, gang); err != nil {
 			return err
 		}
 	}
@@ -160,7 +164,7 @@ func (k *podRunner) makePod(ctx context.Context, j *batchv1.Job, i int) (*corev1
 }
 
 // startPod runs the pod's worker container as a process.
-func (k *podRunner) startPod(ctx context.Context, p *corev1.Pod, index, port int) error {
+func (k *podRunner) startPod(ctx context.Context, p *corev1.Pod, index, port, gang int) error {
 	c := p.Spec.Containers[0]
 	if c.Command[0] != workload.BinPath {
 		return fmt.Errorf("pod %s runs %q, not the binary the init container copies", p.Name, c.Command[0])
@@ -175,7 +179,7 @@ func (k *podRunner) startPod(ctx context.Context, p *corev1.Pod, index, port int
 		progress = "127.0.0.1:" + strconv.Itoa(progressPort(p))
 	}
 	cmd.Env = append(os.Environ(), "JOB_COMPLETION_INDEX="+strconv.Itoa(index), "TRAINYARD_TERMINATION_LOG="+msgPath,
-		workload.EnvProgressAddr+"="+progress)
+		workload.EnvProgressAddr+"="+progress, workload.EnvGangAddr+"=127.0.0.1:"+strconv.Itoa(gang))
 	for _, e := range c.Env {
 		switch e.Name {
 		case workload.EnvMasterAddr:
@@ -244,6 +248,39 @@ func (k *podRunner) kill(prefix string, sig syscall.Signal) bool {
 		}
 	}
 	return false
+}
+
+// killRank kills the process running the job's command (a rank) that the worker process
+// of the pod whose name starts with prefix started, as the kernel's OOM killer or a
+// crash would; the pod goes on. It returns the rank's pid, or 0.
+func (k *podRunner) killRank(prefix string, sig syscall.Signal) int {
+	k.mu.Lock()
+	parent := 0
+	for name, cmd := range k.procs {
+		if strings.HasPrefix(name, prefix) {
+			parent = cmd.Process.Pid
+		}
+	}
+	k.mu.Unlock()
+	if parent == 0 {
+		return 0
+	}
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, stat := range stats {
+		data, err := os.ReadFile(stat)
+		if err != nil {
+			continue
+		}
+		_, after, _ := strings.Cut(string(data), ") ") // the command's name may hold spaces
+		if f := strings.Fields(after); len(f) < 2 || f[1] != strconv.Itoa(parent) {
+			continue
+		}
+		pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(stat)))
+		if syscall.Kill(pid, sig) == nil {
+			return pid
+		}
+	}
+	return 0
 }
 
 // stopDeleted stops the processes of pods being deleted, and completes the deletion of

@@ -6,25 +6,32 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
 	"github.com/trainyard/trainyard/internal/testkube"
+	"github.com/trainyard/trainyard/internal/workload"
 )
 
 // The issue's "done when": `trainyard install`, then `trainyard operator`, then
 // `trainyard submit --kube` runs a TrainJob of two workers doing real DDP training on
 // Fashion-MNIST, from pods whose worker containers run as local processes with the pod's
-// own command and environment (see podRunner). Worker 1 is killed after the first
-// checkpoint: the operator restarts the whole gang as attempt 2, which resumes from the
-// checkpoint; status, events, `get` and `logs` say so.
+// own command and environment (see podRunner). Rank 1's Python is killed after the first
+// checkpoint: worker 0's launcher restarts the gang in place as attempt 2, on the same
+// pods (no Job for attempt 2), from the checkpoint. Then worker 1's whole pod is killed:
+// the operator restarts the whole gang as attempt 3, on new pods, which resumes from the
+// latest checkpoint; status, events, `get` and `logs` say so.
 func TestTrainingOnKubernetes(t *testing.T) {
 	python := torchPython(t)
 	env := testkube.Start(t, testkube.Options{NoCRD: true})
@@ -44,7 +51,7 @@ metadata:
   name: fmnist
 spec:
   workers: 2
-  maxRestarts: 1
+  maxRestarts: 2
   command: [` + python + `, ` + script + `]
   args: [--epochs, "4", --train-subset, "3000", --test-subset, "1000"]
   storagePath: ` + storage + `
@@ -60,34 +67,51 @@ spec:
 
 	job := waitJob(t, env.Client, "fmnist", 2*time.Minute, func(j *v1.TrainJob) bool { return j.Status.RunDir != "" })
 	waitPath(t, filepath.Join(job.Status.RunDir, "checkpoint_000001"), 3*time.Minute)
+	pods := podUIDs(t, env.Client, "fmnist")
+	if runner.killRank("fmnist-a1-1", syscall.SIGKILL) == 0 {
+		t.Fatal("rank 1 of attempt 1 was not running")
+	}
+	job = waitJob(t, env.Client, "fmnist", 2*time.Minute, func(j *v1.TrainJob) bool {
+		return j.Status.Attempt == 2 && j.Status.Phase == v1.PhaseRunning
+	})
+	if st := job.Status; st.PodsAttempt != 1 || st.Restarts != 1 {
+		t.Errorf("status after a restart in place: podsAttempt %d, restarts %d", st.PodsAttempt, st.Restarts)
+	}
+	if after := podUIDs(t, env.Client, "fmnist"); after != pods {
+		t.Errorf("pods after the restart in place: %s; want the same as before: %s", after, pods)
+	}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: "default", Name: "fmnist-a2"}, &batchv1.Job{}); !apierrors.IsNotFound(err) {
+		t.Errorf("Job fmnist-a2: %v; want none (the gang restarted in place)", err)
+	}
+	waitPath(t, filepath.Join(job.Status.RunDir, "checkpoint_000002"), 3*time.Minute)
 	if !runner.kill("fmnist-a1-1", syscall.SIGKILL) {
 		t.Fatal("worker 1 of attempt 1 was not running")
 	}
 	live := watchLive(t, env.Client, "fmnist")
 	job = waitJob(t, env.Client, "fmnist", 4*time.Minute, func(j *v1.TrainJob) bool { return j.Status.Phase.Finished() })
 	st := job.Status
-	if st.Phase != v1.PhaseSucceeded || st.Attempt != 2 || st.Restarts != 1 {
-		t.Fatalf("status: phase %s attempt %d restarts %d: %s", st.Phase, st.Attempt, st.Restarts, st.Reason)
+	if st.Phase != v1.PhaseSucceeded || st.Attempt != 3 || st.Restarts != 2 || st.PodsAttempt != 0 {
+		t.Fatalf("status: phase %s attempt %d restarts %d pods of attempt %d: %s", st.Phase, st.Attempt, st.Restarts, st.PodsAttempt, st.Reason)
 	}
 	if st.Iteration != 4 || st.LatestCheckpoint != "checkpoint_000004" || st.LastMetrics["accuracy"] == "" {
 		t.Errorf("progress in status: iteration %d, checkpoint %q, metrics %v", st.Iteration, st.LatestCheckpoint, st.LastMetrics)
 	}
 
 	if seen := live(); seen == nil {
-		t.Error("the status never showed attempt 2's progress while it ran (worker 0's progress endpoint)")
+		t.Error("the status never showed attempt 3's progress while it ran (worker 0's progress endpoint)")
 	} else {
-		t.Logf("while attempt 2 ran: iteration %d, checkpoint %s, metrics %v", seen.Iteration, seen.LatestCheckpoint, seen.LastMetrics)
+		t.Logf("while attempt 3 ran: iteration %d, checkpoint %s, metrics %v", seen.Iteration, seen.LatestCheckpoint, seen.LastMetrics)
 	}
 	out, err := trainyard(t, append([]string{"get"}, append(kube, "fmnist")...)...)
 	if err != nil || !strings.Contains(out, "Succeeded") || !strings.Contains(out, "WorkerFailed") {
 		t.Errorf("get: %v\n%s", err, out)
 	}
 	out, err = trainyard(t, append([]string{"logs"}, append(kube, "fmnist")...)...)
-	if err != nil || !strings.Contains(out, "resuming from checkpoint_000001") || !strings.Contains(out, "epoch 4/4") {
+	if err != nil || !strings.Contains(out, "resuming from checkpoint_000002") || !strings.Contains(out, "epoch 4/4") {
 		t.Errorf("logs of the last attempt (from the run folder): %v\n%s", err, out)
 	}
 	reasons := eventReasons(t, env.Client, "fmnist")
-	for _, want := range []string{"AttemptCreated", "Running", "WorkerFailed", "Restarting", "Succeeded"} {
+	for _, want := range []string{"AttemptCreated", "Running", "RestartedInPlace", "WorkerFailed", "Restarting", "Succeeded"} {
 		if !strings.Contains(reasons, want) {
 			t.Errorf("no %s event; got %s", want, reasons)
 		}
@@ -95,7 +119,7 @@ spec:
 }
 
 // watchLive polls the TrainJob's status until the test ends and returns a function that
-// says what it showed of attempt 2's progress while that attempt was running, if anything.
+// says what it showed of attempt 3's progress while that attempt was running, if anything.
 func watchLive(t *testing.T, c client.Client, name string) func() *v1.TrainJobStatus {
 	var (
 		mu   sync.Mutex
@@ -108,7 +132,7 @@ func watchLive(t *testing.T, c client.Client, name string) func() *v1.TrainJobSt
 			var j v1.TrainJob
 			if err := c.Get(ctx, client.ObjectKey{Namespace: "default", Name: name}, &j); err == nil {
 				st := j.Status
-				if st.Attempt == 2 && st.Phase == v1.PhaseRunning && st.Iteration >= 2 && st.LatestCheckpoint != "" {
+				if st.Attempt == 3 && st.Phase == v1.PhaseRunning && st.Iteration >= 3 && st.LatestCheckpoint != "" {
 					mu.Lock()
 					seen = &st
 					mu.Unlock()
@@ -123,6 +147,21 @@ func watchLive(t *testing.T, c client.Client, name string) func() *v1.TrainJobSt
 		defer mu.Unlock()
 		return seen
 	}
+}
+
+// podUIDs lists the UIDs of a TrainJob's pods, sorted.
+func podUIDs(t *testing.T, c client.Client, name string) string {
+	t.Helper()
+	var l corev1.PodList
+	if err := c.List(context.Background(), &l, client.InNamespace("default"), client.MatchingLabels{workload.LabelJob: name}); err != nil {
+		t.Fatal(err)
+	}
+	var uids []string
+	for _, p := range l.Items {
+		uids = append(uids, p.Name+"="+string(p.UID))
+	}
+	slices.Sort(uids)
+	return strings.Join(uids, ",")
 }
 
 // torchPython returns the Python with torch, or skips.
