@@ -499,3 +499,12 @@ const (
 // operator's restricted pod policy the workers use no other, but the namespace's default
 // ServiceAccount and Secrets the TrainJob owns (those `trainyard submit --kube` makes).
 const LabelTrainJobAccess = "trainyard.dev/trainjob-access"
+
+// PodAttempt returns the attempt whose pods the current attempt runs on: PodsAttempt
+// when the gang restarted in place, else Attempt.
+func (s *TrainJobStatus) PodAttempt() int32 {
+	if s.PodsAttempt > 0 {
+		return s.PodsAttempt
+	}
+	return s.Attempt
+}

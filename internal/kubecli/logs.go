@@ -192,7 +192,7 @@ func unknownInstance(job *v1.TrainJob, name string, pods []corev1.Pod) error {
 	}
 	var names []string
 	for i := range pods {
-		if podAttempt(&pods[i]) == int(job.Status.Attempt) {
+		if podAttempt(&pods[i]) == int(job.Status.PodAttempt()) {
 			names = append(names, pods[i].Name)
 		}
 	}
@@ -204,7 +204,7 @@ func unknownInstance(job *v1.TrainJob, name string, pods []corev1.Pod) error {
 	case job.Status.Attempt == 0:
 		podList = " and no pods yet"
 	case len(names) > 0:
-		podList = fmt.Sprintf(", whose pods in attempt %d are %s", job.Status.Attempt, strings.Join(names, ", "))
+		podList = fmt.Sprintf(", whose pods in attempt %d are %s", job.Status.PodAttempt(), strings.Join(names, ", "))
 	}
 	return inputError("-i %s: TrainJob %s has %s%s; name one of them, or give --all-ranks for every worker", name, job.Name, workers, podList)
 }

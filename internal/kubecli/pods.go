@@ -22,6 +22,9 @@ const GPUResource corev1.ResourceName = "nvidia.com/gpu"
 // sorted by worker index, then oldest first. Pods left by an earlier TrainJob of the same
 // name are not the job's.
 func (c *Cluster) workerPods(ctx context.Context, job *v1.TrainJob, attempt int32) ([]corev1.Pod, error) {
+	if attempt == job.Status.Attempt { // a gang that restarted in place runs on an earlier attempt's pods
+		attempt = job.Status.PodAttempt()
+	}
 	sel := labels.Set{workload.LabelJob: job.Name}
 	if attempt > 0 {
 		sel[workload.LabelAttempt] = strconv.Itoa(int(attempt))
@@ -281,7 +284,7 @@ func workerZeroNodes(jobs []v1.TrainJob, pods []corev1.Pod) WorkerNodes {
 		p := &pods[i]
 		key := p.Namespace + "/" + p.Labels[workload.LabelJob]
 		j := byKey[key]
-		if j == nil || j.Status.Attempt == 0 || podAttempt(p) != int(j.Status.Attempt) || workerIndex(p) != 0 {
+		if j == nil || j.Status.Attempt == 0 || podAttempt(p) != int(j.Status.PodAttempt()) || workerIndex(p) != 0 {
 			continue
 		}
 		if uid, ok := p.Labels[workload.LabelJobUID]; ok && j.UID != "" && uid != string(j.UID) {
