@@ -11,10 +11,10 @@ import (
 
 const uninstallLong = `Remove what 'trainyard install' put on a Kubernetes cluster, printing one line
 per object: first the TrainJob CRD, waiting until it is gone (the operator still runs then,
-so it can release the TrainJobs it holds), then the operator's Deployment,
-ClusterRoleBinding, ServiceAccount and ClusterRole, and last the namespace, if
-'trainyard install' created it. Objects already gone are reported and skipped, so
-uninstalling twice is fine.
+so it can release the TrainJobs it holds), then the operator's Deployment, bindings,
+ServiceAccount and ClusterRoles (and the Roles an install with --watch-namespace made,
+wherever they are), and last the namespace, if 'trainyard install' created it. Objects
+already gone are reported and skipped, so uninstalling twice is fine.
 
 Deleting the CRD deletes every TrainJob in the cluster, and with them their Jobs and pods:
 running training stops. So does deleting the namespace for the TrainJobs in it. When any

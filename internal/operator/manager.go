@@ -2,6 +2,7 @@ package operator
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 
@@ -20,7 +21,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
@@ -92,9 +92,11 @@ func NewManager(cfg *rest.Config, opts Options, logger *slog.Logger) (manager.Ma
 	metrics := metricsserver.Options{BindAddress: metricsAddr}
 	if !opts.MetricsInsecure {
 		// HTTPS (a self-signed certificate), to those the API server authenticates
-		// (TokenReview) and allows to get /metrics (SubjectAccessReview).
+		// (TokenReview) and allows to get /metrics (SubjectAccessReview): metricsauth.go.
 		metrics.SecureServing = true
-		metrics.FilterProvider = filters.WithAuthenticationAndAuthorization
+		metrics.FilterProvider = metricsAuth
+		// HTTP/1.1 only, as kubebuilder's operators do (HTTP/2's stream resets, CVE-2023-44487).
+		metrics.TLSOpts = []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }}
 	}
 	if len(opts.APIServerCIDRs) == 0 {
 		opts.APIServerCIDRs = apiServerCIDRs(cfg, logger)

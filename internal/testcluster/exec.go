@@ -18,9 +18,21 @@ const killPythonScript = `for p in /proc/[0-9]*; do if tr '\0' ' ' < $p/cmdline 
 // exec (kubelet, containerd's streaming), as a crashing worker would die, and returns
 // what the container printed ("killed <pid>" for each); no process found is an error.
 func (c *Cluster) KillPython(ctx context.Context, namespace, pod, container string) (string, error) {
+	out, err := c.Exec(ctx, namespace, pod, container, "/bin/bash", "-c", killPythonScript)
+	if err != nil {
+		return "", err
+	}
+	if !strings.Contains(out, "killed") {
+		return "", fmt.Errorf("no python3 process in %s/%s: %q", pod, container, out)
+	}
+	return strings.TrimSpace(out), nil
+}
+
+// Exec runs a command in a pod's container through the API server's exec (kubelet,
+// containerd's streaming) and returns what it printed on stdout.
+func (c *Cluster) Exec(ctx context.Context, namespace, pod, container string, command ...string) (string, error) {
 	req := c.Client.CoreV1().RESTClient().Post().Resource("pods").Namespace(namespace).Name(pod).SubResource("exec").
-		VersionedParams(&corev1.PodExecOptions{Container: container, Command: []string{"/bin/bash", "-c", killPythonScript},
-			Stdout: true, Stderr: true}, scheme.ParameterCodec)
+		VersionedParams(&corev1.PodExecOptions{Container: container, Command: command, Stdout: true, Stderr: true}, scheme.ParameterCodec)
 	ex, err := remotecommand.NewSPDYExecutor(c.Config, "POST", req.URL())
 	if err != nil {
 		return "", fmt.Errorf("exec in %s: %w", pod, err)
@@ -29,8 +41,5 @@ func (c *Cluster) KillPython(ctx context.Context, namespace, pod, container stri
 	if err := ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &out, Stderr: &errOut}); err != nil {
 		return "", fmt.Errorf("exec in %s: %w: %s", pod, err, errOut.String())
 	}
-	if !strings.Contains(out.String(), "killed") {
-		return "", fmt.Errorf("no python3 process in %s/%s: %q %q", pod, container, out.String(), errOut.String())
-	}
-	return strings.TrimSpace(out.String()), nil
+	return out.String(), nil
 }

@@ -84,7 +84,7 @@ func TestKueueAdmitsAndPreemptsGangs(t *testing.T) {
 	smi := standInSMI(t)
 	gpuJob := func(name, priority string, command []string, args ...string) job {
 		return job{name: name, command: command, args: args, spec: "  resources: {gpu: 2}\n  maxRestarts: 0",
-			volumes: "{name: smi, hostPath: {path: " + smi + "}}", mounts: "{name: smi, mountPath: /usr/local/bin, readOnly: true}",
+			mounts: "{name: shared, mountPath: /usr/local/bin, subPath: " + filepath.Base(smi) + ", readOnly: true}",
 			kube: "    queueName: team-a\n    priorityClassName: " + priority}
 	}
 	sleep := func(s string) []string { return []string{"python3", "-c", "import time; time.sleep(" + s + ")"} }

@@ -117,7 +117,7 @@ func (j job) file(t *testing.T) string {
 	if image == "" {
 		image = testcluster.WorkerImage
 	}
-	volumes := fmt.Sprintf("{name: shared, hostPath: {path: %s, type: DirectoryOrCreate}}", sharedDir)
+	volumes := "{name: shared, persistentVolumeClaim: {claimName: shared}}" // sharedClaim: sharedDir
 	if j.volumes != "" {
 		volumes += ", " + j.volumes
 	}
@@ -150,6 +150,7 @@ spec:
 // submit submits the job with trainyard submit --kube.
 func (j job) submit(t *testing.T, ctx context.Context) {
 	t.Helper()
+	sharedClaim(t, ctx)
 	if code, out, errOut := trainyardCmd(t, ctx, "submit", "--kube", "-f", j.file(t)); code != 0 {
 		t.Fatalf("submit %s: exit %d\n%s%s", j.name, code, out, errOut)
 	}
