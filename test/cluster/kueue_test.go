@@ -85,7 +85,7 @@ func TestKueueAdmitsAndPreemptsGangs(t *testing.T) {
 	gpuJob := func(name, priority string, command []string, args ...string) job {
 		return job{name: name, command: command, args: args, spec: "  resources: {gpu: 2}\n  maxRestarts: 0",
 			mounts: "{name: shared, mountPath: /usr/local/bin, subPath: " + filepath.Base(smi) + ", readOnly: true}",
-			kube: "    queueName: team-a\n    priorityClassName: " + priority}
+			kube:   "    queueName: team-a\n    priorityClassName: " + priority}
 	}
 	sleep := func(s string) []string { return []string{"python3", "-c", "import time; time.sleep(" + s + ")"} }
 
