@@ -36,24 +36,27 @@ func metricsAuth(cfg *rest.Config, hc *http.Client) (metricsserver.Filter, error
 		return nil, fmt.Errorf("metrics authentication: %w", err)
 	}
 	a := &reviewer{cs: cs, seen: map[[32]byte]review{}}
-	return func(log logr.Logger, next http.Handler) (http.Handler, error) {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-			if !ok || token == "" {
-				http.Error(w, "Unauthorized", http.StatusUnauthorized)
-				return
-			}
-			code, err := a.check(r, strings.TrimSpace(token))
-			if err != nil {
-				log.Error(err, "metrics: cannot review a request")
-			}
-			if code != http.StatusOK {
-				http.Error(w, http.StatusText(code), code)
-				return
-			}
-			next.ServeHTTP(w, r)
-		}), nil
-	}, nil
+	return a.filter, nil
+}
+
+// filter serves next to the requests whose token the API server authenticates and allows.
+func (a *reviewer) filter(log logr.Logger, next http.Handler) (http.Handler, error) {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || strings.TrimSpace(token) == "" {
+			http.Error(w, "Unauthorized", http.StatusUnauthorized)
+			return
+		}
+		code, err := a.check(r, strings.TrimSpace(token))
+		if err != nil {
+			log.Error(err, "metrics: cannot review a request")
+		}
+		if code != http.StatusOK {
+			http.Error(w, http.StatusText(code), code)
+			return
+		}
+		next.ServeHTTP(w, r)
+	}), nil
 }
 
 // reviewer asks the API server about tokens and remembers its answers for reviewTTL.
