@@ -264,15 +264,17 @@ func (s *server) signIn(code string) (*http.Response, *http.Cookie, error) {
 }
 
 // signInWith opens a sign-in link in the browser and waits until its script has signed
-// in and the browser is at want.
+// in and the page at want has loaded.
 func signInWith(t *testing.T, ctx context.Context, link, want string) {
 	t.Helper()
 	do(t, ctx, "open the sign-in link", chromedp.Navigate(link))
 	poll(t, 30*time.Second, "the sign-in link to lead to "+want, func() (bool, error) {
-		loc, err := chromedp.Run(ctx, chromedp.Location())
+		// The address changes when the new page's navigation commits; its document is
+		// ready a little later.
+		at, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[location.href, document.readyState]`))
 		if err != nil {
 			return false, err
 		}
-		return loc == want, fmt.Errorf("at %s", loc)
+		return at[0] == want && at[1] == "complete", fmt.Errorf("at %s (%s)", at[0], at[1])
 	})
 }
