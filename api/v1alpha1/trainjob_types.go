@@ -105,7 +105,8 @@ type TrainJobSpec struct {
 	Kubernetes *KubernetesSpec `json:"kubernetes,omitempty"`
 
 	// TerminationGracePeriodSeconds is how long a process has to exit after SIGTERM
-	// before it is killed. Default 5.
+	// before it is killed, and, when a preemption stops the job, the time its ranks have to
+	// save a checkpoint first (the preemption notice). Default 30, as Kubernetes has it.
 	// +kubebuilder:validation:Minimum=0
 	TerminationGracePeriodSeconds *int64 `json:"terminationGracePeriodSeconds,omitempty"`
 
@@ -440,10 +441,10 @@ func (s *TrainJobSpec) PGTimeout() int64 {
 	return *s.ProcessGroupTimeoutSeconds
 }
 
-// GracePeriod returns the termination grace period in seconds, 5 when unset.
+// GracePeriod returns the termination grace period in seconds, 30 when unset.
 func (s *TrainJobSpec) GracePeriod() int64 {
 	if s.TerminationGracePeriodSeconds == nil {
-		return 5
+		return 30
 	}
 	return *s.TerminationGracePeriodSeconds
 }

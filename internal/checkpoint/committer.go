@@ -20,6 +20,15 @@ type Committer struct {
 	done        chan struct{} // closed when the in-flight commit ends; nil before the first
 	err         error         // errors of finished commits not yet returned by Err or Wait
 	scoreWarned map[string]bool
+	onCommit    func(Info) // called after each commit that succeeded; nil for none
+}
+
+// OnCommit sets a function called after each commit that succeeds, with the committed
+// checkpoint, before the retention policy runs.
+func (c *Committer) OnCommit(f func(Info)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.onCommit = f
 }
 
 // NewCommitter returns a Committer that commits into store and then applies policy.
@@ -61,6 +70,12 @@ func (c *Committer) run(t *Taken, index int, meta Meta, done chan struct{}) {
 		c.logger.Error("checkpoint commit failed", "err", err)
 		c.record(err)
 		return
+	}
+	c.mu.Lock()
+	f := c.onCommit
+	c.mu.Unlock()
+	if f != nil {
+		f(info)
 	}
 	deleted, err := c.store.Retain(c.policy)
 	if len(deleted) > 0 {

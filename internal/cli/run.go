@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -92,13 +90,13 @@ func noDataHere(machine string) error {
 }
 
 func runJob(ctx context.Context, g *globals, flags *jobspec.Flags, opts runOptions, command []string) error {
-	ctx, force := handleSignals(ctx)
+	sig := handleSignals(ctx)
 	hidden, err := takeSecrets()
 	if err != nil {
 		return usageError(err)
 	}
 	cloneEnv := append(os.Environ(), secrets.Pairs(hidden)...)
-	job, place, release, err := prepare(ctx, g, flags, command, cloneEnv)
+	job, place, release, err := prepare(sig.ctx, g, flags, command, cloneEnv)
 	var ee *exitError
 	switch {
 	case errors.As(err, &ee):
@@ -117,7 +115,7 @@ func runJob(ctx context.Context, g *globals, flags *jobspec.Flags, opts runOptio
 		return usageError(err)
 	}
 	defer folder.Close()
-	if err := fetchSource(ctx, g, job, folder, cloneEnv); err != nil {
+	if err := fetchSource(sig.ctx, g, job, folder, cloneEnv); err != nil {
 		return err
 	}
 
@@ -142,8 +140,9 @@ func runJob(ctx context.Context, g *globals, flags *jobspec.Flags, opts runOptio
 	}
 	l := &launcher.Launcher{Job: job, Placement: place, Folder: folder, Console: console, Logger: g.logger(),
 		ExtraEnv: extraEnv, RayCompat: python.CompatDir(helper),
-		AttemptEnv: session.AttemptEnv, ForceKill: force}
+		AttemptEnv: session.AttemptEnv, ForceKill: sig.force, Preempt: sig.preempt, Notice: session.Notice()}
 	session.OnActivity(l.Touch)
+
 	res, err := l.Run(ctx)
 	closeErr := session.Close()
 	console.Close()
@@ -248,23 +247,6 @@ func report(g *globals, job *v1.TrainJob, folder *rundir.Run, res launcher.Resul
 		return &exitError{code: ExitInterrupted, err: fmt.Errorf("run %s %s after %s; folder %s", job.Spec.RunName, res.Reason, took, folder.Dir)}
 	}
 	return &exitError{code: ExitFailed, err: fmt.Errorf("run %s failed: %s; folder %s", job.Spec.RunName, res.Reason, folder.Dir)}
-}
-
-// handleSignals cancels the returned context on the first SIGINT or SIGTERM and closes
-// the returned channel on the second, so a second Ctrl-C kills the gang at once.
-func handleSignals(parent context.Context) (context.Context, <-chan struct{}) {
-	ctx, cancel := context.WithCancel(parent)
-	force := make(chan struct{})
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		<-sigs
-		cancel()
-		<-sigs
-		close(force)
-		signal.Stop(sigs)
-	}()
-	return ctx, force
 }
 
 func discoverGPUs(ctx context.Context) (device.Inventory, error) {

@@ -65,7 +65,8 @@ func newWorkerCommand(g *globals) *cobra.Command {
 }
 
 func runWorker(ctx context.Context, g *globals) error {
-	ctx, force := handleSignals(ctx)
+	sig := handleSignals(ctx)
+	ctx, force := sig.ctx, sig.force
 	logPath := workload.TerminationLog
 	if p := os.Getenv(envTerminationLog); p != "" {
 		logPath = p

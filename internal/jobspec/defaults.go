@@ -54,7 +54,7 @@ func DefaultCommon(s *v1.TrainJobSpec) {
 		s.ProcsPerWorker = ptr(max(1, s.Resources.GPU))
 	}
 	if s.TerminationGracePeriodSeconds == nil {
-		s.TerminationGracePeriodSeconds = ptr(int64(5))
+		s.TerminationGracePeriodSeconds = ptr(int64(30))
 	}
 	if s.ProcessGroupTimeoutSeconds == nil {
 		s.ProcessGroupTimeoutSeconds = ptr(int64(300))

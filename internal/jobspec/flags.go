@@ -77,7 +77,7 @@ func (f *Flags) Bind(fs *pflag.FlagSet) {
 	fs.StringVar(&f.Name, "name", "", "the job's name, which names its run folder under the storage path; "+
 		"1 to 45 of a-z, 0-9 and '-', starting with a letter (default: generated)")
 	fs.Int32Var(&f.MaxRestarts, "max-restarts", 0, "restart the whole gang up to this many times after a failure")
-	fs.DurationVar(&f.GracePeriod, "grace-period", 5*time.Second, "time a worker has to exit after SIGTERM before SIGKILL")
+	fs.DurationVar(&f.GracePeriod, "grace-period", 30*time.Second, "time a worker has to exit after SIGTERM before SIGKILL, and to save a checkpoint when the job is preempted")
 	fs.DurationVar(&f.HangTimeout, "hang-timeout", 0, "restart the gang when no rank prints or reports for this long, e.g. 10m (default off)")
 	fs.DurationVar(&f.PGTimeout, "pg-timeout", 300*time.Second, "timeout of torch.distributed collectives set up by trainyard.init_process_group()")
 	fs.Int32Var(&f.Keep, "keep-checkpoints", 0, "keep this many checkpoints (the latest always stays); 0 keeps all")

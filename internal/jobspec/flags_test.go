@@ -87,7 +87,7 @@ func flagsJob() *v1.TrainJob {
 		WorkingDir:                    "/home/ada/project",
 		StoragePath:                   "/home/ada/trainyard_results",
 		RunName:                       "train-20261122-134501-xxxx",
-		TerminationGracePeriodSeconds: ptr(int64(5)),
+		TerminationGracePeriodSeconds: ptr(int64(30)),
 		ProcessGroupTimeoutSeconds:    ptr(int64(300)),
 	}})
 }

@@ -7,6 +7,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/trainyard/trainyard/internal/preempt"
 	"github.com/trainyard/trainyard/internal/rundir"
 )
 
@@ -95,9 +96,11 @@ func (a *attempt) startOne(i int, p Proc) (*process, error) {
 // supervise waits for every process. On the first failure or on ctx's end it sends
 // SIGTERM to every process group whose worker is still running, and SIGKILL after the
 // grace period. What a worker leaves behind in its group is killed when it exits (see
-// process.wait), so no group is signalled after its worker was reaped.
+// process.wait), so no group is signalled after its worker was reaped. A preemption
+// (Launcher.Preempt) first gives the ranks the preemption notice (see preempting).
 func (a *attempt) supervise(ctx context.Context, exits <-chan exit) AttemptResult {
 	res := AttemptResult{Outcome: Succeeded, FailedRank: -1, ExitCode: -1}
+	grace := time.Duration(a.l.Job.Spec.GracePeriod()) * time.Second
 	var (
 		stopping  bool
 		stopAt    time.Time
@@ -105,21 +108,31 @@ func (a *attempt) supervise(ctx context.Context, exits <-chan exit) AttemptResul
 		done      = ctx.Done()
 		force     = a.l.ForceKill
 		hang      = a.hangTicker()
+		pre       preemption
+		preempt   = a.l.Preempt
 	)
-	stop := func(outcome Outcome, reason string, rank int) {
+	stop := func(outcome Outcome, reason string, rank int, killAfter time.Duration) {
 		res = AttemptResult{Outcome: outcome, Reason: reason, FailedRank: rank, ExitCode: -1}
 		stopping, stopAt, hang = true, time.Now(), nil
+		pre.end()
 		a.signalLive(syscall.SIGTERM)
 		a.signalLive(syscall.SIGCONT) // a stopped process handles SIGTERM only once resumed
-		killTimer = time.After(time.Duration(a.l.Job.Spec.GracePeriod()) * time.Second)
+		killTimer = time.After(killAfter)
 	}
 	for live := len(a.procs); live > 0; {
 		select {
 		case e := <-exits:
 			live--
 			a.recordExit(e, stopping)
-			if e.failed() && !stopping {
-				stop(Failed, a.describe(e), a.records[e.idx].Rank)
+			switch {
+			case stopping:
+			case pre.on():
+				stop(Interrupted, pre.reason+"; "+a.describe(e)+" after the notice", -1, pre.left(grace))
+				if live > 0 {
+					a.l.notice("%s; stopping the other %d", res.Reason, live)
+				}
+			case e.failed():
+				stop(Failed, a.describe(e), a.records[e.idx].Rank, grace)
 				if e.err == nil && e.sig == "" {
 					res.ExitCode = e.code
 				}
@@ -130,12 +143,29 @@ func (a *attempt) supervise(ctx context.Context, exits <-chan exit) AttemptResul
 		case <-done:
 			done = nil
 			if !stopping {
-				stop(Interrupted, "interrupted", -1)
-				a.l.notice("interrupted: stopping the gang (SIGTERM, SIGKILL after %ds)", a.l.Job.Spec.GracePeriod())
+				stop(Interrupted, "interrupted", -1, grace)
+				a.l.notice("interrupted: stopping the gang (SIGTERM, SIGKILL after %s)", grace)
 			}
+		case why := <-preempt:
+			preempt = nil
+			a.l.preempted = why
+			if stopping {
+				break
+			}
+			if !pre.begin(a.l, why, grace) {
+				stop(Interrupted, why, -1, grace)
+				a.l.notice("%s: stopping the gang (SIGTERM, SIGKILL after %s)", why, grace)
+			}
+		case name := <-pre.saved:
+			stop(Interrupted, fmt.Sprintf("%s; %s committed after the notice", pre.reason, name), -1, pre.left(grace))
+			a.l.notice("%s committed after the preemption notice; stopping the gang", name)
+		case <-pre.timer:
+			stop(Interrupted, pre.reason+"; no checkpoint committed after the notice", -1, pre.left(grace))
+			a.l.notice("no checkpoint committed by the notice's deadline; stopping the gang (SIGTERM, SIGKILL after %s)",
+				pre.left(grace).Round(time.Second))
 		case <-hang:
 			if limit := a.hangTimeout(); a.l.idle() > limit {
-				stop(Failed, fmt.Sprintf("no rank printed or reported anything for %s (--hang-timeout): the gang looks hung", limit), -1)
+				stop(Failed, fmt.Sprintf("no rank printed or reported anything for %s (--hang-timeout): the gang looks hung", limit), -1, grace)
 				res.Hung = true
 				a.l.notice("%s; stopping it", res.Reason)
 			}
@@ -151,6 +181,48 @@ func (a *attempt) supervise(ctx context.Context, exits <-chan exit) AttemptResul
 		res.Teardown = time.Since(stopAt)
 	}
 	return res
+}
+
+// preemption is a preemption notice the ranks of an attempt were given: while it is on,
+// supervise waits for a checkpoint committed after it (saved) or its deadline (timer).
+type preemption struct {
+	reason string
+	at     time.Time
+	saved  <-chan string
+	timer  <-chan time.Time
+}
+
+// begin posts the notice, unless the ranks cannot hear it (no rank reported through the
+// helper) or the grace period leaves no time to save; it says whether it did.
+func (p *preemption) begin(l *Launcher, why string, grace time.Duration) bool {
+	now := time.Now()
+	deadline := preempt.Deadline(now, grace)
+	if l.Notice == nil || !l.Notice.Listening() || deadline.IsZero() {
+		return false
+	}
+	if err := l.Notice.Post(deadline, why); err != nil {
+		l.Logger.Warn("could not give the ranks the preemption notice", "err", err)
+		return false
+	}
+	*p = preemption{reason: why, at: now, saved: l.Notice.Saved(), timer: time.After(deadline.Sub(now))}
+	l.notice("%s: the ranks have until %s (%s) to save a checkpoint (trainyard.preemption() says so); "+
+		"then the gang stops. Interrupt again to stop it now", why, deadline.Format("15:04:05"), deadline.Sub(now).Round(time.Second))
+	return true
+}
+
+// on says whether the notice is out and the gang not yet stopping.
+func (p *preemption) on() bool { return p.timer != nil }
+
+// end stops waiting for the notice's outcome.
+func (p *preemption) end() { p.saved, p.timer = nil, nil }
+
+// left is what remains of the grace period since the notice (all of it when none was
+// given), at least a second, for the ranks to exit after SIGTERM.
+func (p *preemption) left(grace time.Duration) time.Duration {
+	if p.at.IsZero() {
+		return grace
+	}
+	return max(grace-time.Since(p.at), time.Second)
 }
 
 func (a *attempt) hangTimeout() time.Duration {

@@ -15,6 +15,7 @@ import (
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
 	"github.com/trainyard/trainyard/internal/logstream"
+	"github.com/trainyard/trainyard/internal/preempt"
 	"github.com/trainyard/trainyard/internal/rundir"
 )
 
@@ -37,6 +38,14 @@ type Launcher struct {
 	AttemptEnv func(attempt int) (map[string]string, error)
 	// ForceKill, when closed, makes a running teardown send SIGKILL at once.
 	ForceKill <-chan struct{}
+	// Preempt receives why the gang must stop when the stop is not the job's own doing (a
+	// signal to the launcher, a preemption): the ranks get the preemption notice and until
+	// its deadline to commit a checkpoint before they are stopped (see package preempt).
+	// The run then ends interrupted, whatever its ranks did.
+	Preempt <-chan string
+	// Notice is the run's preemption notice (reporting.Session.Notice). Without it, or when
+	// no rank has reported through the helper, a preemption stops the ranks at once.
+	Notice *preempt.Notice
 	// RayCompat, when set, is a folder holding Trainyard's ray compatibility package
 	// (python.CompatDir). It is appended to the workers' PYTHONPATH only when the job's
 	// Python cannot import ray by itself, so that a real Ray is never shadowed.
@@ -46,6 +55,9 @@ type Launcher struct {
 	rayPath  string       // RayCompat when the workers get it, else ""
 	kill     killFunc     // signals processes and groups: syscall.Kill unless a test sets it
 	activity atomic.Int64 // unix nanoseconds of the last line or report of any rank
+	// preempted is why the gang was preempted ("" when it was not); set by an attempt's
+	// supervise, read once the attempt ended.
+	preempted string
 }
 
 // Touch records that the gang did something: a rank printed or reported. The hang
@@ -87,11 +99,14 @@ func (l *Launcher) Run(ctx context.Context) (Result, error) {
 		if err != nil {
 			return Result{}, err
 		}
-		if res.Outcome != Failed || n == last || ctx.Err() != nil {
+		if res.Outcome != Failed || n == last || ctx.Err() != nil || l.preempted != "" {
 			break
 		}
 		l.notice("attempt %d failed: %s; gang stopped in %s; restarting the gang (restart %d of %d)",
 			n, res.Reason, res.Teardown.Round(time.Millisecond), n-first+1, l.Job.Spec.MaxRestarts)
+	}
+	if l.preempted != "" && res.Outcome == Failed { // preempted while a failed attempt stopped
+		res.Outcome, res.Reason = Interrupted, l.preempted+" while the gang stopped after "+res.Reason
 	}
 	out := Result{Outcome: res.Outcome, Attempts: n - first + 1, Last: res, Duration: time.Since(begin)}
 	out.Reason = l.finalReason(res, n, last)
@@ -135,6 +150,9 @@ func (l *Launcher) finalReason(res AttemptResult, n, last int) string {
 	case Succeeded:
 		return fmt.Sprintf("all %d ranks exited 0 in attempt %d", l.Job.Spec.WorldSize(), n)
 	case Interrupted:
+		if l.preempted != "" {
+			return fmt.Sprintf("%s in attempt %d", res.Reason, n)
+		}
 		return fmt.Sprintf("interrupted in attempt %d", n)
 	}
 	return fmt.Sprintf("%s in attempt %d of %d; no restarts left (max restarts %d)",
@@ -146,6 +164,9 @@ func (l *Launcher) finish(res Result) error {
 	return l.Folder.Update(func(rec *rundir.Record) {
 		now := time.Now()
 		rec.Phase, rec.Reason, rec.Supervisor = phase, res.Reason, 0
+		if l.preempted != "" {
+			rec.Preemptions++
+		}
 		if phase.Finished() {
 			rec.Finished = &now
 		}

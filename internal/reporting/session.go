@@ -13,6 +13,7 @@ import (
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
 	"github.com/trainyard/trainyard/internal/checkpoint"
+	"github.com/trainyard/trainyard/internal/preempt"
 	"github.com/trainyard/trainyard/internal/tfevents"
 )
 
@@ -29,16 +30,17 @@ type Notifier interface {
 // to, the checkpoint committer, and the results files. Its methods are safe for concurrent
 // use.
 type Session struct {
-	job       *v1.TrainJob
-	dir       string   // the run folder's path, for messages and the helper's env
-	root      *os.Root // the run folder: everything of the session goes through it
-	notify    Notifier
-	logger    *slog.Logger
-	store     *checkpoint.Store
-	committer *checkpoint.Committer
-	results   *Results
-	events    *tfevents.Writer
-	server    *Server
+	job        *v1.TrainJob
+	dir        string   // the run folder's path, for messages and the helper's env
+	root       *os.Root // the run folder: everything of the session goes through it
+	notify     Notifier
+	logger     *slog.Logger
+	store      *checkpoint.Store
+	committer  *checkpoint.Committer
+	results    *Results
+	events     *tfevents.Writer
+	server     *Server
+	preemption *preempt.Notice // in the socket's private folder
 
 	mu        sync.Mutex
 	touch     func()
@@ -103,6 +105,12 @@ func StartWith(job *v1.TrainJob, root *os.Root, notify Notifier, logger *slog.Lo
 		}
 		s.server, err = Listen(s, logger)
 	}
+	if err == nil {
+		s.preemption = preempt.New(filepath.Dir(s.server.Path))
+		if s.committer != nil {
+			s.committer.OnCommit(func(c checkpoint.Info) { s.preemption.Committed(c.Name, c.Manifest.Meta.Time) })
+		}
+	}
 	if err != nil {
 		s.closeFiles()
 		return nil, err
@@ -153,12 +161,19 @@ func (s *Session) OnActivity(touch func()) {
 	s.touch = touch
 }
 
+// Notice is the run's preemption notice on this machine: the launcher posts it, the
+// ranks read it (preempt.EnvFile), and it hears of the ranks' reports and of the
+// checkpoints committed after it.
+func (s *Session) Notice() *preempt.Notice { return s.preemption }
+
 // AttemptEnv returns what the workers of an attempt need to report and to resume: the
-// socket, the process-group timeout, and the latest checkpoint that verifies. Newer
-// checkpoints that do not verify are skipped with a notice.
+// socket, the preemption notice's file, the process-group timeout, and the latest
+// checkpoint that verifies. Newer checkpoints that do not verify are skipped with a
+// notice.
 func (s *Session) AttemptEnv(attempt int) (map[string]string, error) {
 	env := map[string]string{
 		"TRAINYARD_REPORT_SOCKET":      s.server.Path,
+		preempt.EnvFile:                s.preemption.Path(),
 		"TRAINYARD_PG_TIMEOUT_SECONDS": strconv.FormatInt(s.job.Spec.PGTimeout(), 10),
 	}
 	latest, skipped, err := s.resumeFrom(attempt)
@@ -264,6 +279,7 @@ func (s *Session) Report(rep Report) (Reply, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.touch()
+	s.preemption.Heard()
 	s.ranks[rep.Rank]++
 	if rep.Rank != 0 {
 		if rep.Checkpoint != "" {

@@ -272,7 +272,8 @@ func TestSessionAttemptEnv(t *testing.T) {
 	job.Spec.ProcessGroupTimeoutSeconds = &timeout
 	s, n := startSession(t, job, dir)
 	env := attemptEnv(t, s, 1)
-	base := map[string]string{"TRAINYARD_REPORT_SOCKET": s.server.Path, "TRAINYARD_PG_TIMEOUT_SECONDS": "42"}
+	base := map[string]string{"TRAINYARD_REPORT_SOCKET": s.server.Path, "TRAINYARD_PG_TIMEOUT_SECONDS": "42",
+		"TRAINYARD_PREEMPTION_FILE": filepath.Join(filepath.Dir(s.server.Path), "preemption.json")}
 	if diff := cmp.Diff(base, env); diff != "" {
 		t.Errorf("first attempt's env (-want +got):\n%s", diff)
 	}
@@ -432,5 +433,41 @@ func TestSessionKeepsFoldersOfFailedCommits(t *testing.T) {
 	}
 	if _, err := os.Stat(stale); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a folder never handed over: %v; want it removed", err)
+	}
+}
+
+// The session's preemption notice hears of reports, and of the first checkpoint committed
+// from a report made after it was posted.
+func TestSessionPreemptionNotice(t *testing.T) {
+	dir, job := newRunDir(t)
+	s, _ := startSession(t, job, dir)
+	attemptEnv(t, s, 1)
+	n := s.Notice()
+	if n.Listening() {
+		t.Fatal("listening before any report")
+	}
+	mustReport(t, s, Report{Rank: 0, Checkpoint: newCheckpointDir(t, dir, "before", "x")})
+	if !n.Listening() {
+		t.Fatal("not listening after a report")
+	}
+	if err := s.committer.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Post(time.Now().Add(time.Minute), "SIGTERM"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case name := <-n.Saved():
+		t.Fatalf("%s, committed before the notice, counted as saved", name)
+	case <-time.After(100 * time.Millisecond):
+	}
+	mustReport(t, s, Report{Rank: 0, Checkpoint: newCheckpointDir(t, dir, "after", "y")})
+	select {
+	case name := <-n.Saved():
+		if name != "checkpoint_000002" {
+			t.Errorf("saved %s, want checkpoint_000002", name)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the checkpoint reported after the notice was not seen committed")
 	}
 }

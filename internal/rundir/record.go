@@ -16,6 +16,11 @@ type Record struct {
 	Updated    time.Time   `json:"updated"`
 	Finished   *time.Time  `json:"finished,omitempty"`
 	Attempts   []Attempt   `json:"attempts"`
+	// Preemptions counts the times the run was stopped by a preemption (a signal to its
+	// launcher, the job server making room): each ended the run interrupted, and the run
+	// continued from its latest checkpoint when it was started again. They are not
+	// failures: they use no restart.
+	Preemptions int `json:"preemptions,omitempty"`
 	// SourceCommit is the commit of the job's git source cloned into code/.
 	SourceCommit string `json:"sourceCommit,omitempty"`
 }

@@ -21,6 +21,22 @@ from ray import train  # noqa: E402
 from ray.train import _session  # noqa: E402
 
 
+class PreemptionInfoTest(unittest.TestCase):
+    def test_get_preemption_info(self) -> None:
+        from trainyard import _preempt  # pylint: disable=import-outside-toplevel
+
+        _preempt._seen = None
+        self.addCleanup(setattr, _preempt, "_seen", None)
+        path = os.path.join(tempfile.mkdtemp(), "preemption.json")
+        with environment(TRAINYARD_PREEMPTION_FILE=path, WORLD_SIZE="3", RANK="1"):
+            self.assertIsNone(train.get_preemption_info())
+            with open(path, "w", encoding="utf-8") as f:
+                f.write('{"deadline": 1795743377.5, "reason": "preempted by job hi (priority 5)"}')
+            info = train.get_preemption_info()
+        self.assertEqual(info, train.PreemptionInfo(deadline=1795743377.5, reason="preempted by job hi (priority 5)",
+                                                    affected_ranks=[0, 1, 2]))
+
+
 class CoreTest(unittest.TestCase):
     def tearDown(self) -> None:
         ray.shutdown()

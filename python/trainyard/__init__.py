@@ -23,16 +23,22 @@ A typical script::
             folder = trainyard.new_checkpoint_dir()
             torch.save({"model": model.state_dict(), "epoch": epoch}, f"{folder}/state.pt")
         trainyard.report({"loss": loss, "epoch": epoch}, checkpoint=folder)
+
+When the job is preempted (a signal, a job of higher priority, a pod evicted),
+``trainyard.preemption()`` returns the deadline (None until then): a checkpoint reported
+before it is committed before the gang stops, and the next start resumes from it.
 """
 
 from ._checkpoint import get_checkpoint, new_checkpoint_dir
 from ._context import Context, get_context
 from ._dist import get_device, init_process_group, prepare_data_loader, prepare_model
+from ._preempt import Preemption, preemption, preemption_info
 from ._report import ReportError, ReportResult, report
 from ._rundir import RunFolderError
 
 __all__ = [
     "Context",
+    "Preemption",
     "ReportError",
     "ReportResult",
     "RunFolderError",
@@ -43,5 +49,7 @@ __all__ = [
     "new_checkpoint_dir",
     "prepare_data_loader",
     "prepare_model",
+    "preemption",
+    "preemption_info",
     "report",
 ]

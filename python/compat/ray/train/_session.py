@@ -20,7 +20,7 @@ import trainyard
 from ._checkpoint import Checkpoint
 from ._output import Printer
 
-__all__ = ["report", "get_checkpoint", "get_context", "TrainContext"]
+__all__ = ["report", "get_checkpoint", "get_context", "get_preemption_info", "PreemptionInfo", "TrainContext"]
 
 #: How many reported checkpoints a session remembers the metrics of (best_checkpoints).
 MAX_REMEMBERED = 1000
@@ -178,3 +178,24 @@ def _warn(message: str) -> None:
     """Write ``ray.train: <message>`` to stderr (rank 0 only)."""
     if trainyard.get_context().rank == 0:
         print(f"ray.train: {message}", file=sys.stderr, flush=True)
+
+
+@dataclass(frozen=True)
+class PreemptionInfo:
+    """A pending preemption, as Ray Train's get_preemption_info() gives it (alpha in Ray,
+    2026): the ranks it affects (the whole gang: Trainyard preempts gangs), the deadline
+    (seconds since the epoch) and the reason."""
+
+    deadline: float
+    reason: str
+    affected_ranks: list[int] = field(default_factory=list)
+
+
+def get_preemption_info() -> PreemptionInfo | None:
+    """The pending preemption, or None. Report a checkpoint before ``deadline``: it is
+    committed before the gang stops, and the run resumes from it (trainyard.preemption())."""
+    p = trainyard.preemption_info()
+    if p is None:
+        return None
+    return PreemptionInfo(deadline=p.deadline, reason=p.reason,
+                          affected_ranks=list(range(trainyard.get_context().world_size)))
