@@ -9,7 +9,10 @@ helper (the ``trainyard`` Python module, put on PYTHONPATH by the launcher):
 ``init_process_group`` and ``prepare_model`` set up DDP, ``report`` records
 each epoch's metrics with a checkpoint of the model and optimizer, and
 ``get_checkpoint`` resumes from the latest committed checkpoint after a
-failure or an interruption. It also runs under ``torchrun`` or alone (then
+failure or an interruption. When the job is preempted (Ctrl-C, SIGTERM, a job
+of higher priority, a pod evicted), ``preemption()`` says so: the ranks save a
+checkpoint at the step they reached, and the next start continues from that
+step, not from the last epoch. It also runs under ``torchrun`` or alone (then
 with ``python/`` on PYTHONPATH), as a single process without WORLD_SIZE.
 
 The data set is read from the four gzipped IDX files of Fashion-MNIST, as
@@ -59,6 +62,9 @@ def parse_args(argv=None):
                         "'first step done' after its first (for benchmarks)")
     p.add_argument("--sleep-per-step", type=float, default=0.0,
                    metavar="SECONDS", help="sleep after each training step")
+    p.add_argument("--preemption-check-steps", type=int, default=10,
+                   metavar="N", help="every N steps the ranks agree whether "
+                   "the job is being preempted (0: never)")
     return p.parse_args(argv)
 
 
@@ -175,11 +181,42 @@ def all_reduce_sums(ctx, values):
     return t.tolist()
 
 
-def train_epoch(model, loader, optimizer, loss_fn, ctx, state):
-    """Train one epoch; return the global mean training loss."""
+class Preempted(Exception):
+    """The job is being preempted; the ranks stop at the step they reached."""
+
+    def __init__(self, step_in_epoch):
+        super().__init__(f"preempted after step {step_in_epoch} of the epoch")
+        self.step_in_epoch = step_in_epoch
+
+
+def preempted(ctx, state, step_in_epoch):
+    """Whether the ranks agree that the job is being preempted.
+
+    Every rank asks at the same steps, and a max all-reduce makes them agree,
+    so that all of them stop after the same step even if the notice reaches
+    them at different times (on several machines).
+    """
+    every = state["args"].preemption_check_steps
+    if every <= 0 or step_in_epoch % every:
+        return False
+    flag = [1.0 if trainyard.preemption() is not None else 0.0]
+    if ctx["distributed"]:
+        t = torch.tensor(flag, device=ctx["device"])
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        flag = t.tolist()
+    return flag[0] > 0
+
+
+def train_epoch(model, loader, optimizer, loss_fn, ctx, state, skip=0):
+    """Train one epoch, after its first skip steps (done before a preemption);
+    return the global mean training loss, or raise Preempted."""
     model.train()
     loss_sum, count = 0.0, 0
-    for x, y in loader:  # the helper's loader moves batches to the device
+    for i, (x, y) in enumerate(loader):  # the helper's loader moves batches to the device
+        if i < skip:
+            continue
+        if preempted(ctx, state, i):
+            raise Preempted(i)
         optimizer.zero_grad()
         loss = loss_fn(model(x), y)
         loss.backward()
@@ -222,28 +259,36 @@ def evaluate(model, loader, loss_fn, ctx):
     return loss_sum / max(total, 1), 100.0 * correct / max(total, 1)
 
 
-def save_checkpoint(model, optimizer, epoch):
-    """Write model, optimizer and epoch into a fresh checkpoint folder (rank 0)."""
+def save_checkpoint(model, optimizer, epoch, step_in_epoch=0):
+    """Write model, optimizer and epoch into a fresh checkpoint folder (rank 0).
+    step_in_epoch > 0 marks a checkpoint taken in the middle of epoch (a
+    preemption) after that many steps; 0, one taken once epoch was done."""
     folder = trainyard.new_checkpoint_dir()
     module = getattr(model, "module", model)
     torch.save({"model": module.state_dict(),
-                "optimizer": optimizer.state_dict(), "epoch": epoch},
+                "optimizer": optimizer.state_dict(), "epoch": epoch,
+                "step_in_epoch": step_in_epoch},
                os.path.join(folder, "checkpoint.pt"))
     return folder
 
 
 def load_checkpoint(model, optimizer, ctx):
-    """Resume from the latest committed checkpoint; return the next epoch."""
+    """Resume from the latest committed checkpoint; return the epoch to
+    continue at and the steps of it already done."""
     folder = trainyard.get_checkpoint()
     if folder is None:
-        return 1
+        return 1, 0
     state = torch.load(os.path.join(folder, "checkpoint.pt"),
                        map_location=ctx["device"])
     getattr(model, "module", model).load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])
-    log0(ctx, f"resuming from {os.path.basename(folder)}: "
-              f"epoch {state['epoch']} done, continuing at {state['epoch'] + 1}")
-    return state["epoch"] + 1
+    name, epoch, done = os.path.basename(folder), state["epoch"], state.get("step_in_epoch", 0)
+    if done:
+        log0(ctx, f"resuming from {name}: epoch {epoch} at step {done}, "
+                  f"continuing at step {done + 1}")
+        return epoch, done
+    log0(ctx, f"resuming from {name}: epoch {epoch} done, continuing at {epoch + 1}")
+    return epoch + 1, 0
 
 
 def fit(args, ctx):
@@ -258,12 +303,23 @@ def fit(args, ctx):
                                 momentum=MOMENTUM)
     state = {"args": args, "step": 0, "last": START_TIME}
     accuracy = 0.0
-    first = load_checkpoint(model, optimizer, ctx)
+    first, skip = load_checkpoint(model, optimizer, ctx)
     for epoch in range(first, args.epochs + 1):
         started = time.monotonic()
         train_loader.set_epoch(epoch)
-        train_loss = train_epoch(model, train_loader, optimizer, loss_fn,
-                                 ctx, state)
+        try:
+            train_loss = train_epoch(model, train_loader, optimizer, loss_fn,
+                                     ctx, state, skip if epoch == first else 0)
+        except Preempted as p:
+            # Save where the ranks are, and stop: the launcher commits the
+            # checkpoint, then stops the gang; the next start continues here.
+            notice = trainyard.preemption_info()  # None on a machine it did not reach
+            log0(ctx, f"preempted ({notice.reason if notice else 'another machine'}): "
+                      f"saving epoch {epoch} at step {p.step_in_epoch}")
+            folder = save_checkpoint(model, optimizer, epoch, p.step_in_epoch) if ctx["rank"] == 0 else None
+            trainyard.report({"epoch": epoch - 1 + p.step_in_epoch / len(train_loader)},
+                             checkpoint=folder)
+            return None
         test_loss, accuracy = evaluate(model, test_loader, loss_fn, ctx)
         log0(ctx, f"epoch {epoch}/{args.epochs}: train_loss={train_loss:.4f} "
                   f"test_loss={test_loss:.4f} test_accuracy={accuracy:.2f}% "
@@ -282,7 +338,10 @@ def main(argv=None):
     try:
         log0(ctx, startup_line(ctx))
         accuracy = fit(args, ctx)
-        log0(ctx, f"done: final test_accuracy={accuracy:.2f}%")
+        if accuracy is None:
+            log0(ctx, "stopped for a preemption; the next start continues from its checkpoint")
+        else:
+            log0(ctx, f"done: final test_accuracy={accuracy:.2f}%")
     finally:
         if ctx["distributed"] and dist.is_initialized():
             dist.destroy_process_group()
