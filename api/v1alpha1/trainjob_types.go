@@ -388,6 +388,12 @@ func (p JobPhase) Finished() bool {
 	return p == PhaseSucceeded || p == PhaseFailed
 }
 
+// Active reports whether the phase says a job's gang is on its way or running: Pending,
+// Running or Restarting.
+func (p JobPhase) Active() bool {
+	return p == PhasePending || p == PhaseRunning || p == PhaseRestarting
+}
+
 // TrainJobList is a list of TrainJobs.
 //
 // +kubebuilder:object:root=true

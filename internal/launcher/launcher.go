@@ -244,6 +244,7 @@ func (l *Launcher) beginAttempt(n, port int) error {
 		n, l.workersHere(), s.ProcCount(), l.Placement.MasterAddr, port, l.Folder.Dir)
 	return l.Folder.Update(func(rec *rundir.Record) {
 		rec.Phase, rec.Supervisor = v1.PhaseRunning, os.Getpid()
+		rec.Host, _ = os.Hostname()
 		if n > 1 {
 			rec.Phase = v1.PhaseRestarting
 		}

@@ -12,10 +12,12 @@ type Record struct {
 	Phase      v1.JobPhase `json:"phase"`
 	Reason     string      `json:"reason,omitempty"`
 	Supervisor int         `json:"supervisorPID,omitempty"`
-	Created    time.Time   `json:"created"`
-	Updated    time.Time   `json:"updated"`
-	Finished   *time.Time  `json:"finished,omitempty"`
-	Attempts   []Attempt   `json:"attempts"`
+	// Host is the machine the supervisor runs on (see Observe).
+	Host     string     `json:"host,omitempty"`
+	Created  time.Time  `json:"created"`
+	Updated  time.Time  `json:"updated"`
+	Finished *time.Time `json:"finished,omitempty"`
+	Attempts []Attempt  `json:"attempts"`
 	// Preemptions counts the times the run was stopped by a preemption (a signal to its
 	// launcher, the job server making room): each ended the run interrupted, and the run
 	// continued from its latest checkpoint when it was started again. They are not

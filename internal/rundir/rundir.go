@@ -128,7 +128,7 @@ func (r *Run) load(job *v1.TrainJob, rerun bool) error {
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		t := r.now()
-		r.rec = Record{Name: job.Spec.RunName, Phase: v1.PhasePending, Created: t, Updated: t}
+		r.rec = Record{Name: job.Spec.RunName, Phase: v1.PhasePending, Created: t, Updated: t, Host: hostname()}
 		return r.saveLocked()
 	case err != nil:
 		return fmt.Errorf("read run record: %w", err)

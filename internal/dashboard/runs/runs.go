@@ -54,7 +54,7 @@ func (s *Source) run(name string) (client.JobDetail, error) {
 		return client.JobDetail{}, notFound("no run %q in %s", name, s.Storage)
 	}
 	dir := filepath.Join(s.Storage, name)
-	rec, err := rundir.ReadRecord(dir)
+	rec, err := rundir.Observe(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return client.JobDetail{}, notFound("no run %q in %s", name, s.Storage)
 	}
