@@ -27,7 +27,7 @@ const (
 	ExitOK          = 0
 	ExitFailed      = 1   // the job failed, or something did: a server or cluster unreachable, a job not found
 	ExitUsage       = 2   // bad input, found here or refused as such by the server or cluster: nothing was done
-	ExitInterrupted = 130 // stopped by Ctrl-C or SIGTERM
+	ExitInterrupted = 130 // stopped by Ctrl-C, SIGTERM or SIGHUP
 )
 
 // exitCodesHelp says the exit codes in the help of the trainyard command.

@@ -38,8 +38,15 @@ When a worker exits non-zero or dies, every other worker's process group gets
 SIGTERM, then SIGKILL after --grace-period; with --max-restarts K the whole gang
 starts again, up to K times, with a fresh rendezvous port.
 
+Ctrl-C, SIGTERM or SIGHUP preempt the run: ranks that report through the trainyard
+helper get a preemption notice (trainyard.preemption() returns its deadline, the
+grace period less a sixth) to save a checkpoint; once one reported after it is
+committed, or at the deadline, the gang is stopped. Ranks that never reported are
+stopped at once. A second Ctrl-C kills the gang at once. Running the same command
+again continues from the latest checkpoint.
+
 Exit codes: 0 the job succeeded, 1 it failed, 2 bad input (nothing was started),
-130 interrupted (Ctrl-C or SIGTERM; a second Ctrl-C kills the gang at once).`
+130 interrupted (Ctrl-C, SIGTERM or SIGHUP).`
 
 const runExample = `  trainyard run --workers 2 -- /usr/bin/python3 train.py --epochs 3
   trainyard run --workers 2 --gpus-per-worker 4 --max-restarts 3 -- python3 train.py

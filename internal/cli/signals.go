@@ -23,9 +23,9 @@ type stopSignals struct {
 
 // signalNames name the signals as a run's reason gives them.
 var signalNames = map[os.Signal]string{
-	os.Interrupt:    "SIGINT (interrupted)",
+	os.Interrupt:    "SIGINT",
 	syscall.SIGTERM: "SIGTERM",
-	syscall.SIGHUP:  "SIGHUP (the terminal hung up)",
+	syscall.SIGHUP:  "SIGHUP",
 }
 
 // handleSignals starts following the stop signals. It also takes SIGPIPE, so that a

@@ -151,7 +151,7 @@ func (l *Launcher) finalReason(res AttemptResult, n, last int) string {
 		return fmt.Sprintf("all %d ranks exited 0 in attempt %d", l.Job.Spec.WorldSize(), n)
 	case Interrupted:
 		if l.preempted != "" {
-			return fmt.Sprintf("%s in attempt %d", res.Reason, n)
+			return fmt.Sprintf("preempted in attempt %d (%s)", n, res.Reason)
 		}
 		return fmt.Sprintf("interrupted in attempt %d", n)
 	}

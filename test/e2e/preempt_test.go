@@ -38,7 +38,7 @@ func TestCheckpointOnPreemption(t *testing.T) {
 		t.Fatalf("the ranks did not save at the notice:\n%s", out)
 	}
 	for _, s := range []string{"SIGTERM: the ranks have until", "checkpoint_000002 committed after the preemption notice",
-		"SIGTERM; checkpoint_000002 committed after the notice in attempt 1"} {
+		"run preempted preempted in attempt 1 (SIGTERM; checkpoint_000002 committed after the notice)"} {
 		if !strings.Contains(out, s) {
 			t.Errorf("output lacks %q:\n%s", s, out)
 		}
@@ -89,7 +89,7 @@ func TestSignalsToARunWithoutTheHelper(t *testing.T) {
 		t.Errorf("SIGHUP took %s to stop ranks that cannot hear the notice", took)
 	}
 	rec := readRecord(t, filepath.Join(storage, "plain"))
-	if rec.Phase != "Interrupted" || !strings.HasPrefix(rec.Reason, "SIGHUP (the terminal hung up)") {
+	if rec.Phase != "Interrupted" || !strings.HasPrefix(rec.Reason, "preempted in attempt 1 (SIGHUP)") {
 		t.Errorf("run.json: %s %q; want Interrupted by SIGHUP", rec.Phase, rec.Reason)
 	}
 
