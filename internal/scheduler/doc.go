@@ -20,7 +20,7 @@
 //
 // Jobs start in that order while they fit. The first job that does not fit
 // is the head of the queue: it waits, and it is the only job that reserves
-// resources. A job that can never fit (see [CheckFits]) never becomes the
+// resources (and, where allowed, preempts; see Preemption below). A job that can never fit (see [CheckFits]) never becomes the
 // head and blocks nobody.
 //
 // # Backfill
@@ -29,7 +29,7 @@
 // (Lifka, 1995; Mu'alem and Feitelson, 2001), if they fit now and do not
 // delay the head. The head's shadow time is the earliest time at which it
 // fits if every running job ends at its expected end, Started + TimeLimit
-// (Now for a job already past it). A running job without a time limit may
+// (Now for a job already past it, or being stopped). A running job without a time limit may
 // run forever, so the computation never counts on it ending. The extra
 // resources are what is left at the shadow time once the head is placed. A
 // later job that fits now may start if
@@ -67,6 +67,40 @@
 // jobs, but it becomes the head, and is protected, as soon as the head has
 // started. This keeps a decision cheap and predictable, at the cost of
 // possibly longer waits for jobs behind the head.
+//
+// # Preemption
+//
+// With [State].Preemption set to [PreemptLowerPriority], the head may have
+// running jobs stopped to make room for it, as Kueue's preemption
+// withinClusterQueue: LowerPriority does, or Slurm's PreemptMode=REQUEUE:
+// the preempted job is stopped (its checkpoint saved within its grace
+// period, which is the caller's business) and queued again, to resume
+// later. Only the head preempts, and only when it fits once
+// the chosen jobs are gone, in every resource (GPUs counted by the indices
+// they free, CPU, memory); a head that would not fit even with every job of
+// lower priority gone preempts nothing, and a job that can never fit is
+// never the head. Only jobs of strictly lower priority are preempted, never
+// one started in the same decision (it came before the head, so its
+// priority is not lower).
+//
+// The jobs are chosen deterministically, and as few as the head needs:
+// candidates are taken in order, those already being stopped first
+// ([Running].Preempting: they cost nothing more and are never chosen
+// twice), then the lowest priority, then the most recently started (it
+// loses the least work), then ID, until the head fits; then each one chosen
+// is dropped again, the last first, if the head fits without it (Kueue's
+// minimal preemptions). No job kept can then be spared.
+//
+// The new ones are in [Decision.Preempt]; they, and the jobs already being
+// stopped, go on holding their resources until they have stopped, so
+// nothing starts on those resources in the meantime. The head's reason
+// says what it waits for: "needs 2 GPUs, 0 free; preempting job lo
+// (priority 0) to make room". A job being stopped is expected to end now,
+// which gives the head a shadow time of now: backfilling may use only what
+// is left once the head is placed on what the stopping jobs free, never a
+// time window before it, so that a backfilled job cannot take the room made
+// for the head. Once the jobs have stopped the head fits, and, first in
+// order, starts; the preempted jobs wait in the queue like any other.
 //
 // Every job that does not start gets a reason in words in
 // [Decision.Waiting], such as "needs 2 GPUs, 1 free" or "waiting behind job

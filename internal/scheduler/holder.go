@@ -13,22 +13,39 @@ type holder struct {
 	// milliCPU and memory are what all its workers asked for.
 	milliCPU, memory int64
 	// end is when the job is expected to end, if ends is true: Started +
-	// TimeLimit, or the decision's time for a job already past it.
+	// TimeLimit, or the decision's time for a job already past it or going
+	// away.
 	end  time.Time
 	ends bool
+	// id, priority and started are the job's, for choosing whom to preempt.
+	id       string
+	priority int
+	started  time.Time
+	// going is set for a job that is being stopped (Running.Preempting) or
+	// that this decision preempts: it is expected to end now.
+	going bool
 }
 
 // holderOf returns what a running job holds and when it is expected to end.
 func holderOf(r Running, now time.Time) holder {
 	need := demand(r.Job)
-	h := holder{gpus: slices.Concat(r.GPUs...), milliCPU: need.milliCPU, memory: need.memory}
+	h := holder{gpus: slices.Concat(r.GPUs...), milliCPU: need.milliCPU, memory: need.memory,
+		id: r.Job.ID, priority: r.Job.Priority, started: r.Started}
 	if r.Job.TimeLimit > 0 {
 		h.end, h.ends = r.Started.Add(r.Job.TimeLimit), true
 		if h.end.Before(now) {
 			h.end = now
 		}
 	}
+	if r.Preempting {
+		h.goAway(now)
+	}
 	return h
+}
+
+// goAway marks the job as being stopped: expected to end now.
+func (h *holder) goAway(now time.Time) {
+	h.going, h.end, h.ends = true, now, true
 }
 
 // freeGPUs returns the node's GPUs that none of the jobs holds, ascending.

@@ -16,17 +16,20 @@ import (
 // the generator cannot quietly stop testing backfill.
 type propertyStats struct {
 	heads, knownShadow, unknownShadow, backfilledKnown, backfilledUnknown, neverFits int
+	preempted, headsCountingOnGoing, backfilledBesidePreemption                      int
 }
 
 // TestScheduleProperties checks, over random states and queues, what must
 // hold for every decision: no GPU is given twice, CPU and memory stay within
 // the node, every started job could start, every queued job is answered
 // once, the decision does not depend on the queue's order nor change its
-// input, and backfilled jobs never delay the head.
+// input, backfilled jobs never delay the head, and running jobs are
+// preempted only for the head, only of lower priority, and only as many as
+// it needs.
 func TestScheduleProperties(t *testing.T) {
 	r := rand.New(rand.NewPCG(2026, 3))
 	var stats propertyStats
-	for i := range 2000 {
+	for i := range 4000 {
 		s, queue := randomCase(r)
 		sCopy, queueCopy := cloneState(s), slices.Clone(queue)
 		d := Schedule(s, queue)
@@ -44,6 +47,7 @@ func TestScheduleProperties(t *testing.T) {
 		checkAnswered(t, queue, d)
 		checkPlacements(t, s, queue, d)
 		checkHead(t, s, queue, d, &stats)
+		checkPreemption(t, s, queue, d, &stats)
 		if t.Failed() {
 			t.Fatalf("case %d:\nstate: %+v\nqueue: %+v\ndecision: %+v", i, s, queue, d)
 		}
@@ -53,9 +57,11 @@ func TestScheduleProperties(t *testing.T) {
 		"heads": stats.heads, "known shadow times": stats.knownShadow, "unknown shadow times": stats.unknownShadow,
 		"backfills with a known shadow time":    stats.backfilledKnown,
 		"backfills with an unknown shadow time": stats.backfilledUnknown, "never-fitting jobs": stats.neverFits,
+		"preempted jobs": stats.preempted, "heads counting on jobs already going away": stats.headsCountingOnGoing,
+		"backfills beside a preemption": stats.backfilledBesidePreemption,
 	} {
 		if n < 50 {
-			t.Errorf("only %d %s in 2000 cases; the generator no longer exercises them", n, name)
+			t.Errorf("only %d %s in 4000 cases; the generator no longer exercises them", n, name)
 		}
 	}
 }
@@ -160,6 +166,11 @@ func checkHead(t *testing.T, s State, queue []Job, d Decision, stats *propertySt
 	}
 	stats.heads++
 	head, before, backfilled := order[h], slices.Clone(s.Running), []Running(nil)
+	for i, r := range before { // the jobs preempted for the head are going away
+		if slices.ContainsFunc(d.Preempt, func(p Preemption) bool { return p.JobID == r.Job.ID }) {
+			before[i].Preempting = true
+		}
+	}
 	for i, j := range order {
 		if started[j.ID] {
 			run := Running{Job: j, GPUs: findPlacement(d, j.ID).GPUs, Started: s.Now}
@@ -207,25 +218,26 @@ func checkNotDelayed(t *testing.T, s State, head Job, before, backfilled []Runni
 }
 
 // earliestStart returns the earliest time, Now or a running job's expected
-// end, at which j fits if the jobs end when expected and jobs without a
-// time limit never end.
+// end, at which j fits if the jobs end when expected: jobs being stopped
+// now, and jobs without a time limit never.
 func earliestStart(s State, jobs []Running, j Job) (time.Time, bool) {
+	ends := func(r Running) bool { return r.Preempting || r.Job.TimeLimit > 0 }
 	end := func(r Running) time.Time {
-		if e := r.Started.Add(r.Job.TimeLimit); e.After(s.Now) {
+		if e := r.Started.Add(r.Job.TimeLimit); e.After(s.Now) && !r.Preempting {
 			return e
 		}
 		return s.Now
 	}
 	times := []time.Time{s.Now}
 	for _, r := range jobs {
-		if r.Job.TimeLimit > 0 {
+		if ends(r) {
 			times = append(times, end(r))
 		}
 	}
 	slices.SortFunc(times, time.Time.Compare)
 	for _, at := range times {
 		still := slices.DeleteFunc(slices.Clone(jobs), func(r Running) bool {
-			return r.Job.TimeLimit > 0 && !end(r).After(at)
+			return ends(r) && !end(r).After(at)
 		})
 		if fitsBeside(s.Node, still, j) {
 			return at, true
@@ -294,7 +306,8 @@ func findPlacement(d Decision, id string) Placement {
 }
 
 // randomCase returns a node with up to 8 GPUs (not always numbered from 0),
-// up to 5 jobs running on it within its capacity, and up to 8 queued jobs.
+// up to 5 jobs running on it within its capacity (one in six being stopped),
+// and up to 8 queued jobs; one case in two allows preemption.
 // Times are in steps of 10 minutes so that expected ends often coincide.
 func randomCase(r *rand.Rand) (State, []Job) {
 	s := State{
@@ -307,11 +320,15 @@ func randomCase(r *rand.Rand) (State, []Job) {
 		}
 	}
 	r.Shuffle(len(s.Node.GPUs), func(a, b int) { s.Node.GPUs[a], s.Node.GPUs[b] = s.Node.GPUs[b], s.Node.GPUs[a] })
+	if r.IntN(2) == 0 {
+		s.Preemption = PreemptLowerPriority
+	}
 	for i := range r.IntN(6) {
 		j := randomJob(r, fmt.Sprintf("r%d", i))
+		j.Priority = r.IntN(3)
 		if gpus, ok := placeRandomly(r, s, j); ok {
 			started := s.Now.Add(-time.Duration(r.IntN(30)) * 10 * time.Minute)
-			s.Running = append(s.Running, Running{Job: j, GPUs: gpus, Started: started})
+			s.Running = append(s.Running, Running{Job: j, GPUs: gpus, Started: started, Preempting: r.IntN(6) == 0})
 		}
 	}
 	queue := make([]Job, r.IntN(9))

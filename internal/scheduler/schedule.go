@@ -11,7 +11,9 @@ import (
 // and why each of the others waits. Jobs are taken by priority (higher
 // first), then Seq (lower first), then ID; they start while they fit, and
 // after the first that does not fit (the head), a job starts only if it
-// does not delay the head. The package documentation gives the rules.
+// does not delay the head. With State.Preemption PreemptLowerPriority, the
+// head may have running jobs of lower priority preempted (Decision.Preempt)
+// to make room for it. The package documentation gives the rules.
 //
 // Schedule is pure: it reads no clock, modifies neither s nor queue, and
 // gives the same decision for the same input in any queue order. Job IDs
@@ -32,8 +34,9 @@ func Schedule(s State, queue []Job) Decision {
 
 // scheduler is one decision in progress.
 type scheduler struct {
-	node Node
-	now  time.Time
+	node   Node
+	now    time.Time
+	policy PreemptionPolicy
 	// holders lists the running jobs, then the jobs started so far.
 	holders []holder
 	// free is what is left now; gpus lists the free GPUs, ascending.
@@ -48,7 +51,7 @@ type scheduler struct {
 
 // newScheduler returns a decision in progress for the state.
 func newScheduler(s State) *scheduler {
-	sc := &scheduler{node: s.Node, now: s.Now, running: make(map[string]bool),
+	sc := &scheduler{node: s.Node, now: s.Now, policy: s.Preemption, running: make(map[string]bool),
 		out: Decision{Waiting: make(map[string]string)}}
 	for _, r := range s.Running {
 		sc.holders = append(sc.holders, holderOf(r, s.Now))
@@ -72,10 +75,12 @@ func (sc *scheduler) consider(j Job) {
 	need := demand(j)
 	switch {
 	case !sc.free.covers(need):
-		sc.out.Waiting[j.ID] = shortfall(need, sc.free)
+		why := shortfall(need, sc.free)
 		if sc.head == nil {
+			why += sc.preemptFor(j)
 			sc.head = reserve(sc.node, sc.holders, sc.free, j)
 		}
+		sc.out.Waiting[j.ID] = why
 	case sc.head == nil || sc.head.admit(j, sc.now):
 		sc.start(j)
 	default:

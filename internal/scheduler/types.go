@@ -1,6 +1,9 @@
 package scheduler
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // Resources is what one worker of a job asks for. The zero value asks for
 // nothing, which fits anywhere.
@@ -54,6 +57,12 @@ type Running struct {
 	// Started is when the job started. With Job.TimeLimit it gives the time
 	// the job is expected to end by.
 	Started time.Time
+	// Preempting is set for a job that was asked to stop (preempted, or
+	// stopped by a user) and has not stopped yet. It still holds its
+	// resources, so nothing starts on them, but it is expected to end now:
+	// it is never preempted again, and a head of higher priority counts on
+	// what it frees (see the package documentation).
+	Preempting bool
 }
 
 // State is what the scheduler sees: a snapshot it does not modify.
@@ -64,6 +73,40 @@ type State struct {
 	Running []Running
 	// Now is the time of the decision. The scheduler reads no clock.
 	Now time.Time
+	// Preemption says whether the head of the queue may preempt running
+	// jobs. The zero value never preempts.
+	Preemption PreemptionPolicy
+}
+
+// PreemptionPolicy says whether the head of the queue may have running jobs
+// stopped to make room for it.
+type PreemptionPolicy string
+
+// The preemption policies.
+const (
+	// PreemptNever: running jobs are never preempted; the head waits for
+	// them to end. "" means the same.
+	PreemptNever PreemptionPolicy = "never"
+	// PreemptLowerPriority: the head preempts running jobs of strictly lower
+	// priority when it fits once they are gone.
+	PreemptLowerPriority PreemptionPolicy = "lower-priority"
+)
+
+// PreemptionPolicies lists the policies, in the order a flag's help gives
+// them.
+func PreemptionPolicies() []PreemptionPolicy {
+	return []PreemptionPolicy{PreemptLowerPriority, PreemptNever}
+}
+
+// ParsePreemptionPolicy returns the policy named s, or an error naming the
+// policies there are.
+func ParsePreemptionPolicy(s string) (PreemptionPolicy, error) {
+	for _, p := range PreemptionPolicies() {
+		if string(p) == s {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("unknown preemption policy %q: want %s or %s", s, PreemptLowerPriority, PreemptNever)
 }
 
 // Placement says where a starting job's workers go.
@@ -83,4 +126,22 @@ type Decision struct {
 	// Waiting maps the ID of every queued job that does not start to the
 	// reason, in words. It is never nil.
 	Waiting map[string]string
+	// Preempt lists the running jobs to stop to make room for the head of
+	// the queue, in the order they were chosen; nil when none.
+	Preempt []Preemption
+}
+
+// Preemption is a running job to stop so that the head of the queue fits.
+// The job goes on holding its resources until it has stopped; the caller
+// passes it as Running.Preempting meanwhile.
+type Preemption struct {
+	// JobID is the ID of the running job to stop.
+	JobID string
+	// For is the ID of the queued job it makes room for, and ForPriority
+	// that job's priority, always higher than the preempted job's.
+	For         string
+	ForPriority int
+	// Reason says why, in words: "preempted by job hi (priority 5, higher
+	// than 0), which needs 2 GPUs, 1 free".
+	Reason string
 }
