@@ -63,8 +63,8 @@ func TestParseEnv(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("config (-want +got):\n%s", diff)
 	}
-	if g := cfg.Job.Spec.TerminationGracePeriodSeconds; g == nil || *g != 5 {
-		t.Errorf("grace period %v, want the default 5 filled in", g)
+	if g := cfg.Job.Spec.TerminationGracePeriodSeconds; g == nil || *g != 30 {
+		t.Errorf("grace period %v, want the default 30 filled in", g)
 	}
 }
 
