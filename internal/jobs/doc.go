@@ -13,6 +13,13 @@
 // (SIGKILL, a crash of the machine) leaves a job that is queued again to continue its run
 // folder from the latest checkpoint, while its maxRestarts allow (restart.go).
 //
+// With Config.Preemption lower-priority, a pending job of higher priority that fits only
+// once some running jobs of lower priority are gone preempts them (preempt.go): the
+// preemption is recorded in each job, then its supervisor gets SIGTERM (its launcher
+// gives the ranks the grace period to save a checkpoint), and when the supervisor has
+// ended the job is queued again, to resume in the same run folder from its latest
+// checkpoint, counted as a preemption, not a restart.
+//
 // A running job's own process may lease GPUs for a gang it starts (a Ray Train driver's
 // fit()) through the lease socket (lease.go, package gpulease): the scheduler queues the
 // gang with the pending jobs, and its GPUs are recorded before they are handed over and

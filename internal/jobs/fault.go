@@ -8,9 +8,9 @@ import (
 
 // FaultEnv names an environment variable for tests only. Set to one of the fault points
 // below when the server starts, it makes the server exit with status 137 (as if killed
-// with SIGKILL) when it reaches that point of starting a job, so that a test can kill the
-// server inside a crash window that no signal from outside could hit reliably. It is read
-// once, by New. Never set it outside tests.
+// with SIGKILL) when it reaches that point of starting or preempting a job, so that a
+// test can kill the server inside a crash window that no signal from outside could hit
+// reliably. It is read once, by New. Never set it outside tests.
 const FaultEnv = "TRAINYARD_TEST_FAULT"
 
 // The fault points of starting a job (values of FaultEnv).
@@ -19,6 +19,9 @@ const (
 	FaultAfterRecord = "exit-after-record"
 	// FaultAfterLaunch: the job's supervisor runs, its pid is not recorded yet.
 	FaultAfterLaunch = "exit-after-supervisor-start"
+	// FaultAfterPreemptRecord: a running job's preemption is recorded, its supervisor
+	// not signalled yet.
+	FaultAfterPreemptRecord = "exit-after-preempt-record"
 )
 
 // faultFromEnv returns the crash hook that FaultEnv asks for, or nil when it is not set.
@@ -27,10 +30,10 @@ func faultFromEnv(log *slog.Logger) (func(point string), error) {
 	switch want {
 	case "":
 		return nil, nil
-	case FaultAfterRecord, FaultAfterLaunch:
+	case FaultAfterRecord, FaultAfterLaunch, FaultAfterPreemptRecord:
 	default:
-		return nil, fmt.Errorf("%s=%q: want %s or %s (it is for tests only; unset it otherwise)",
-			FaultEnv, want, FaultAfterRecord, FaultAfterLaunch)
+		return nil, fmt.Errorf("%s=%q: want %s, %s or %s (it is for tests only; unset it otherwise)",
+			FaultEnv, want, FaultAfterRecord, FaultAfterLaunch, FaultAfterPreemptRecord)
 	}
 	log.Warn("a test fault is set: the server exits when it reaches it", "fault", want)
 	return func(point string) {

@@ -28,9 +28,7 @@ func (s *Service) reattach() error {
 			continue
 		}
 		s.log.Info("re-attached to running job", "job", j.ID, "supervisor", j.SupervisorPID)
-		if j.StopRequested {
-			s.signal(j)
-		}
+		s.passOnStop(j)
 	}
 	return nil
 }
@@ -54,14 +52,15 @@ func (s *Service) checkRunning() {
 // supervisor of the job that runs although the store does not record it (a server died
 // between starting it and recording it) is adopted. A job placed but whose supervisor
 // never started (a server died between recording the placement and starting it) is
-// started now, on the GPUs its record holds, unless a user stopped it or its run already
-// finished. Otherwise its supervisor ended, and the job is settled.
+// started now, on the GPUs its record holds, unless a user stopped it, the server
+// preempted it (it is queued again instead), or its run already finished. Otherwise its
+// supervisor ended, and the job is settled.
 func (s *Service) recoverJob(j *store.Job) {
 	if pid := s.findSupervisor(j.ID); pid > 0 {
 		s.adopt(j.ID, pid)
 		return
 	}
-	if j.SupervisorPID == 0 && !j.StopRequested && !runFinished(j.RunDir) {
+	if j.SupervisorPID == 0 && !j.StopRequested && !j.Preempting() && !runFinished(j.RunDir) {
 		s.log.Warn("starting the supervisor of a job placed but never started", "job", j.ID, "gpus", j.GPUs)
 		s.supervise(j)
 		return
@@ -76,7 +75,8 @@ func runFinished(runDir string) bool {
 	return err == nil && rec.Phase.Finished()
 }
 
-// adopt records pid as the job's supervisor, and passes on a stop asked meanwhile.
+// adopt records pid as the job's supervisor, and passes on a stop or a preemption asked
+// meanwhile.
 func (s *Service) adopt(id string, pid int) {
 	j, err := s.cfg.Store.Update(id, func(j *store.Job) error {
 		if j.Status != store.Running {
@@ -90,8 +90,20 @@ func (s *Service) adopt(id string, pid int) {
 		return
 	}
 	s.log.Warn("adopted a supervisor that was started but not recorded", "job", id, "supervisor", pid)
-	if j.StopRequested {
+	s.passOnStop(j)
+}
+
+// passOnStop signals the supervisor of a job found running at start (or adopted) that a
+// user asked to stop, or that the server preempted but whose supervisor was not told yet
+// (the server died between recording the preemption and signalling).
+func (s *Service) passOnStop(j *store.Job) {
+	switch {
+	case j.StopRequested:
 		s.signal(j)
+	case j.Preempting() && !j.Preemption.Signalled:
+		s.log.Warn("telling a preempted job's supervisor to stop, which the last server did not", "job", j.ID,
+			"supervisor", j.SupervisorPID)
+		s.tellPreempted(j)
 	}
 }
 

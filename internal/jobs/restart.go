@@ -13,16 +13,20 @@ import (
 
 // ended records in j how its supervisor's end leaves the running job. A supervisor that
 // wrote a final phase to run.json decides it, and a job a user asked to stop is stopped.
-// A supervisor that ended without either (killed with SIGKILL, interrupted, gone with the
-// machine) leaves a job that is queued again, to resume in the same run folder from its
-// latest checkpoint, while it has restarts left, as the supervisor itself would have
-// restarted a failed gang; with none left, the job fails.
+// A job the server preempted is queued again, to resume in the same run folder from its
+// latest checkpoint, using no restart (preempt.go). A supervisor that ended without any
+// of these (killed with SIGKILL, interrupted, gone with the machine) leaves a job that is
+// queued again, to resume the same way, while it has restarts left, as the supervisor
+// itself would have restarted a failed gang; with none left, the job fails.
 func ended(j *store.Job, waitErr error, now time.Time) {
 	rec, err := rundir.ReadRecord(j.RunDir)
 	if err != nil {
 		rec = rundir.Record{} // no attempt recorded: the supervisor died before its first
 	}
 	j.Gang = nil // the gang ended with its job's supervisor
+	if requeuePreempted(j, rec, now) {
+		return
+	}
 	died := diedUnfinished(j, rec, waitErr)
 	limit, used := maxRestarts(j), restartsUsed(j, rec)
 	if died && used < limit {
@@ -74,8 +78,24 @@ func maxRestarts(j *store.Job) int {
 }
 
 // restartsUsed is how many restarts the job has used: the restarts its supervisors made
-// (every attempt in run.json after the first) or, when more, those counted by the server
-// (a supervisor that died before its first attempt made none).
+// (see restartsIn) or, when more, those counted by the server (a supervisor that died
+// before its first attempt made none).
 func restartsUsed(j *store.Job, rec rundir.Record) int {
-	return max(j.Restarts, len(rec.Attempts)-1)
+	return max(j.Restarts, restartsIn(rec))
+}
+
+// outcomeInterrupted is the outcome run.json gives an attempt that a stop ended
+// (launcher.Interrupted): a preemption, or a signal to the supervisor.
+const outcomeInterrupted = "interrupted"
+
+// restartsIn counts the restarts in a run's record: every attempt after the first, but
+// those that resume an interrupted attempt (after a preemption), which are no restarts.
+func restartsIn(rec rundir.Record) int {
+	n := 0
+	for i := 1; i < len(rec.Attempts); i++ {
+		if rec.Attempts[i-1].Outcome != outcomeInterrupted {
+			n++
+		}
+	}
+	return n
 }

@@ -33,7 +33,8 @@ func decodeSpec(j *store.Job) (*v1.TrainJob, error) {
 }
 
 // reconcile starts the pending jobs the scheduler places and grants the GPU leases of
-// running jobs' gangs it places, and records why the others wait.
+// running jobs' gangs it places, preempts the running jobs it says must make room for the
+// head of the queue, and records why the others wait.
 func (s *Service) reconcile() {
 	s.checkRunning()
 	pending, err := s.cfg.Store.List(store.Filter{Statuses: []store.Status{store.Pending}})
@@ -41,7 +42,7 @@ func (s *Service) reconcile() {
 		s.log.Error("list pending jobs", "err", err)
 		return
 	}
-	state, gangs, err := s.state()
+	state, owners, gangs, err := s.state()
 	if err != nil {
 		s.log.Error("read running jobs", "err", err)
 		return
@@ -77,21 +78,34 @@ func (s *Service) reconcile() {
 	for id, reason := range d.Waiting {
 		if j := gangByName[id]; j != nil {
 			s.leaseWaits(j, reason)
-		} else if byID[id] != nil && byID[id].Message != reason {
-			s.setMessage(id, reason)
+		} else if j := byID[id]; j != nil {
+			if msg := waitingMessage(j, reason); j.Message != msg {
+				s.setMessage(id, msg)
+			}
 		}
+	}
+	for _, p := range d.Preempt {
+		forID := p.For
+		if j := gangByName[p.For]; j != nil {
+			forID = j.ID
+		}
+		s.preempt(owners[p.JobID], forID, p)
 	}
 }
 
-// state is the scheduler's view: this machine, the running jobs and the gangs they hold.
-// It also returns the running jobs whose gang waits for its GPUs, forgetting those whose
-// process no longer waits (it asked before this server started).
-func (s *Service) state() (scheduler.State, []*store.Job, error) {
+// state is the scheduler's view: this machine, the running jobs and the gangs they hold,
+// those being stopped (by a user or a preemption) marked as such. It also returns the
+// running job each of the scheduler's running IDs belongs to (a gang's is its job's: a
+// preempted gang's job is stopped, and both go), and the running jobs whose gang waits
+// for its GPUs, forgetting those whose process no longer waits (it asked before this
+// server started).
+func (s *Service) state() (scheduler.State, map[string]string, []*store.Job, error) {
 	running, err := s.cfg.Store.List(store.Filter{Statuses: []store.Status{store.Running}})
 	if err != nil {
-		return scheduler.State{}, nil, err
+		return scheduler.State{}, nil, nil, err
 	}
-	st := scheduler.State{Node: s.cfg.Node, Now: time.Now()}
+	st := scheduler.State{Node: s.cfg.Node, Now: time.Now(), Preemption: s.cfg.Preemption}
+	owners := make(map[string]string, len(running))
 	var waiting []*store.Job
 	for _, j := range running {
 		spec, err := decodeSpec(j)
@@ -102,19 +116,23 @@ func (s *Service) state() (scheduler.State, []*store.Job, error) {
 		if j.StartedAt != nil {
 			started = *j.StartedAt
 		}
+		stopping := j.StopRequested || j.Preempting()
 		st.Running = append(st.Running, scheduler.Running{Job: schedJob(j.ID, j.Priority, j.Seq, spec),
-			GPUs: j.GPUs, Started: started})
+			GPUs: j.GPUs, Started: started, Preempting: stopping})
+		owners[j.ID] = j.ID
 		switch {
 		case j.Gang == nil:
 		case j.Gang.GPUs != nil:
-			st.Running = append(st.Running, scheduler.Running{Job: gangJob(j), GPUs: j.Gang.GPUs, Started: j.Gang.RequestedAt})
+			st.Running = append(st.Running, scheduler.Running{Job: gangJob(j), GPUs: j.Gang.GPUs, Started: j.Gang.RequestedAt,
+				Preempting: stopping})
+			owners[gangName(j.ID)] = j.ID
 		case s.leases.waiter(j.ID) == nil:
 			s.dropStaleLease(j)
 		default:
 			waiting = append(waiting, j)
 		}
 	}
-	return st, waiting, nil
+	return st, owners, waiting, nil
 }
 
 func (s *Service) setMessage(id, msg string) {

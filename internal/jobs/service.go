@@ -48,6 +48,9 @@ type Config struct {
 	LeaseKey []byte
 	// LeaseSocket is the path ServeLeases listens on, given to supervisors.
 	LeaseSocket string
+	// Preemption says whether a pending job of higher priority may preempt running jobs
+	// (see preempt.go); the zero value never preempts.
+	Preemption scheduler.PreemptionPolicy
 }
 
 // Service runs jobs on this machine. Its methods are safe for concurrent use.
@@ -148,9 +151,13 @@ func (s *Service) Get(id string) (*store.Job, error) { return s.cfg.Store.Get(id
 func (s *Service) List(f store.Filter) ([]*store.Job, error) { return s.cfg.Store.List(f) }
 
 // Stop stops a job: a pending one at once, a running one by SIGTERM to its supervisor,
-// which stops the gang (the job becomes STOPPED when it has). A finished job gives
-// ErrFinished.
+// which stops the gang (the job becomes STOPPED when it has). A stop wins over a
+// preemption: the job is not queued again; a supervisor already told to stop by the
+// preemption is not signalled again by the first stop (a second SIGTERM would end the
+// grace period its ranks have to save a checkpoint), but by a second one. A finished job
+// gives ErrFinished.
 func (s *Service) Stop(id string) (*store.Job, error) {
+	stopping := false // the supervisor got SIGTERM from a preemption, and no stop was asked yet
 	j, err := s.cfg.Store.Update(id, func(j *store.Job) error {
 		switch {
 		case j.Status.Terminal():
@@ -159,6 +166,7 @@ func (s *Service) Stop(id string) (*store.Job, error) {
 			now := time.Now()
 			j.Status, j.Message, j.EndedAt = store.Stopped, "stopped before it started", &now
 		default:
+			stopping = j.Preempting() && j.Preemption.Signalled && !j.StopRequested
 			j.StopRequested = true
 		}
 		return nil
@@ -166,7 +174,7 @@ func (s *Service) Stop(id string) (*store.Job, error) {
 	if err != nil {
 		return nil, err
 	}
-	if j.Status == store.Running {
+	if j.Status == store.Running && !stopping {
 		s.signal(j)
 	}
 	s.poke()

@@ -34,6 +34,8 @@ type env struct {
 	stopped chan struct{}
 	// setup, when set, changes each Service that open makes before it runs.
 	setup func(*Service)
+	// preemption is the Services' Config.Preemption.
+	preemption scheduler.PreemptionPolicy
 }
 
 func newEnv(t *testing.T) *env {
@@ -52,7 +54,7 @@ func (e *env) open() {
 		e.t.Fatal(err)
 	}
 	svc, err := New(Config{Store: st, StateDir: filepath.Join(e.dir, "state"), Binary: binary,
-		Node: scheduler.Node{MilliCPU: 2000, MemoryBytes: 8 << 30}, Poll: 50 * time.Millisecond})
+		Node: scheduler.Node{MilliCPU: 2000, MemoryBytes: 8 << 30}, Poll: 50 * time.Millisecond, Preemption: e.preemption})
 	if err != nil {
 		e.t.Fatal(err)
 	}

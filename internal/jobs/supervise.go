@@ -40,6 +40,9 @@ func (s *Service) start(j *store.Job, gpus [][]int) {
 			return errNotPending
 		}
 		j.Status, j.Message, j.StartedAt, j.SupervisorPID, j.GPUs = store.Running, "", &now, 0, gpus
+		if p := j.Preemption; p != nil && p.Requeued != nil && p.Resumed == nil {
+			p.Resumed = &now
+		}
 		return nil
 	})
 	if err != nil {
@@ -76,6 +79,10 @@ func (s *Service) supervise(j *store.Job) {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 	case rec.StopRequested: // stopped while its supervisor started
 		_ = cmd.Process.Signal(syscall.SIGTERM)
+	case rec.Preempting(): // preempted while its supervisor started
+		if cmd.Process.Signal(syscall.SIGTERM) == nil {
+			s.signalled(j.ID)
+		}
 	}
 	go func() { s.exits <- exited{id: j.ID, err: cmd.Wait()} }()
 }
@@ -170,11 +177,10 @@ func (s *Service) launch(j *store.Job, gpus [][]int) (*exec.Cmd, error) {
 	return cmd, nil
 }
 
-// signal asks a job's supervisor to stop its gang.
-func (s *Service) signal(j *store.Job) {
-	if j.SupervisorPID > 0 && s.supervising(j) {
-		_ = syscall.Kill(j.SupervisorPID, syscall.SIGTERM)
-	}
+// signal asks a job's supervisor to stop its gang, if it is still that job's supervisor
+// (see supervises), and reports whether it sent the signal.
+func (s *Service) signal(j *store.Job) bool {
+	return j.SupervisorPID > 0 && s.supervising(j) && syscall.Kill(j.SupervisorPID, syscall.SIGTERM) == nil
 }
 
 // settle records how a running job whose supervisor ended went, from its run folder:

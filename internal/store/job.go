@@ -90,6 +90,13 @@ type Job struct {
 	// again after its supervisor died, and takes the restarts of earlier supervisors from
 	// the run's record (see internal/jobs). 0 for a job never restarted by the server.
 	Restarts int `json:"restarts,omitempty"`
+	// Preemption is the job's latest preemption by the server (to make room for a job of
+	// higher priority), nil if it was never preempted. It is recorded before the job's
+	// supervisor is told to stop, and kept once the job is queued again.
+	Preemption *Preemption `json:"preemption,omitempty"`
+	// Preemptions counts the times the server preempted the job and queued it again to
+	// resume from its latest checkpoint. They use none of its restarts.
+	Preemptions int `json:"preemptions,omitempty"`
 	// StopRequested is set when a user asked to stop the job and it has not stopped yet.
 	StopRequested bool `json:"stopRequested,omitempty"`
 	// SubmittedAt is when the job was submitted.
@@ -105,6 +112,30 @@ type Job struct {
 	// Version is 1 after Create and incremented by every Update, so a client can tell
 	// whether the job changed since it read it (optimistic concurrency).
 	Version uint64 `json:"version"`
+}
+
+// Preemption is the server's decision to stop a running job to make room for another of
+// higher priority, and how far it went.
+type Preemption struct {
+	// For is the ID of the job it makes room for; ForPriority is that job's priority.
+	For         string `json:"for"`
+	ForPriority int    `json:"forPriority"`
+	// At is when the server decided it.
+	At time.Time `json:"at"`
+	// Signalled is set once the job's supervisor was sent SIGTERM (sent once: a second
+	// one would stop the gang at once, without the grace period to save a checkpoint).
+	Signalled bool `json:"signalled,omitempty"`
+	// Requeued is when the job went back to the queue, nil while it stops (or if it
+	// finished, or was stopped by a user, meanwhile).
+	Requeued *time.Time `json:"requeued,omitempty"`
+	// Resumed is when the job started again after it was requeued, nil before.
+	Resumed *time.Time `json:"resumed,omitempty"`
+}
+
+// Preempting reports whether the job runs but the server preempted it: its supervisor
+// stops it (or is told to), and it has not ended yet.
+func (j *Job) Preempting() bool {
+	return j.Status == Running && j.Preemption != nil && j.Preemption.Requeued == nil
 }
 
 // Gang is a running job's lease of GPUs for a gang its process starts (a `trainyard run
