@@ -43,7 +43,10 @@ The ranks' lines reach the pod log prefixed with their rank and pid, and are kep
 <storage path>/<run name>/logs/attempt-N/rank-R.log, on the volume the gang's pods share.
 Worker 0 holds the run folder (run.json, results, checkpoint commits); the other workers
 start each attempt when worker 0's coordinator says so and resume from the same
-checkpoint. On SIGTERM the ranks get SIGTERM, then SIGKILL after the job's grace period.
+checkpoint. On SIGTERM (the pod deleted, evicted or preempted) ranks that report through
+the trainyard helper get the preemption notice and until its deadline to save a
+checkpoint (trainyard.preemption()); then, or at once for ranks that never reported,
+they get SIGTERM, then SIGKILL at the end of the job's grace period.
 On exit the worker writes a JSON summary (outcome, reason, attempt, restarts; for worker
 0 the run's last iteration, metrics, latest checkpoint and folder, and why the gang last
 restarted in place; "final" when no restarts are left) to the termination log.
@@ -66,7 +69,6 @@ func newWorkerCommand(g *globals) *cobra.Command {
 
 func runWorker(ctx context.Context, g *globals) error {
 	sig := handleSignals(ctx)
-	ctx, force := sig.ctx, sig.force
 	logPath := workload.TerminationLog
 	if p := os.Getenv(envTerminationLog); p != "" {
 		logPath = p
@@ -77,7 +79,8 @@ func runWorker(ctx context.Context, g *globals) error {
 		leaveSummary(g, logPath, workload.Summary{Worker: cfg.Worker, Outcome: string(launcher.Failed), Reason: err.Error()})
 		return usageError(err)
 	}
-	sum, err := podworker.Run(ctx, cfg, podworker.Options{Out: g.io.Out, Logger: g.logger(), ForceKill: force})
+	sum, err := podworker.Run(ctx, cfg, podworker.Options{Out: g.io.Out, Logger: g.logger(), ForceKill: sig.force,
+		Preempt: sig.preempt})
 	leaveSummary(g, logPath, sum)
 	var input *podworker.InputError
 	switch {

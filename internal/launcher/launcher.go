@@ -60,6 +60,10 @@ type Launcher struct {
 	preempted string
 }
 
+// Preempted says why the gang was preempted, "" when it was not. It is set while an
+// attempt runs (RunAttempt) and read after it.
+func (l *Launcher) Preempted() string { return l.preempted }
+
 // Touch records that the gang did something: a rank printed or reported. The hang
 // timeout counts from the last touch.
 func (l *Launcher) Touch() { l.activity.Store(time.Now().UnixNano()) }

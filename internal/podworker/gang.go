@@ -191,11 +191,18 @@ func (w *worker) runAttempt(ctx context.Context, n int) gang.Ended {
 			Placement: launcher.Placement{Slots: []launcher.Slot{{Worker: w.cfg.Worker, GPUs: w.gang.gpus}},
 				MasterAddr: w.cfg.MasterAddr, MasterPort: w.cfg.MasterPort},
 			ExtraEnv: w.gang.extra, RayCompat: python.CompatDir(w.gang.helper), AttemptEnv: w.attemptEnv,
-			ForceKill: w.opts.ForceKill}
+			ForceKill: w.opts.ForceKill, Preempt: w.pre.relay, Notice: w.session.Notice()}
 		w.session.OnActivity(w.gang.l.Touch)
 	}
 	w.cfg.Attempt = n
-	res, err := w.gang.l.RunAttempt(ctx, n)
+	var (
+		res launcher.AttemptResult
+		err error
+	)
+	w.pre.attempt(func() bool {
+		res, err = w.gang.l.RunAttempt(ctx, n)
+		return w.gang.l.Preempted() != ""
+	})
 	w.res = res
 	switch {
 	case err != nil:

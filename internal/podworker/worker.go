@@ -41,6 +41,10 @@ type Options struct {
 	Logger *slog.Logger
 	// ForceKill, when closed, makes a running teardown send SIGKILL at once.
 	ForceKill <-chan struct{}
+	// Preempt receives the pod's stop signal (SIGTERM from an eviction, a Kueue preemption,
+	// a drain): the worker's ranks get the preemption notice and until its deadline to save
+	// a checkpoint, then the worker ends interrupted. Nil: only ctx stops the worker, at once.
+	Preempt <-chan string
 	// LockWait bounds how long worker 0 waits for the run folder's lock, which the previous
 	// attempt's worker 0 may still hold while its pod terminates. 0: the job's grace
 	// period plus 30 s.
@@ -96,6 +100,7 @@ type worker struct {
 	scratch string // a secondary's checkpoint scratch folder, in the pod
 	res     launcher.AttemptResult
 	gang    gangRun
+	pre     *preemption
 }
 
 // Run runs one worker of the gang as cfg says, for every attempt worker 0's coordinator
@@ -105,7 +110,12 @@ type worker struct {
 // failed around them (the last checkpoint's commit, the coordinator out of reach), and is
 // then also the summary's reason.
 func Run(ctx context.Context, cfg Config, opts Options) (workload.Summary, error) {
-	w := &worker{cfg: cfg, opts: opts.withDefaults(cfg.Job), job: cfg.Job}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w := &worker{cfg: cfg, opts: opts.withDefaults(cfg.Job), job: cfg.Job, pre: newPreemption(cancel)}
+	if opts.Preempt != nil {
+		go w.pre.follow(ctx, opts.Preempt)
+	}
 	w.console = logstream.NewConsole(w.opts.Out, logstream.Options{})
 	err := w.run(ctx)
 	if w.session != nil {
@@ -287,6 +297,9 @@ func (w *worker) record(runErr error) error {
 	return w.folder.Update(func(rec *rundir.Record) {
 		now := time.Now()
 		rec.Phase, rec.Reason, rec.Supervisor = phase, reason, 0
+		if w.gang.l != nil && w.gang.l.Preempted() != "" {
+			rec.Preemptions++
+		}
 		if phase == v1.PhaseSucceeded || (phase == v1.PhaseFailed && w.gang.final() != "") {
 			rec.Finished = &now
 		}

@@ -1,0 +1,105 @@
+package podworker
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "github.com/trainyard/trainyard/api/v1alpha1"
+	"github.com/trainyard/trainyard/internal/rundir"
+)
+
+// preemptScript reports once, then waits for the preemption notice; rank 0 then saves a
+// checkpoint saying so and every rank reports again, and goes on "training" until it is
+// stopped.
+const preemptScript = `
+import os, time, trainyard
+ctx = trainyard.get_context()
+trainyard.report({"step": 1})
+print("rank %d reported" % ctx.rank, flush=True)
+while trainyard.preemption() is None:
+    time.sleep(0.02)
+folder = None
+if ctx.rank == 0:
+    folder = trainyard.new_checkpoint_dir()
+    with open(os.path.join(folder, "state"), "w") as f:
+        f.write("saved at the notice: " + trainyard.preemption_info().reason)
+trainyard.report({"step": 2}, checkpoint=folder)
+print("rank %d saved" % ctx.rank, flush=True)
+time.sleep(60)
+`
+
+// Both pods of a gang get SIGTERM (a Kueue preemption, a drain): the ranks hear the
+// preemption notice, rank 0's checkpoint is committed, then the gang stops: every worker
+// ends interrupted, with no restart in place, and run.json counts the preemption.
+func TestPreemptedPods(t *testing.T) {
+	job := pythonJob(t, preemptScript)
+	job.Spec.MaxRestarts = 2
+	grace := int64(20)
+	job.Spec.TerminationGracePeriodSeconds = &grace
+	gang := freeAddr(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var (
+		res   [2]outcome
+		wg    sync.WaitGroup
+		sigs  [2]chan string
+		start = time.Now()
+	)
+	for i := range res {
+		sigs[i] = make(chan string, 1)
+		wg.Go(func() {
+			out := &syncBuffer{}
+			cfg := Config{Job: job, Attempt: 1, Worker: i, MasterAddr: "127.0.0.1", MasterPort: 29500, GangAddr: gang,
+				ProgressAddr: "127.0.0.1:0"}
+			sum, err := Run(ctx, cfg, Options{Out: out, Preempt: sigs[i]})
+			res[i] = outcome{sum: sum, err: err, out: out}
+		})
+	}
+	dir := runDir(job)
+	for rank := range 2 {
+		waitForLog(t, filepath.Join(dir, "logs", "attempt-1", fmt.Sprintf("rank-%d.log", rank)), "reported")
+	}
+	for i := range sigs {
+		sigs[i] <- "SIGTERM"
+	}
+	wg.Wait()
+	if took := time.Since(start); took > 15*time.Second {
+		t.Errorf("the gang took %s to stop: it waited for the deadline, not the commit", took)
+	}
+	for i, r := range res {
+		if r.sum.Outcome != "interrupted" {
+			t.Errorf("worker %d: %v, summary %+v; want interrupted\n%s", i, r.err, r.sum, r.out)
+		}
+	}
+	if !strings.Contains(res[0].out.String(), "checkpoint_000001 committed after the preemption notice") {
+		t.Errorf("worker 0's console:\n%s", res[0].out)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "checkpoint_000001", "state"))
+	if err != nil || string(data) != "saved at the notice: SIGTERM" {
+		t.Errorf("checkpoint_000001: %q %v", data, err)
+	}
+	rec, err := rundir.ReadRecord(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Phase != v1.PhaseInterrupted || rec.Preemptions != 1 || len(rec.Attempts) != 1 {
+		t.Errorf("run.json: phase %s, %d preemptions, %d attempts; want Interrupted, 1, 1", rec.Phase, rec.Preemptions, len(rec.Attempts))
+	}
+}
+
+// waitForLog waits until the file at path holds text.
+func waitForLog(t *testing.T, path, text string) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if data, err := os.ReadFile(path); err == nil && strings.Contains(string(data), text) {
+			return
+		}
+	}
+	t.Fatalf("%s never held %q", path, text)
+}
