@@ -10,6 +10,8 @@ type (
 	Job = server.Job
 	// Gang is the gang a running job's own process leased GPUs for.
 	Gang = server.Gang
+	// Preemption is a job's latest preemption by the server.
+	Preemption = server.Preemption
 	// JobStatus is a job's state: PENDING, RUNNING, STOPPED, SUCCEEDED or FAILED.
 	JobStatus = server.JobStatus
 	// JobList is a page of the job list and how many jobs match in all.

@@ -27,7 +27,8 @@ func newGetCommand(g *globals) *cobra.Command {
 		Aliases: []string{"describe"},
 		Short:   "Show a job: its status, attempts and ranks, last metrics and checkpoints",
 		Long: `Show one job of a trainyard server, named by its ID or its name (a job's name is
-unique among the server's jobs): its status and why, what it runs and on which GPUs,
+unique among the server's jobs): its status and why, its restarts and how many times
+the server preempted it for a job of higher priority, what it runs and on which GPUs,
 each attempt of its gang with the state of every rank (running, exited with a code,
 killed by a signal, stopped by trainyard because another rank failed), the last metrics
 it reported and its committed checkpoints.
@@ -113,8 +114,11 @@ func printJobDetail(v view, d client.JobDetail) error {
 func jobFields(v view, d client.JobDetail) [][2]string {
 	j := d.Job
 	status := string(j.Status)
-	if j.StopRequested && !client.Ended(j.Status) {
+	switch {
+	case j.StopRequested && !client.Ended(j.Status):
 		status += " (stop requested)"
+	case j.Preempting:
+		status += " (preempting)"
 	}
 	fields := [][2]string{{"ID", j.ID}, {"Name", orDash(j.Name)}, {"Status", status}}
 	if j.Message != "" {
@@ -124,6 +128,12 @@ func jobFields(v view, d client.JobDetail) [][2]string {
 		fields = append(fields, [2]string{"Reason", cell(d.Run.Reason)})
 	}
 	fields = append(fields, [2]string{"Priority", strconv.Itoa(j.Priority)})
+	if j.Restarts > 0 {
+		fields = append(fields, [2]string{"Restarts", strconv.Itoa(j.Restarts)})
+	}
+	if j.Preemptions > 0 || j.Preemption != nil {
+		fields = append(fields, [2]string{"Preemptions", preemptions(v, j)})
+	}
 	if d.Spec != nil {
 		fields = append(fields, [2]string{"Command", shell.Join(append(slices.Clone(d.Spec.Spec.Command), d.Spec.Spec.Args...))},
 			[2]string{"Workers", gangShape(d.Spec.Spec)})
@@ -164,6 +174,24 @@ func jobFields(v view, d client.JobDetail) [][2]string {
 		}
 	}
 	return append(fields, [2]string{"Run dir", orDash(j.RunDir)})
+}
+
+// preemptions says how many times the server preempted the job, and for which job the
+// latest time: "1, the latest for job hi (priority 5) at 2025-03-01 11:00:00".
+func preemptions(v view, j client.Job) string {
+	out, p := strconv.Itoa(j.Preemptions), j.Preemption
+	if p == nil {
+		return out
+	}
+	by := fmt.Sprintf("job %s (priority %d) at %s", p.For, p.ForPriority, v.clock(p.At))
+	switch {
+	case j.Preempting:
+		return out + "; being preempted for " + by + ": its gang stops, then it goes back to the queue"
+	case p.Requeued != nil:
+		return out + ", the latest for " + by
+	default:
+		return out + "; preempted for " + by + ", it ended before it stopped"
+	}
 }
 
 // leasedGang describes the gang a job's process leased GPUs for, and which it holds.

@@ -52,6 +52,12 @@ func TestPrintJobDetail(t *testing.T) {
 	cases := map[string]client.JobDetail{
 		"get-restarted": restartedDetail(),
 		"get-pending":   {Job: pendingJob(), Spec: pendingSpec},
+		"get-preempted": {Job: preemptedJob(), Spec: trainJobSpec(1, 4, 4, "torchrun", "--nproc-per-node=4", "sweep.py")},
+		"get-preempting": {Job: preemptingJob(), Spec: trainJobSpec(1, 4, 4, "torchrun", "--nproc-per-node=4", "sweep.py"),
+			Run: &client.Run{Phase: "Running", Attempts: []client.Attempt{{Number: 1, MasterAddr: "127.0.0.1",
+				MasterPort: 29500, Started: *preemptingJob().StartedAt, Ranks: []client.Rank{
+					{Rank: 0, PID: 5200, GPUs: "0,1,2,3", Started: *preemptingJob().StartedAt},
+				}}}}},
 		"get-running": {Job: running, Spec: trainJobSpec(1, 4, 4, "torchrun", "--nproc-per-node=4", "train.py"),
 			Run: &client.Run{Phase: "Running", Attempts: []client.Attempt{{Number: 1, MasterAddr: "127.0.0.1",
 				MasterPort: 29500, Started: *running.StartedAt, Ranks: []client.Rank{

@@ -29,9 +29,11 @@ func newListCommand(g *globals) *cobra.Command {
 priority, the GPUs and CPUs each holds (or waits for, or held) as workers x per worker,
 such as 2x1 for two workers of one GPU each, when they were submitted, how long they ran
 (or have been running) and why they are in their status (why a pending job waits, why one
-failed). A job submitted without --cpus-per-worker holds the server's default share (see
-'trainyard submit --help'). -o wide adds each worker's memory, GPU indices and the run
-folder.` + remoteHelp + kubeHelp + `
+failed). A job that the server preempted for a job of higher priority shows it in its
+status: RUNNING (preempting) while its gang stops, then how many times, as in PENDING
+(preempted 1x), with the job it made room for in its message. A job submitted without
+--cpus-per-worker holds the server's default share (see 'trainyard submit --help').
+-o wide adds each worker's memory, GPU indices and the run folder.` + remoteHelp + kubeHelp + `
 
 On a cluster: each TrainJob's name, phase, workers ready of all, GPUs (workers x GPUs
 per worker), restarts (with how many were disruptions: evictions, preemptions), age, node
@@ -111,10 +113,7 @@ func printJobList(v view, jobs []client.Job) error {
 // jobRow is one job's row of the list.
 func jobRow(v view, j client.Job) string {
 	gpus, cpus, memory := jobHolds(j)
-	status := string(j.Status)
-	if j.StopRequested && !client.Ended(j.Status) {
-		status += " (stopping)"
-	}
+	status := listStatus(j)
 	msg := cell(j.Message)
 	if !v.wide {
 		msg = shorten(msg, messageWidth)
@@ -125,6 +124,22 @@ func jobRow(v view, j client.Job) string {
 		cols = append(cols, memory, orDash(gpuIDs(j.GPUs)), orDash(j.RunDir))
 	}
 	return strings.Join(cols, "\t")
+}
+
+// listStatus is a job's status with what is under way or what happened to it: "RUNNING
+// (stopping)" (a user's stop wins over a preemption), "RUNNING (preempting)" while the
+// server preempts it, or how many times it was preempted, "PENDING (preempted 1x)".
+func listStatus(j client.Job) string {
+	status := string(j.Status)
+	switch {
+	case j.StopRequested && !client.Ended(j.Status):
+		status += " (stopping)"
+	case j.Preempting:
+		status += " (preempting)"
+	case j.Preemptions > 0:
+		status += fmt.Sprintf(" (preempted %dx)", j.Preemptions)
+	}
+	return status
 }
 
 // jobHolds writes what a job's workers hold as workers x per worker: its GPUs ("2x1"),

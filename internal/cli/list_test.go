@@ -2,6 +2,7 @@ package cli
 
 import (
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
@@ -25,6 +26,25 @@ func holding(j client.Job, workers int, gpus int32, cpu, memory string) client.J
 	return j
 }
 
+// preemptingJob is a running job that the server preempts for bert-large.
+func preemptingJob() client.Job {
+	return client.Job{ID: "sweep-4", Name: "sweep4", Status: client.StatusRunning, GPUs: [][]int{{0, 1, 2, 3}},
+		Message: "preempted to make room for job bert-large (priority 10, higher than 0); stopping, to go back to the " +
+			"queue and resume from its latest checkpoint", Preempting: true,
+		Preemption:  &client.Preemption{For: "bert-large", ForPriority: 10, At: now.Add(-5 * time.Second)},
+		SubmittedAt: now.Add(-2 * time.Hour), StartedAt: at(-2 * time.Hour), RunDir: "/data/runs/sweep-4"}
+}
+
+// preemptedJob is a job that went back to the queue after a preemption for bert-large.
+func preemptedJob() client.Job {
+	return client.Job{ID: "sweep-5", Name: "sweep5", Status: client.StatusPending, Restarts: 1, Preemptions: 2,
+		Message: "preempted by job bert-large (priority 10); requeued, resumes from its latest checkpoint (preemption 2); " +
+			"needs 4 GPUs, 0 free",
+		Preemption: &client.Preemption{For: "bert-large", ForPriority: 10, At: now.Add(-2 * time.Minute),
+			Requeued: at(-100 * time.Second)},
+		SubmittedAt: now.Add(-3 * time.Hour), RunDir: "/data/runs/sweep-5"}
+}
+
 func TestPrintJobList(t *testing.T) {
 	old := runningJob() // from a server that does not say what jobs hold
 	old.ID, old.Name = "from-an-older-server", ""
@@ -33,6 +53,8 @@ func TestPrintJobList(t *testing.T) {
 		holding(runningJob(), 1, 4, "16", ""),
 		holding(pendingJob(), 2, 4, "8", "64Gi"),
 		holding(stoppingJob(), 3, 0, "500m", "1536Mi"),
+		holding(preemptingJob(), 1, 4, "8", ""),
+		holding(preemptedJob(), 1, 4, "8", ""),
 		old,
 	}
 	cases := map[string]struct {

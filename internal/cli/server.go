@@ -64,6 +64,16 @@ A job may lease GPUs for a gang of its own: a Ray Train script run as one proces
 job's entrypoint, or 'trainyard submit -- python3 train.py') is Ray's driver, and its
 TorchTrainer.fit() asks the server for its gang's GPUs, waiting in the queue like any job.
 
+Jobs wait in the queue by priority, then in submit order. With --preemption
+lower-priority (the default) a job that fits only once some running jobs of lower
+priority are gone preempts them, as few as it needs (the lowest priority, then the most
+recently started, first): each one's supervisor gets SIGTERM, its ranks get the
+preemption notice and the job's grace period (terminationGracePeriodSeconds, 30 s by
+default) to save a checkpoint, and the job goes back to the queue, to resume from its
+latest checkpoint once it fits again; 'trainyard list' and 'get' count its preemptions
+apart from its restarts, which they use none of. --preemption never lets running jobs
+end first.
+
 Jobs get the GPUs in CUDA_VISIBLE_DEVICES (all the GPUs nvidia-smi finds when it is not
 set), all CPU cores and all memory. The server keeps its jobs in <state dir>/jobs.db;
 one server at a time can use a state folder, and no job may keep its runs in it. It
@@ -101,6 +111,9 @@ type serverOptions struct {
 	tokenFile  string
 	quota      string // --upload-quota, a quantity such as 20Gi
 	quotaBytes int64  // quota, parsed by check
+	preemption string // --preemption
+	// preemptionPolicy is preemption, parsed by check.
+	preemptionPolicy scheduler.PreemptionPolicy
 }
 
 func newServerCommand(g *globals) *cobra.Command {
@@ -130,6 +143,9 @@ func newServerCommand(g *globals) *cobra.Command {
 		auth.EnvTokenFile+", else ~/.config/trainyard/token)")
 	f.StringVar(&opts.quota, "upload-quota", defaultUploadQuota, "most disk that uploaded packages (Ray's working_dir) and the "+
 		"working folders unpacked from them may take in --state-dir; uploads and submissions past it are refused until ended jobs are deleted")
+	f.StringVar(&opts.preemption, "preemption", string(scheduler.PreemptLowerPriority), "whether a waiting job may preempt running "+
+		"jobs: lower-priority (those of lower priority are stopped, with their grace period to save a checkpoint, and go back to "+
+		"the queue to resume from it) or never")
 	return cmd
 }
 
@@ -159,6 +175,9 @@ func (o *serverOptions) check() (warning string, err error) {
 	if rel, err := filepath.Rel(o.stateDir, o.storage); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
 		return "", fmt.Errorf("--storage-path %s is inside --state-dir %s, where the server keeps its own files, and the server "+
 			"refuses jobs that keep their runs there; give folders apart", o.storage, o.stateDir)
+	}
+	if o.preemptionPolicy, err = scheduler.ParsePreemptionPolicy(o.preemption); err != nil {
+		return "", fmt.Errorf("--preemption: %w", err)
 	}
 	return auth.CheckListen(o.address, o.tlsCert != "")
 }
@@ -352,7 +371,7 @@ func newEngine(st *store.Store, node scheduler.Node, inv device.Inventory, token
 		return nil, nil, fmt.Errorf("find the trainyard binary that supervises jobs: %w", err)
 	}
 	svc, err := jobs.New(jobs.Config{Store: st, Node: node, StateDir: opts.stateDir, Binary: self, Logger: log,
-		LeaseKey: []byte(token), LeaseSocket: filepath.Join(opts.stateDir, "lease.sock")})
+		LeaseKey: []byte(token), LeaseSocket: filepath.Join(opts.stateDir, "lease.sock"), Preemption: opts.preemptionPolicy})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -24,12 +24,20 @@ func TestServerFlags(t *testing.T) {
 		"a wildcard domain": {opts: serverOptions{address: "127.0.0.1:8265", allowHosts: []string{"*.example.com"}}, wantErr: `--allow-host "*.example.com"`},
 		"storage in state":  {opts: serverOptions{address: "127.0.0.1:8265", storage: "~/state/runs"}, wantErr: "/state/runs is inside --state-dir"},
 		"storage is state":  {opts: serverOptions{address: "127.0.0.1:8265", storage: "~/state/"}, wantErr: "/state is inside --state-dir"},
+		"preemption never":  {opts: serverOptions{address: "127.0.0.1:8265", preemption: "never"}},
+		"unknown preemption": {opts: serverOptions{address: "127.0.0.1:8265", preemption: "always"},
+			wantErr: `--preemption: unknown preemption policy "always": want lower-priority or never`},
+		"empty preemption": {opts: serverOptions{address: "127.0.0.1:8265", preemption: " "},
+			wantErr: `--preemption: unknown preemption policy " ": want lower-priority or never`},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			tc.opts.stateDir = "~/state"
 			if tc.opts.storage == "" {
 				tc.opts.storage = "runs"
+			}
+			if tc.opts.preemption == "" {
+				tc.opts.preemption = "lower-priority"
 			}
 			warning, err := tc.opts.check()
 			if tc.wantErr != "" {
@@ -43,6 +51,9 @@ func TestServerFlags(t *testing.T) {
 			}
 			if (tc.wantWarning == "") != (warning == "") || !strings.Contains(warning, tc.wantWarning) {
 				t.Errorf("warning %q, want %q", warning, tc.wantWarning)
+			}
+			if string(tc.opts.preemptionPolicy) != tc.opts.preemption {
+				t.Errorf("preemption policy %q, want %q", tc.opts.preemptionPolicy, tc.opts.preemption)
 			}
 			home, _ := os.UserHomeDir()
 			if tc.opts.stateDir != filepath.Join(home, "state") || !filepath.IsAbs(tc.opts.storage) {

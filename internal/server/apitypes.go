@@ -72,6 +72,18 @@ type Job struct {
 	Gang *Gang `json:"gang,omitempty"`
 	// RunDir is the job's run folder on the server's machine.
 	RunDir string `json:"runDir,omitempty"`
+	// Restarts is how many of the job's restarts (its spec's maxRestarts) its earlier
+	// supervisors used; a running supervisor's own are in its run's attempts.
+	Restarts int `json:"restarts,omitempty"`
+	// Preemptions counts the times the server preempted the job to make room for a job of
+	// higher priority and queued it again, to resume from its latest checkpoint; they use
+	// no restart.
+	Preemptions int `json:"preemptions,omitempty"`
+	// Preempting is set while the job runs but was preempted: its gang is stopping (with
+	// its grace period to save a checkpoint), and it goes back to the queue.
+	Preempting bool `json:"preempting,omitempty"`
+	// Preemption is the job's latest preemption, nil if it was never preempted.
+	Preemption *Preemption `json:"preemption,omitempty"`
 	// StopRequested is set when a stop was asked and the job has not stopped yet.
 	StopRequested bool       `json:"stopRequested,omitempty"`
 	SubmittedAt   time.Time  `json:"submittedAt"`
@@ -79,6 +91,21 @@ type Job struct {
 	EndedAt       *time.Time `json:"endedAt,omitempty"`
 	// Version increases with every change of the job.
 	Version uint64 `json:"version"`
+}
+
+// Preemption is the server's decision to stop a running job to make room for a job of
+// higher priority, and how far it went.
+type Preemption struct {
+	// For is the ID of the job it made room for; ForPriority is that job's priority.
+	For         string `json:"for"`
+	ForPriority int    `json:"forPriority"`
+	// At is when the server decided it.
+	At time.Time `json:"at"`
+	// Requeued is when the job went back to the queue; nil while it stops, or if it
+	// finished or was stopped meanwhile.
+	Requeued *time.Time `json:"requeued,omitempty"`
+	// Resumed is when it started again since, nil before.
+	Resumed *time.Time `json:"resumed,omitempty"`
 }
 
 // Gang is a running job's lease of GPUs for a gang its process starts.

@@ -34,7 +34,16 @@ func toJob(j *store.Job) Job {
 	return Job{ID: j.ID, Name: j.Name, Status: JobStatus(j.Status), Message: j.Message, Priority: j.Priority,
 		Entrypoint: j.Entrypoint, SubmittedBy: j.SubmittedBy, Metadata: j.Metadata, RuntimeEnv: j.RuntimeEnv, SecretEnv: j.SecretEnv, Workers: workers, Resources: resources,
 		GPUs: j.GPUs, RunDir: j.RunDir, StopRequested: j.StopRequested, SubmittedAt: j.SubmittedAt,
-		StartedAt: j.StartedAt, EndedAt: j.EndedAt, Version: j.Version, Gang: toGang(j.Gang)}
+		StartedAt: j.StartedAt, EndedAt: j.EndedAt, Version: j.Version, Gang: toGang(j.Gang),
+		Restarts: j.Restarts, Preemptions: j.Preemptions, Preempting: j.Preempting(), Preemption: toPreemption(j.Preemption)}
+}
+
+// toPreemption converts a stored job's latest preemption.
+func toPreemption(p *store.Preemption) *Preemption {
+	if p == nil {
+		return nil
+	}
+	return &Preemption{For: p.For, ForPriority: p.ForPriority, At: p.At, Requeued: p.Requeued, Resumed: p.Resumed}
 }
 
 // toGang converts a stored job's gang lease.
