@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/trainyard/trainyard/client"
+	"github.com/trainyard/trainyard/internal/logstream"
 )
 
 // logsOptions are the flags of logs.
@@ -20,6 +21,7 @@ type logsOptions struct {
 	follow bool
 	tail   int
 	rank   int
+	ranks  string // --ranks: keep the console log's lines of these ranks
 	// The rest are --kube's.
 	attempt    int32
 	from       string
@@ -41,9 +43,12 @@ func newLogsCommand(g *globals) *cobra.Command {
 		Short: "Print a job's log",
 		Long: `Print the log of a job, named by its ID or its name: by default its console log, every
 rank's lines prefixed with the rank as trainyard run prints them; with --rank R, rank
-R's own log of the job's last attempt. The server sends a log's last 16 MiB at most. A
-job that waits for resources has not started, so it has no log yet: logs says so, and
-why it waits.
+R's own log of the job's last attempt; with --ranks 0,2-3, the console log's lines of
+those ranks (and a folded line that names one of them) and Trainyard's own. A job's
+console log folds a line that several ranks print at about the same time into one,
+unless the job's env sets RAY_DEDUP_LOGS=0 (submit --env RAY_DEDUP_LOGS=0); the rank
+logs keep every line. The server sends a log's last 16 MiB at most. A job that waits for
+resources has not started, so it has no log yet: logs says so, and why it waits.
 
 With -f, keep printing as the log grows, until the job ends (Ctrl-C stops following, not
 the job); a job that waits is followed once it starts, and each reason it waits for is
@@ -67,6 +72,7 @@ storage path) that --from names; they have no timestamps.`,
 		Example: `  trainyard logs raysubmit_XtqM3Lq8hZxwWz2a
   trainyard logs -f mnist
   trainyard logs -t 20 --rank 1 raysubmit_XtqM3Lq8hZxwWz2a
+  trainyard logs --ranks 0,2-3 mnist
   trainyard logs --kube -f mnist
   trainyard logs --kube -i worker-1 --since 10m --timestamps mnist
   trainyard logs --kube --all-ranks -t 100 mnist
@@ -77,11 +83,24 @@ storage path) that --from names; they have no timestamps.`,
 			if opts.tail < 0 || opts.rank < -1 {
 				return usageError(errors.New("--tail and --rank must be 0 or more"))
 			}
+			keep, err := logstream.ParseRanks(opts.ranks)
+			if err != nil {
+				return usageError(fmt.Errorf("--ranks: %w", err))
+			}
+			if !keep.All() && opts.rank >= 0 {
+				return usageError(errors.New("--rank prints one rank's own log, --ranks keeps ranks' lines of the console log: give one of them"))
+			}
+			out := logstream.FilterLines(g.io.Out, keep)
+			defer out.Close()
+			g := &globals{io: IO{In: g.io.In, Out: out, Err: g.io.Err}, logLevel: g.logLevel}
 			on, err := kube.enabled()
 			if err != nil {
 				return err
 			}
 			if on {
+				if !keep.All() {
+					return usageError(errors.New("--ranks is for a server's job or a local run; with --kube, --rank R keeps rank R's lines"))
+				}
 				lo, err := kubeLogOptions(opts)
 				if err != nil {
 					return err
@@ -99,6 +118,7 @@ storage path) that --from names; they have no timestamps.`,
 	cmd.Flags().BoolVarP(&opts.follow, "follow", "f", false, "keep printing the log as it grows, until the job ends")
 	cmd.Flags().IntVarP(&opts.tail, "tail", "t", 0, "print only the last N lines (0: all)")
 	cmd.Flags().IntVar(&opts.rank, "rank", -1, "print this rank's log of the last attempt instead of the console log")
+	cmd.Flags().StringVar(&opts.ranks, "ranks", "", "keep only these ranks' lines of the console log, such as 0 or 0,2-3")
 	kube.bind(cmd.Flags())
 	cmd.Flags().Int32Var(&opts.attempt, "attempt", 0, "with --kube: print this attempt's logs (default: the current attempt)")
 	cmd.Flags().StringVar(&opts.from, "from", "", "with --kube: read the rank logs from this copy of the run folder (or of the storage path)")

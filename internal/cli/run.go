@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -33,6 +34,13 @@ Variables given with --env (or the job file's env) win over all of them.
 Lines the workers print reach the console prefixed with their rank and pid, and are
 kept whole in <storage path>/<run name>/logs/attempt-N/rank-R.log. The run's folder
 also holds the resolved job (job.yaml) and the record of every attempt (run.json).
+On the console, a line that several ranks print within half a second is folded into
+one, "[ranks 1-3] text [repeated 3x across workers]", where that saves lines; each
+rank's lines keep their order (a rank's later lines wait behind its folded copy). Turn
+folding off with --fold-logs=false or RAY_DEDUP_LOGS=0 (as Ray's), in trainyard's
+environment or the job's (--env, the job file's env: a server's job too); --ranks 0,2-3
+shows those ranks' lines only (torchrun's --local-ranks-filter). The log files keep
+every line either way.
 
 When a worker exits non-zero or dies, every other worker's process group gets
 SIGTERM, then SIGKILL after --grace-period; with --max-restarts K the whole gang
@@ -56,6 +64,10 @@ const runExample = `  trainyard run --workers 2 -- /usr/bin/python3 train.py --e
 // runOptions are the flags of run that are not part of the job.
 type runOptions struct {
 	rerun bool
+	// foldLogs is --fold-logs, and foldLogsSet whether it was given.
+	foldLogs    bool
+	foldLogsSet bool
+	ranks       logstream.Ranks // --ranks: every rank when empty
 	// gangGiven is whether the user described the gang (--workers, --procs-per-worker or a
 	// job file) rather than starting one plain process.
 	gangGiven bool
@@ -65,24 +77,32 @@ func newRunCommand(g *globals) *cobra.Command {
 	var (
 		flags jobspec.Flags
 		opts  runOptions
+		ranks string
 	)
 	cmd := &cobra.Command{
 		Use:     "run [flags] [--] COMMAND [ARGS...]",
 		Short:   "Run a training job on this machine, in the foreground",
 		Long:    runLong,
 		Example: runExample,
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			fs := cmd.Flags()
 			if fs.Changed("data") {
 				return usageError(noDataHere("this machine"))
 			}
 			opts.gangGiven = flags.File != "" || fs.Changed("workers") || fs.Changed("procs-per-worker")
+			opts.foldLogsSet = fs.Changed("fold-logs")
+			if opts.ranks, err = logstream.ParseRanks(ranks); err != nil {
+				return usageError(fmt.Errorf("--ranks: %w", err))
+			}
 			return runJob(cmd.Context(), g, &flags, opts, args)
 		},
 	}
 	cmd.Flags().SetInterspersed(false)
 	flags.Bind(cmd.Flags())
 	cmd.Flags().BoolVar(&opts.rerun, "rerun", false, "run a run that already succeeded again, resuming from its last checkpoint")
+	cmd.Flags().BoolVar(&opts.foldLogs, "fold-logs", true,
+		"fold a line that several ranks print at about the same time into one, on the console (RAY_DEDUP_LOGS=0: off)")
+	cmd.Flags().StringVar(&ranks, "ranks", "", "show only these ranks' lines on the console, such as 0 or 0,2-3 (the logs keep all)")
 	// Arena's --data mounts a cluster's volume: taken only to say what to do instead.
 	cmd.Flags().StringArray("data", nil, "")
 	_ = cmd.Flags().MarkHidden("data")
@@ -135,7 +155,7 @@ func runJob(ctx context.Context, g *globals, flags *jobspec.Flags, opts runOptio
 	// One implicit process may be a Ray Train driver whose fit() launches a gang: its
 	// console's lines come prefixed already.
 	console := logstream.NewConsole(g.io.Out, logstream.Options{Color: isTerminal(g.io.Out),
-		PassPrefixed: extraEnv["TRAINYARD_GANG"] == "implicit"})
+		PassPrefixed: extraEnv["TRAINYARD_GANG"] == "implicit", Window: foldWindow(job, opts), Ranks: opts.ranks})
 	defer console.Close()
 	root, err := folder.OpenRoot()
 	if err != nil {
@@ -165,6 +185,29 @@ func runJob(ctx context.Context, g *globals, flags *jobspec.Flags, opts runOptio
 	}
 	return &exitError{code: ExitFailed, err: fmt.Errorf("run %s: %w", job.Spec.RunName, closeErr)}
 }
+
+// foldWindow is the console's folding window: the default, or -1 (no folding) when
+// --fold-logs=false, else when RAY_DEDUP_LOGS, in the job's env or else in trainyard's,
+// is set to anything but 1 or true (as Ray reads it).
+func foldWindow(job *v1.TrainJob, opts runOptions) time.Duration {
+	fold := opts.foldLogs
+	if !opts.foldLogsSet {
+		v, ok := os.LookupEnv(rayDedupLogs)
+		for _, e := range job.Spec.Env {
+			if e.Name == rayDedupLogs {
+				v, ok = e.Value, true
+			}
+		}
+		fold = !ok || v == "1" || strings.EqualFold(v, "true")
+	}
+	if fold {
+		return 0
+	}
+	return -1
+}
+
+// rayDedupLogs turns off the folding of identical lines, as it does Ray's.
+const rayDedupLogs = "RAY_DEDUP_LOGS"
 
 // takeSecrets reads the job's secrets from the file the job server names in
 // secrets.EnvFile, if any, and unsets it, so that no process of the job inherits it.

@@ -156,7 +156,7 @@ func TestConsoleFoldingBounded(t *testing.T) {
 	}
 	found := false
 	for _, l := range lines {
-		found = found || l == "[rank 1] first [repeated 1x across workers]"
+		found = found || l == "[rank 1 pid 11] first"
 	}
 	if !found {
 		t.Errorf("the oldest fold did not end early when the pending texts passed %d bytes", maxPendingBytes)

@@ -1,8 +1,10 @@
 package logstream
 
 import (
+	"cmp"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -26,11 +28,13 @@ const (
 // colors cycle over ranks when the console is a terminal.
 var colors = []string{"36", "33", "32", "35", "34", "91", "96", "93"}
 
-// Console writes worker lines to a terminal or log, prefixed "[rank N pid P] ". The first
-// copy of a line is written at once; further identical lines from other ranks within the
-// window are counted instead, and written later as one line such as
-// "[ranks 1-3] text [repeated 3x across workers]". Lines a rank repeats itself are never
-// folded.
+// Console writes worker lines to a terminal or log, prefixed "[rank N pid P] ". Identical
+// lines that several ranks print within the window are folded into one line such as
+// "[ranks 1-3] text [repeated 3x across workers]", but only where that saves lines: a
+// copy that would be summarised alone is written as its rank's own line. Each rank's
+// lines keep their order: while a rank's copy of a line waits to be folded, the rank's
+// later lines wait behind it, never longer than the window. A line nobody waits for is
+// written at once. Lines a rank repeats itself are never folded.
 //
 // Methods are safe for concurrent use. Close flushes what is pending.
 type Console struct {
@@ -39,21 +43,49 @@ type Console struct {
 	pass   bool // Options.PassPrefixed
 	window time.Duration
 	now    func() time.Time
+	show   Ranks // Options.Ranks
 
-	mu      sync.Mutex
-	pending map[string]*folded
-	order   []string // texts in pending, oldest first
-	// pendingBytes counts the texts in pending, and foldCost for each.
+	mu sync.Mutex
+	// queue holds the lines that wait, in the order they will be written (by seq): folds
+	// whose window has not ended, and the lines of ranks held behind them.
+	queue []*entry
+	// byText holds the foldable entries of queue by their text, in queue order.
+	byText map[string][]*entry
+	// held is, for each rank with a line in queue, the last entry holding one.
+	held map[int]*entry
+	// pendingBytes counts the texts in queue, and foldCost for each.
 	pendingBytes int
 	stop         chan struct{}
 	done         chan struct{}
 	closing      sync.Once
 }
 
-type folded struct {
-	ranks    map[int]bool
-	repeated []int // ranks whose copies were folded, in arrival order
+// entry is a line in the console's queue: the copies of one text that ranks printed and
+// that are still to be written, besides a first copy written when the entry was made.
+type entry struct {
+	seq      uint64 // increasing along the queue, with gaps to insert into (see seqGap)
+	text     string
 	since    time.Time
+	first    bool     // a copy was written when the entry was made, of rank firstOf
+	firstOf  int      //
+	copies   []Source // the copies to write, in arrival order, one per rank
+	foldable bool     // other ranks' copies may join
+}
+
+// seqGap separates the seqs of entries appended to the queue, so that lines can be
+// inserted between them; when no room is left the queue is numbered again.
+const seqGap = 1 << 20
+
+func (e *entry) has(rank int) bool {
+	if e.first && e.firstOf == rank {
+		return true
+	}
+	for _, s := range e.copies {
+		if s.Rank == rank {
+			return true
+		}
+	}
+	return false
 }
 
 // Source identifies the process a line came from.
@@ -62,7 +94,8 @@ type Source struct {
 	PID  int
 }
 
-// Options tune a Console; the zero value writes plain text and folds over DefaultWindow.
+// Options tune a Console; the zero value writes plain text, every rank's lines, and folds
+// over DefaultWindow.
 type Options struct {
 	Color  bool
 	Window time.Duration // 0: DefaultWindow; negative: never fold
@@ -72,13 +105,17 @@ type Options struct {
 	// launched itself (a Ray Train driver's fit()), whose lines would otherwise carry two
 	// prefixes.
 	PassPrefixed bool
+	// Ranks, when not empty, are the only ranks whose lines are written (torchrun's
+	// --local-ranks-filter); Trainyard's notices are always written.
+	Ranks Ranks
 }
 
 // NewConsole returns a Console writing to w. It starts a goroutine that writes folded
 // summaries as their windows end; Close stops it.
 func NewConsole(w io.Writer, opts Options) *Console {
 	c := &Console{w: w, color: opts.Color, pass: opts.PassPrefixed, window: opts.Window, now: opts.Now,
-		pending: map[string]*folded{}, stop: make(chan struct{}), done: make(chan struct{})}
+		show: opts.Ranks, byText: map[string][]*entry{}, held: map[int]*entry{},
+		stop: make(chan struct{}), done: make(chan struct{})}
 	if c.window == 0 {
 		c.window = DefaultWindow
 	}
@@ -94,28 +131,159 @@ func NewConsole(w io.Writer, opts Options) *Console {
 func (c *Console) Line(src Source, text string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if !c.show.Has(src.Rank) {
+		return
+	}
 	if c.pass && prefixed(text) {
 		fmt.Fprintf(c.w, "%s\n", text)
 		return
 	}
-	if c.window < 0 || len(text) > maxFoldedLine {
+	if c.window < 0 {
 		c.write(src, text)
 		return
 	}
-	if f, ok := c.pending[text]; ok && !f.ranks[src.Rank] {
-		f.ranks[src.Rank] = true
-		f.repeated = append(f.repeated, src.Rank)
+	foldable := len(text) <= maxFoldedLine
+	held := c.held[src.Rank] // nil: none of the rank's lines waits
+	if foldable {
+		if e := c.foldInto(src.Rank, text, held); e != nil {
+			e.copies = append(e.copies, src)
+			c.held[src.Rank] = e
+			return
+		}
+	}
+	if held == nil {
+		c.write(src, text)
+		if foldable {
+			c.insert(&entry{text: text, first: true, firstOf: src.Rank, foldable: true}, nil)
+		}
 		return
 	}
-	if _, ok := c.pending[text]; !ok {
-		for c.pendingBytes+len(text)+foldCost > maxPendingBytes {
+	// Soon behind the rank's last waiting line, not at the end of the queue: its next
+	// lines may then still join folds already waiting.
+	c.held[src.Rank] = c.insert(&entry{text: text, copies: []Source{src}, foldable: foldable}, held)
+}
+
+// foldInto returns the entry that rank's copy of text joins, or nil: the oldest waiting
+// entry of that text that rank is not in and that is written after every line of rank
+// that waits (held); else the newest entry of that text, moved behind held, when no rank
+// in it has a later line waiting. c.mu is held.
+func (c *Console) foldInto(rank int, text string, held *entry) *entry {
+	same := c.byText[text]
+	for _, e := range same {
+		if (held == nil || e.seq > held.seq) && !e.has(rank) {
+			return e
+		}
+	}
+	if len(same) == 0 {
+		return nil
+	}
+	e := same[len(same)-1]
+	if e.has(rank) {
+		return nil
+	}
+	for _, s := range e.copies {
+		if c.held[s.Rank] != e {
+			return nil
+		}
+	}
+	c.remove(e)
+	return c.insert(e, held)
+}
+
+// insert puts e into the queue after the entry after (and the lines held like it that
+// follow), or at the end when after is nil, first writing the oldest entries while the queue would hold more than
+// maxPendingBytes. An entry that is new starts its window now. c.mu is held.
+func (c *Console) insert(e *entry, after *entry) *entry {
+	if e.since.IsZero() {
+		for len(c.queue) > 0 && c.pendingBytes+len(e.text)+foldCost > maxPendingBytes {
 			c.endOldest()
 		}
-		c.pendingBytes += len(text) + foldCost
-		c.pending[text] = &folded{ranks: map[int]bool{src.Rank: true}, since: c.now()}
-		c.order = append(c.order, text)
+		e.since = c.now()
+		if !e.foldable {
+			e.since = e.since.Add(-c.window) // nothing joins it: due once it is the oldest
+		}
+		c.pendingBytes += len(e.text) + foldCost
 	}
-	c.write(src, text)
+	i := len(c.queue)
+	if after != nil {
+		// After was written meanwhile (to bound the queue) when it is not found: then
+		// nothing needs to come first.
+		j, found := slices.BinarySearchFunc(c.queue, after.seq, bySeq)
+		i = 0
+		if found {
+			i = j + 1
+		}
+		// Behind the lines of other ranks that waited too, so that they keep the order
+		// they came in; not behind a line written once already, which the rank's next
+		// line may join.
+		for i < len(c.queue) && !c.queue[i].first {
+			i++
+		}
+	}
+	if !c.seqAt(i, e) {
+		c.renumber()
+		c.seqAt(i, e)
+	}
+	c.queue = slices.Insert(c.queue, i, e)
+	if e.foldable {
+		same := c.byText[e.text]
+		j, _ := slices.BinarySearchFunc(same, e.seq, bySeq)
+		c.byText[e.text] = slices.Insert(same, j, e)
+	}
+	return e
+}
+
+// seqAt gives e a seq between those of the entries at i-1 and i of the queue, and
+// reports whether there was room for one. c.mu is held.
+func (c *Console) seqAt(i int, e *entry) bool {
+	var lo, hi uint64 = 0, math.MaxUint64
+	if i > 0 {
+		lo = c.queue[i-1].seq
+	}
+	if i < len(c.queue) {
+		hi = c.queue[i].seq
+	}
+	switch {
+	case i == len(c.queue) && lo <= math.MaxUint64/2:
+		e.seq = lo + seqGap
+	case hi-lo >= 2 && i < len(c.queue):
+		e.seq = lo + (hi-lo)/2
+	default:
+		return false
+	}
+	return true
+}
+
+// renumber spaces the seqs of the queue seqGap apart, keeping their order. c.mu is held.
+func (c *Console) renumber() {
+	for i, e := range c.queue {
+		e.seq = uint64(i+1) * seqGap
+	}
+}
+
+// index returns the position of e in the queue. c.mu is held.
+func (c *Console) index(e *entry) int {
+	i, _ := slices.BinarySearchFunc(c.queue, e.seq, bySeq)
+	return i
+}
+
+func bySeq(e *entry, seq uint64) int { return cmp.Compare(e.seq, seq) }
+
+// remove takes e out of the queue and byText (not out of held). c.mu is held.
+func (c *Console) remove(e *entry) {
+	i := c.index(e)
+	c.queue = slices.Delete(c.queue, i, i+1)
+	if e.foldable {
+		same := c.byText[e.text]
+		if j, ok := slices.BinarySearchFunc(same, e.seq, bySeq); ok {
+			same = slices.Delete(same, j, j+1)
+		}
+		if len(same) == 0 {
+			delete(c.byText, e.text)
+		} else {
+			c.byText[e.text] = same
+		}
+	}
 }
 
 // prefixed reports whether a line comes from another trainyard's console.
@@ -123,10 +291,13 @@ func prefixed(text string) bool {
 	return strings.HasPrefix(text, "[rank ") || strings.HasPrefix(text, "[ranks ") || strings.HasPrefix(text, "trainyard: ")
 }
 
-// Notice writes a line of Trainyard's own, outside any rank.
+// Notice writes a line of Trainyard's own, outside any rank, after every line waiting.
 func (c *Console) Notice(text string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	for len(c.queue) > 0 {
+		c.endOldest()
+	}
 	if c.color {
 		fmt.Fprintf(c.w, "\x1b[1mtrainyard:\x1b[0m %s\n", text)
 		return
@@ -134,41 +305,40 @@ func (c *Console) Notice(text string) {
 	fmt.Fprintf(c.w, "trainyard: %s\n", text)
 }
 
-// Flush writes the summaries of folds whose window has ended by now; with all set, of
-// every fold.
+// Flush writes the queued lines whose window has ended by now, oldest first; with all
+// set, every queued line.
 func (c *Console) Flush(all bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.now()
-	keep := c.order[:0]
-	for _, text := range c.order {
-		f := c.pending[text]
-		if !all && now.Sub(f.since) < c.window {
-			keep = append(keep, text)
-			continue
-		}
-		if len(f.repeated) > 0 {
-			c.writeFolded(f.repeated, text)
-		}
-		c.forget(text)
+	for len(c.queue) > 0 && (all || now.Sub(c.queue[0].since) >= c.window) {
+		c.endOldest()
 	}
-	c.order = keep
 }
 
-// endOldest writes the summary of the oldest fold now and forgets it. c.mu is held.
+// endOldest writes the oldest entry of the queue now and forgets it: the copies waiting
+// in it as one summary when there are two or more (which saves lines), else the one
+// copy as its rank's own line. c.mu is held.
 func (c *Console) endOldest() {
-	text := c.order[0]
-	if f := c.pending[text]; len(f.repeated) > 0 {
-		c.writeFolded(f.repeated, text)
+	e := c.queue[0]
+	c.remove(e)
+	switch len(e.copies) {
+	case 0:
+	case 1:
+		c.write(e.copies[0], e.text)
+	default:
+		ranks := make([]int, len(e.copies))
+		for i, s := range e.copies {
+			ranks[i] = s.Rank
+		}
+		c.writeFolded(ranks, e.text)
 	}
-	c.forget(text)
-	c.order = slices.Delete(c.order, 0, 1)
-}
-
-// forget drops a fold from pending (not from order). c.mu is held.
-func (c *Console) forget(text string) {
-	delete(c.pending, text)
-	c.pendingBytes -= len(text) + foldCost
+	for _, s := range e.copies {
+		if c.held[s.Rank] == e {
+			delete(c.held, s.Rank)
+		}
+	}
+	c.pendingBytes -= len(e.text) + foldCost
 }
 
 // Close writes what is pending and stops the background flush.

@@ -3,7 +3,7 @@ package logstream
 import (
 	"bytes"
 	"fmt"
-	"slices"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 // window is long enough that the background flush (every window/4 of real time) never
@@ -130,7 +131,7 @@ func TestConsole(t *testing.T) {
 				after(time.Nanosecond),
 				flush(),
 			},
-			want: []string{"[rank 0 pid 100] x", "[rank 1] x [repeated 1x across workers]"},
+			want: []string{"[rank 0 pid 100] x", "[rank 1 pid 101] x"},
 		},
 		"the summary names the ranks whose copies were folded, as a range": {
 			steps: []step{line(3, 7, "ready"), line(1, 101, "ready"), line(0, 100, "ready"), line(2, 102, "ready"), flushAll()},
@@ -156,8 +157,8 @@ func TestConsole(t *testing.T) {
 			want: []string{
 				"[rank 0 pid 100] x",
 				"[rank 0 pid 100] x",
-				"[rank 1 pid 101] x",
 				"[ranks 1-2] x [repeated 2x across workers]",
+				"[rank 1 pid 101] x",
 			},
 		},
 		"different texts are not folded": {
@@ -185,9 +186,9 @@ func TestConsole(t *testing.T) {
 			},
 			want: []string{
 				"[rank 0 pid 100] x",
-				"[rank 1] x [repeated 1x across workers]",
+				"[rank 1 pid 101] x",
 				"[rank 2 pid 102] x",
-				"[rank 3] x [repeated 1x across workers]",
+				"[rank 3 pid 103] x",
 			},
 		},
 		"Flush(false) writes only the folds whose window ended": {
@@ -199,24 +200,24 @@ func TestConsole(t *testing.T) {
 				line(1, 101, "new"),
 				after(window / 2),
 				flush(),
-				printed("[rank 0 pid 100] old", "[rank 0 pid 100] new", "[rank 1] old [repeated 1x across workers]"),
+				printed("[rank 0 pid 100] old", "[rank 0 pid 100] new", "[rank 1 pid 101] old"),
 				after(window / 2),
 				flush(),
 			},
 			want: []string{
 				"[rank 0 pid 100] old",
 				"[rank 0 pid 100] new",
-				"[rank 1] old [repeated 1x across workers]",
-				"[rank 1] new [repeated 1x across workers]",
+				"[rank 1 pid 101] old",
+				"[rank 1 pid 101] new",
 			},
 		},
-		"Flush(true) writes every fold, oldest first": {
+		"Flush(true) writes every fold, keeping each rank's order": {
 			steps: []step{line(0, 100, "a"), line(0, 100, "b"), line(1, 101, "b"), line(1, 101, "a"), line(2, 102, "a"), flushAll()},
 			want: []string{
 				"[rank 0 pid 100] a",
 				"[rank 0 pid 100] b",
+				"[rank 1 pid 101] b",
 				"[ranks 1-2] a [repeated 2x across workers]",
-				"[rank 1] b [repeated 1x across workers]",
 			},
 		},
 		"Close writes what is pending": {
@@ -225,7 +226,7 @@ func TestConsole(t *testing.T) {
 		},
 		"Close twice writes the summary once": {
 			steps: []step{line(0, 100, "bye"), line(1, 101, "bye"), closeConsole(), closeConsole()},
-			want:  []string{"[rank 0 pid 100] bye", "[rank 1] bye [repeated 1x across workers]"},
+			want:  []string{"[rank 0 pid 100] bye", "[rank 1 pid 101] bye"},
 		},
 		"a negative Window disables folding": {
 			opts:  Options{Window: -1},
@@ -234,14 +235,26 @@ func TestConsole(t *testing.T) {
 		},
 		"empty lines fold like any other": {
 			steps: []step{line(0, 100, ""), line(1, 101, ""), flushAll()},
-			want:  []string{"[rank 0 pid 100] ", "[rank 1]  [repeated 1x across workers]"},
+			want:  []string{"[rank 0 pid 100] ", "[rank 1 pid 101] "},
 		},
 		"Notice is Trainyard's own line, outside folding": {
 			steps: []step{line(0, 100, "x"), notice("rank 1 exited with status 1; restarting the gang (attempt 2 of 4)"), line(1, 101, "x"), flushAll()},
 			want: []string{
 				"[rank 0 pid 100] x",
 				"trainyard: rank 1 exited with status 1; restarting the gang (attempt 2 of 4)",
-				"[rank 1] x [repeated 1x across workers]",
+				"[rank 1 pid 101] x",
+			},
+		},
+		"Notice comes after the lines printed before it": {
+			steps: []step{
+				line(0, 100, "x"), line(1, 101, "x"), line(2, 102, "x"), line(1, 101, "Traceback"),
+				notice("rank 1 exited with status 1"),
+			},
+			want: []string{
+				"[rank 0 pid 100] x",
+				"[ranks 1-2] x [repeated 2x across workers]",
+				"[rank 1 pid 101] Traceback",
+				"trainyard: rank 1 exited with status 1",
 			},
 		},
 		"colour wraps the prefix, the summary and Notice in ANSI escapes": {
@@ -257,9 +270,9 @@ func TestConsole(t *testing.T) {
 			want: []string{
 				"\x1b[36m[rank 0 pid 100]\x1b[0m x",
 				"\x1b[33m[rank 1 pid 101]\x1b[0m y",
-				"\x1b[1mtrainyard:\x1b[0m done",
 				// The summary takes the colour of the first rank folded (9, like 1).
 				"\x1b[33m[ranks 9-10]\x1b[0m x\x1b[2m [repeated 2x across workers]\x1b[0m",
+				"\x1b[1mtrainyard:\x1b[0m done",
 			},
 		},
 		"colours cycle over eight ranks": {
@@ -286,8 +299,8 @@ func TestConsole(t *testing.T) {
 			steps: []step{line(0, 100, "x"), line(1, 101, "x"), notice("done"), flushAll()},
 			want: []string{
 				"[rank 0 pid 100] x",
+				"[rank 1 pid 101] x",
 				"trainyard: done",
-				"[rank 1] x [repeated 1x across workers]",
 			},
 		},
 	}
@@ -320,7 +333,7 @@ func TestConsoleDefaultWindow(t *testing.T) {
 	}
 	clock.Advance(time.Nanosecond)
 	c.Flush(false)
-	if diff := cmp.Diff("[rank 0 pid 100] x\n[rank 1] x [repeated 1x across workers]\n", out.String()); diff != "" {
+	if diff := cmp.Diff("[rank 0 pid 100] x\n[rank 1 pid 101] x\n", out.String()); diff != "" {
 		t.Errorf("after DefaultWindow (-want +got):\n%s", diff)
 	}
 }
@@ -332,7 +345,7 @@ func TestConsoleBackgroundFlush(t *testing.T) {
 	defer c.Close()
 	c.Line(Source{Rank: 0, PID: 100}, "x")
 	c.Line(Source{Rank: 1, PID: 101}, "x")
-	want := "[rank 0 pid 100] x\n[rank 1] x [repeated 1x across workers]\n"
+	want := "[rank 0 pid 100] x\n[rank 1 pid 101] x\n"
 	deadline := time.Now().Add(10 * time.Second)
 	for out.String() != want && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
@@ -342,18 +355,23 @@ func TestConsoleBackgroundFlush(t *testing.T) {
 	}
 }
 
-// Many ranks writing at once: every rank's own lines come out once each; every shared
-// line once, from one rank, plus one summary naming the seven other ranks. Run with -race;
-// the buffer is not synchronized, so the Console must serialize its writes.
+// Many ranks writing at once: each rank's lines come out once each, in the order it
+// printed them, and the shared ones fold. Run with -race; the buffer is not
+// synchronized, so the Console must serialize its writes.
 func TestConsoleConcurrentLines(t *testing.T) {
 	const ranks, steps = 8, 200
 	ct := newConsoleTest(t, Options{})
+	scripts := make([][]string, ranks)
+	for r := range ranks {
+		for i := range steps {
+			scripts[r] = append(scripts[r], fmt.Sprintf("rank %d says %d", r, i), fmt.Sprintf("step %d done", i))
+		}
+	}
 	var wg sync.WaitGroup
 	for r := range ranks {
 		wg.Go(func() {
-			for i := range steps {
-				ct.c.Line(Source{Rank: r, PID: 1000 + r}, fmt.Sprintf("rank %d says %d", r, i))
-				ct.c.Line(Source{Rank: r, PID: 1000 + r}, fmt.Sprintf("step %d done", i))
+			for _, text := range scripts[r] {
+				ct.c.Line(Source{Rank: r, PID: 1000 + r}, text)
 			}
 		})
 	}
@@ -366,40 +384,25 @@ func TestConsoleConcurrentLines(t *testing.T) {
 	wg.Wait()
 	ct.c.Close()
 
-	counts := map[string]int{}
-	ranksOf := map[string][]int{} // shared text -> the first rank, then the folded ones
-	for _, l := range ct.lines() {
-		var rank, pid, n, step int
-		var list string
-		switch {
-		case strings.HasPrefix(l, "trainyard: notice "):
-			counts["notice"]++
-		case scan(l, "[rank %d pid %d] rank %d says %d", &rank, &pid, &n, &step) && rank == n && pid == 1000+rank:
-			counts["own"]++
-		case scan(l, "[rank %d pid %d] step %d done", &rank, &pid, &step) && pid == 1000+rank:
-			counts["first copy"]++
-			text := fmt.Sprintf("step %d done", step)
-			if len(ranksOf[text]) > 0 {
-				t.Errorf("%q: first copy after its summary", l)
-			}
-			ranksOf[text] = append([]int{rank}, ranksOf[text]...)
-		case scan(l, "[ranks %s step %d done [repeated 7x across workers]", &list, &step):
-			counts["summary"]++
-			text := fmt.Sprintf("step %d done", step)
-			ranksOf[text] = append(ranksOf[text], parseRanks(t, strings.TrimSuffix(list, "]"))...)
-		default:
-			t.Errorf("unexpected line %q", l)
+	lines := ct.lines()
+	notices := 0
+	for _, l := range lines {
+		if strings.HasPrefix(l, "trainyard: notice ") {
+			notices++
 		}
 	}
-	want := map[string]int{"own": ranks * steps, "first copy": steps, "summary": steps, "notice": steps}
-	if diff := cmp.Diff(want, counts); diff != "" {
-		t.Errorf("line counts mismatch (-want +got):\n%s", diff)
+	if notices != steps {
+		t.Errorf("%d notices, want %d", notices, steps)
 	}
-	all := []int{0, 1, 2, 3, 4, 5, 6, 7}
-	for text, rs := range ranksOf {
-		if diff := cmp.Diff(all, slices.Sorted(slices.Values(rs))); diff != "" {
-			t.Errorf("%q: first rank and folded ranks are not every rank once (-want +got):\n%s", text, diff)
+	got := perRank(t, lines)
+	for r := range ranks {
+		if diff := cmp.Diff(scripts[r], got[r]); diff != "" {
+			t.Errorf("rank %d's lines (-printed +shown):\n%s", r, diff)
 		}
+	}
+	t.Logf("%d lines shown for %d printed and %d notices", len(lines), 2*ranks*steps, steps)
+	if len(lines) >= 2*ranks*steps+steps {
+		t.Errorf("nothing was folded")
 	}
 }
 
@@ -460,7 +463,7 @@ func TestConsoleConcurrentClose(t *testing.T) {
 		}
 		close(start)
 		wg.Wait()
-		if diff := cmp.Diff("[rank 0 pid 100] x\n[rank 1] x [repeated 1x across workers]\n", out.String()); diff != "" {
+		if diff := cmp.Diff("[rank 0 pid 100] x\n[rank 1 pid 101] x\n", out.String()); diff != "" {
 			t.Fatalf("output mismatch (-want +got):\n%s", diff)
 		}
 	}
@@ -505,5 +508,167 @@ func TestConsolePassesPrefixedLines(t *testing.T) {
 	c.Close()
 	if plain.String() != "[rank 0 pid 7] [rank 1 pid 42] x\n" {
 		t.Errorf("without PassPrefixed: %q", plain.String())
+	}
+}
+
+// perRank reads a console's lines back into each rank's lines, in the order the console
+// shows them: a summary stands for a copy of its text from each rank it names. It fails
+// the test on a summary that saves nothing (of one rank) or whose count is not its
+// number of ranks, and on a line it cannot read.
+func perRank(t *testing.T, lines []string) map[int][]string {
+	t.Helper()
+	got := map[int][]string{}
+	for _, l := range lines {
+		if strings.HasPrefix(l, "trainyard: ") {
+			continue
+		}
+		ranks, ok := LineRanks(l)
+		_, text, _ := strings.Cut(l, "] ")
+		if !ok {
+			t.Errorf("line without a rank: %q", l)
+			continue
+		}
+		if strings.HasPrefix(l, "[ranks ") {
+			var n int
+			i := strings.LastIndex(text, " [repeated ")
+			if i < 0 || !scan(text[i:], " [repeated %dx across workers]", &n) || n != len(ranks) || n < 2 {
+				t.Errorf("summary %q: want [repeated Nx across workers] with N the number of its ranks, 2 or more", l)
+				continue
+			}
+			text = text[:i]
+		}
+		for _, r := range ranks {
+			got[r] = append(got[r], text)
+		}
+	}
+	return got
+}
+
+// The example: ranks 0-5 print the same line, then one of their own. Each rank's
+// lines come out in the order it printed them: ranks 1-5's own lines after the summary
+// of the line they printed first.
+func TestConsoleKeepsEachRanksOrder(t *testing.T) {
+	ct := newConsoleTest(t, Options{})
+	for r := range 6 {
+		ct.c.Line(Source{Rank: r, PID: 100 + r}, "same line 1")
+		ct.c.Line(Source{Rank: r, PID: 100 + r}, fmt.Sprintf("unique from %d", r))
+	}
+	ct.c.Close()
+	want := []string{
+		"[rank 0 pid 100] same line 1",
+		"[rank 0 pid 100] unique from 0",
+		"[ranks 1-5] same line 1 [repeated 5x across workers]",
+		"[rank 1 pid 101] unique from 1",
+		"[rank 2 pid 102] unique from 2",
+		"[rank 3 pid 103] unique from 3",
+		"[rank 4 pid 104] unique from 4",
+		"[rank 5 pid 105] unique from 5",
+	}
+	if diff := cmp.Diff(want, ct.lines()); diff != "" {
+		t.Errorf("output mismatch (-want +got):\n%s", diff)
+	}
+}
+
+// With two ranks a copy folded alone would save nothing: it is written as its rank's own
+// line, never as "[rank 1] ... [repeated 1x across workers]"; two ranks whose lines both
+// wait still fold.
+func TestConsoleTwoRanks(t *testing.T) {
+	ct := newConsoleTest(t, Options{})
+	for i := range 3 {
+		for r := range 2 {
+			ct.c.Line(Source{Rank: r, PID: 100 + r}, fmt.Sprintf("epoch %d", i))
+		}
+	}
+	ct.c.Close()
+	want := []string{
+		"[rank 0 pid 100] epoch 0", "[rank 0 pid 100] epoch 1", "[rank 0 pid 100] epoch 2",
+		"[rank 1 pid 101] epoch 0", "[rank 1 pid 101] epoch 1", "[rank 1 pid 101] epoch 2",
+	}
+	if diff := cmp.Diff(want, ct.lines()); diff != "" {
+		t.Errorf("output mismatch (-want +got):\n%s", diff)
+	}
+}
+
+// Options.Ranks shows the chosen ranks only, and folds among them; notices are always
+// shown.
+func TestConsoleRanksFilter(t *testing.T) {
+	keep, err := ParseRanks("0,2-3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ct := newConsoleTest(t, Options{Ranks: keep})
+	for r := range 5 {
+		ct.c.Line(Source{Rank: r, PID: 100 + r}, "hello")
+		ct.c.Line(Source{Rank: r, PID: 100 + r}, fmt.Sprintf("from %d", r))
+	}
+	ct.c.Notice("done")
+	want := []string{
+		"[rank 0 pid 100] hello",
+		"[rank 0 pid 100] from 0",
+		"[ranks 2-3] hello [repeated 2x across workers]",
+		"[rank 2 pid 102] from 2",
+		"[rank 3 pid 103] from 3",
+		"trainyard: done",
+	}
+	if diff := cmp.Diff(want, ct.lines()); diff != "" {
+		t.Errorf("output mismatch (-want +got):\n%s", diff)
+	}
+}
+
+// The order property: whatever the interleaving of the ranks' lines, the flushes and the
+// clock, each rank's lines reach the console once each, in the order it printed them, and
+// folding never adds lines (a summary stands for two copies or more). Lines are drawn
+// from a few texts, so that they fold, with now and then one too long to fold.
+func TestConsoleOrderProperty(t *testing.T) {
+	texts := []string{"a", "b", "c", "epoch done", strings.Repeat("L", maxFoldedLine+1)}
+	for seed := range uint64(2000) {
+		rng := rand.New(rand.NewPCG(seed, 42))
+		ranks := 1 + rng.IntN(6)
+		scripts := make([][]string, ranks)
+		for r := range scripts {
+			for range rng.IntN(12) {
+				i := rng.IntN(len(texts) + 2)
+				if i >= len(texts) {
+					scripts[r] = append(scripts[r], fmt.Sprintf("own %d of %d", len(scripts[r]), r))
+					continue
+				}
+				if i == len(texts)-1 && rng.IntN(4) != 0 {
+					i = 0 // long lines now and then only
+				}
+				scripts[r] = append(scripts[r], texts[i])
+			}
+		}
+		ct := newConsoleTest(t, Options{Window: time.Second})
+		next := make([]int, ranks)
+		total := 0
+		for left := true; left; {
+			left = false
+			switch rng.IntN(10) {
+			case 0:
+				ct.clock.Advance(time.Duration(rng.IntN(1500)) * time.Millisecond)
+			case 1:
+				ct.c.Flush(false)
+			}
+			r := rng.IntN(ranks)
+			if next[r] < len(scripts[r]) {
+				ct.c.Line(Source{Rank: r, PID: 100 + r}, scripts[r][next[r]])
+				next[r]++
+				total++
+			}
+			for r := range ranks {
+				left = left || next[r] < len(scripts[r])
+			}
+		}
+		ct.c.Close()
+		lines := ct.lines()
+		got := perRank(t, lines)
+		for r := range ranks {
+			if diff := cmp.Diff(scripts[r], got[r], cmpopts.EquateEmpty()); diff != "" {
+				t.Fatalf("seed %d: rank %d's lines (-printed +shown):\n%s\nconsole:\n%s", seed, r, diff, strings.Join(lines, "\n"))
+			}
+		}
+		if len(lines) > total {
+			t.Fatalf("seed %d: %d lines shown for %d printed", seed, len(lines), total)
+		}
 	}
 }
