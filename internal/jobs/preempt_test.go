@@ -116,6 +116,43 @@ func TestPreemptionRequeuesLowerPriority(t *testing.T) {
 	checkResumed(t, e.waitFor(low.ID, store.Succeeded, store.Failed), first, hiDone)
 }
 
+// While a preempted job stops, the room it frees is kept for the job it was preempted
+// for: a small job that fits beside it now waits behind the head instead of taking it.
+func TestPreemptionRoomIsNotBackfilled(t *testing.T) {
+	e := &env{t: t, dir: t.TempDir(), preemption: scheduler.PreemptLowerPriority}
+	e.open()
+	t.Cleanup(e.close)
+	marker := filepath.Join(e.dir, "first-run")
+	// The first run takes 2 s to stop after SIGTERM, as a rank saving a checkpoint would.
+	low := e.submitAt(0, "if [ -e "+marker+" ]; then echo resumed; exit 0; fi; trap 'sleep 2; exit 143' TERM; touch "+
+		marker+"; sleep 300 & wait $!", "1")
+	e.stopOnCleanup(low.ID)
+	e.waitFor(low.ID, store.Running)
+	e.waitForFile(marker)
+	hi := e.submitAt(5, "sleep 1", "2")
+	small := e.submitAt(0, "true", "1") // fits in the free core now
+	want := "waiting behind job " + hi.ID + " (priority 5, higher than 0)"
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		j, _ := e.store.Get(small.ID)
+		l, _ := e.store.Get(low.ID)
+		if j.Status == store.Pending && j.Message == want && l.Preempting() {
+			break
+		}
+		if j.Status != store.Pending || l.Preemptions > 0 || time.Now().After(deadline) {
+			t.Fatalf("small job %s %q while the low job is %s (preempting %v); want it waiting behind the high job",
+				j.Status, j.Message, l.Status, l.Preempting())
+		}
+	}
+	hiDone := e.waitFor(hi.ID, store.Succeeded, store.Failed)
+	smallDone := e.waitFor(small.ID, store.Succeeded, store.Failed)
+	if smallDone.StartedAt.Before(*hiDone.StartedAt) {
+		t.Errorf("the small job started at %v, before the high job it waited behind (%v)", smallDone.StartedAt, hiDone.StartedAt)
+	}
+	if done := e.waitFor(low.ID, store.Succeeded, store.Failed); done.Status != store.Succeeded || done.Preemptions != 1 {
+		t.Errorf("low job %s (%s) after %d preemption(s); want SUCCEEDED after 1", done.Status, done.Message, done.Preemptions)
+	}
+}
+
 // With the policy never (the zero Config), the high job waits for the low one to end.
 func TestPreemptionNever(t *testing.T) {
 	e := newEnv(t)
