@@ -181,14 +181,6 @@ def all_reduce_sums(ctx, values):
     return t.tolist()
 
 
-class Preempted(Exception):
-    """The job is being preempted; the ranks stop at the step they reached."""
-
-    def __init__(self, step_in_epoch):
-        super().__init__(f"preempted after step {step_in_epoch} of the epoch")
-        self.step_in_epoch = step_in_epoch
-
-
 def preempted(ctx, state, step_in_epoch):
     """Whether the ranks agree that the job is being preempted.
 
@@ -209,14 +201,14 @@ def preempted(ctx, state, step_in_epoch):
 
 def train_epoch(model, loader, optimizer, loss_fn, ctx, state, skip=0):
     """Train one epoch, after its first skip steps (done before a preemption);
-    return the global mean training loss, or raise Preempted."""
+    return the global mean training loss."""
     model.train()
     loss_sum, count = 0.0, 0
     for i, (x, y) in enumerate(loader):  # the helper's loader moves batches to the device
         if i < skip:
             continue
-        if preempted(ctx, state, i):
-            raise Preempted(i)
+        if not state["saved_for_preemption"] and preempted(ctx, state, i):
+            save_for_preemption(model, optimizer, ctx, state, i, len(loader))
         optimizer.zero_grad()
         loss = loss_fn(model(x), y)
         loss.backward()
@@ -257,6 +249,23 @@ def evaluate(model, loader, loss_fn, ctx):
         total += len(y)
     loss_sum, correct, total = all_reduce_sums(ctx, [loss_sum, correct, total])
     return loss_sum / max(total, 1), 100.0 * correct / max(total, 1)
+
+
+def save_for_preemption(model, optimizer, ctx, state, step_in_epoch, steps):
+    """Save and report a checkpoint of the epoch at step_in_epoch, once.
+
+    Training then goes on: the launcher stops the gang once the checkpoint is
+    committed (or at the notice's deadline), and the next start continues from
+    it. Returning instead would end a rank with 0, which a gang on several
+    machines, where the notice reached only one, would take for success.
+    """
+    notice = trainyard.preemption_info()  # None on a machine it did not reach
+    epoch = state["epoch"]
+    log0(ctx, f"preempted ({notice.reason if notice else 'on another machine'}): "
+              f"saving epoch {epoch} at step {step_in_epoch}")
+    folder = save_checkpoint(model, optimizer, epoch, step_in_epoch) if ctx["rank"] == 0 else None
+    trainyard.report({"epoch": epoch - 1 + step_in_epoch / steps}, checkpoint=folder)
+    state["saved_for_preemption"] = True
 
 
 def save_checkpoint(model, optimizer, epoch, step_in_epoch=0):
@@ -301,25 +310,16 @@ def fit(args, ctx):
     loss_fn = nn.CrossEntropyLoss()
     optimizer = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE,
                                 momentum=MOMENTUM)
-    state = {"args": args, "step": 0, "last": START_TIME}
+    state = {"args": args, "step": 0, "last": START_TIME, "epoch": 0,
+             "saved_for_preemption": False}
     accuracy = 0.0
     first, skip = load_checkpoint(model, optimizer, ctx)
     for epoch in range(first, args.epochs + 1):
         started = time.monotonic()
         train_loader.set_epoch(epoch)
-        try:
-            train_loss = train_epoch(model, train_loader, optimizer, loss_fn,
-                                     ctx, state, skip if epoch == first else 0)
-        except Preempted as p:
-            # Save where the ranks are, and stop: the launcher commits the
-            # checkpoint, then stops the gang; the next start continues here.
-            notice = trainyard.preemption_info()  # None on a machine it did not reach
-            log0(ctx, f"preempted ({notice.reason if notice else 'another machine'}): "
-                      f"saving epoch {epoch} at step {p.step_in_epoch}")
-            folder = save_checkpoint(model, optimizer, epoch, p.step_in_epoch) if ctx["rank"] == 0 else None
-            trainyard.report({"epoch": epoch - 1 + p.step_in_epoch / len(train_loader)},
-                             checkpoint=folder)
-            return None
+        state["epoch"] = epoch
+        train_loss = train_epoch(model, train_loader, optimizer, loss_fn,
+                                 ctx, state, skip if epoch == first else 0)
         test_loss, accuracy = evaluate(model, test_loader, loss_fn, ctx)
         log0(ctx, f"epoch {epoch}/{args.epochs}: train_loss={train_loss:.4f} "
                   f"test_loss={test_loss:.4f} test_accuracy={accuracy:.2f}% "
@@ -338,10 +338,7 @@ def main(argv=None):
     try:
         log0(ctx, startup_line(ctx))
         accuracy = fit(args, ctx)
-        if accuracy is None:
-            log0(ctx, "stopped for a preemption; the next start continues from its checkpoint")
-        else:
-            log0(ctx, f"done: final test_accuracy={accuracy:.2f}%")
+        log0(ctx, f"done: final test_accuracy={accuracy:.2f}%")
     finally:
         if ctx["distributed"] and dist.is_initialized():
             dist.destroy_process_group()

@@ -65,11 +65,15 @@ func TestDecode(t *testing.T) {
 		},
 		"unknown op": {
 			line:    `{"op":"commit","rank":0,"metrics":{}}`,
-			wantErr: `bad request: op "commit": only "report" is known`,
+			wantErr: `bad request: op "commit": only "report" and "listen" are known`,
 		},
 		"no op": {
 			line:    `{"rank":0,"metrics":{}}`,
-			wantErr: `bad request: op "": only "report" is known`,
+			wantErr: `bad request: op "": only "report" and "listen" are known`,
+		},
+		"listen": {
+			line: `{"op":"listen","rank":3}`,
+			want: Report{Rank: 3, Listen: true},
 		},
 		"missing rank": {
 			line:    `{"op":"report","metrics":{"loss":1}}`,

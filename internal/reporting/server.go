@@ -34,6 +34,9 @@ type Report struct {
 	Rank       int
 	Metrics    map[string]float64
 	Checkpoint string // "" when none
+	// Listen marks the request a rank sends when it checks for preemption (op "listen"):
+	// no metrics, no iteration; the rank can hear the preemption notice.
+	Listen bool
 }
 
 // Reply is the line the server answers with: ok, iteration and checkpoint (null when
@@ -179,11 +182,14 @@ func Decode(line []byte) (Report, error) {
 	if err := json.Unmarshal(line, &req); err != nil {
 		return Report{}, fmt.Errorf("bad request: %w", err)
 	}
-	if req.Op != "report" {
-		return Report{}, fmt.Errorf("bad request: op %q: only \"report\" is known", req.Op)
+	if req.Op != "report" && req.Op != "listen" {
+		return Report{}, fmt.Errorf("bad request: op %q: only \"report\" and \"listen\" are known", req.Op)
 	}
 	if req.Rank == nil || *req.Rank < 0 {
 		return Report{}, errors.New("bad request: rank: required, at least 0")
+	}
+	if req.Op == "listen" {
+		return Report{Rank: *req.Rank, Listen: true}, nil
 	}
 	metrics, err := decodeMetrics(req.Metrics)
 	if err != nil {

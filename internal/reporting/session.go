@@ -278,8 +278,11 @@ func readDirIn(root *os.Root, name string) []os.DirEntry {
 func (s *Session) Report(rep Report) (Reply, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.touch()
 	s.preemption.Heard()
+	if rep.Listen {
+		return Reply{}, nil
+	}
+	s.touch()
 	s.ranks[rep.Rank]++
 	if rep.Rank != 0 {
 		if rep.Checkpoint != "" {

@@ -446,10 +446,13 @@ func TestSessionPreemptionNotice(t *testing.T) {
 	if n.Listening() {
 		t.Fatal("listening before any report")
 	}
-	mustReport(t, s, Report{Rank: 0, Checkpoint: newCheckpointDir(t, dir, "before", "x")})
-	if !n.Listening() {
-		t.Fatal("not listening after a report")
+	if reply, err := s.Report(Report{Rank: 1, Listen: true}); err != nil || reply.Iteration != 0 {
+		t.Fatalf("listen: %+v %v", reply, err)
 	}
+	if !n.Listening() {
+		t.Fatal("not listening after a rank said it listens")
+	}
+	mustReport(t, s, Report{Rank: 0, Checkpoint: newCheckpointDir(t, dir, "before", "x")})
 	if err := s.committer.Wait(); err != nil {
 		t.Fatal(err)
 	}

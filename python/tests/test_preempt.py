@@ -10,7 +10,7 @@ import unittest
 
 import trainyard
 from trainyard import _preempt
-from tests.support import environment
+from tests.support import FakeServer, environment
 
 
 class PreemptionTest(unittest.TestCase):
@@ -35,6 +35,15 @@ class PreemptionTest(unittest.TestCase):
             self.assertEqual(trainyard.preemption_info(), trainyard.Preemption(deadline, "SIGTERM"))
             os.remove(self.path)  # once seen, it stays: the gang is stopping
             self.assertEqual(trainyard.preemption(), deadline)
+
+    def test_tells_the_launcher_it_listens_once(self) -> None:
+        server = FakeServer()
+        self.addCleanup(server.close)
+        _preempt._listening_pid = None
+        with environment(TRAINYARD_PREEMPTION_FILE=self.path, TRAINYARD_REPORT_SOCKET=server.path, RANK="3"):
+            self.assertIsNone(trainyard.preemption())
+            self.assertIsNone(trainyard.preemption())
+        self.assertEqual(server.requests, [{"op": "listen", "rank": 3}])
 
     def test_half_written_notice_is_not_one(self) -> None:
         with environment(TRAINYARD_PREEMPTION_FILE=self.path):

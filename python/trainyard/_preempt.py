@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 from dataclasses import dataclass
 
 __all__ = ["Preemption", "preemption", "preemption_info"]
@@ -40,6 +41,27 @@ class Preemption:
 
 
 _seen: Preemption | None = None
+_listening_pid: int | None = None  # the process that told the launcher it listens
+
+
+def _listen() -> None:
+    """Tell the launcher, once per process, that this rank listens for the notice, so that
+    a preemption waits for its checkpoint even before its first report: a one-line
+    ``{"op": "listen", "rank": R}`` request on a connection of its own."""
+    global _listening_pid
+    path = os.environ.get("TRAINYARD_REPORT_SOCKET")
+    if not path or _listening_pid == os.getpid():
+        return
+    _listening_pid = os.getpid()
+    try:
+        rank = int(os.environ.get("RANK", "0"))
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(10)
+            s.connect(path)
+            s.sendall((json.dumps({"op": "listen", "rank": rank}) + "\n").encode())
+            s.recv(4096)
+    except (OSError, ValueError):
+        pass  # the notice still comes; the launcher may just not wait for it
 
 
 def preemption_info() -> Preemption | None:
@@ -47,6 +69,7 @@ def preemption_info() -> Preemption | None:
     global _seen
     if _seen is not None:
         return _seen
+    _listen()
     path = os.environ.get(ENV_FILE)
     if not path:
         return None

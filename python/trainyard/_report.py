@@ -28,6 +28,11 @@ Request::
 - ``checkpoint``: the absolute path of an existing folder to commit, or ``null``. Only rank
   0 ever sends one; the other ranks always send ``null``.
 
+A rank that checks for preemption (``trainyard.preemption()``) first sends, once per
+process and on a connection of its own, ``{"op": "listen", "rank": 0}``: the launcher then
+waits for its checkpoint when the job is preempted, even before its first report. The
+answer is ``{"ok": true, ...}``.
+
 Response, on success and on failure::
 
     {"ok": true, "iteration": 3, "checkpoint": "checkpoint_000003"}
