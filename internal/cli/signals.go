@@ -40,11 +40,18 @@ func handleSignals(parent context.Context) stopSignals {
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	outer := watchNotice(ctx, os.Getenv(preempt.EnvFile))
+	reasonFile, _ := os.LookupEnv(preempt.EnvReason)
+	_ = os.Unsetenv(preempt.EnvReason) // the job's server's, not its processes'
 	go func() {
 		var why string
 		select {
 		case first := <-sigs:
 			why = signalNames[first]
+			if first == syscall.SIGTERM && reasonFile != "" {
+				if r := preempt.ReadReason(reasonFile); r != "" {
+					why = r // a job server says why it stops this job
+				}
+			}
 		case why = <-outer:
 		}
 		reason <- why

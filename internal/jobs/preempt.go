@@ -47,6 +47,7 @@ func (s *Service) preempt(id, forID string, p scheduler.Preemption) {
 		return
 	}
 	s.log.Info("preempting a job", "job", id, "priority", j.Priority, "for", forID, "forPriority", p.ForPriority)
+	s.tellWhy(id, fmt.Sprintf("preempted by job %s (priority %d)", forID, p.ForPriority))
 	s.fault(FaultAfterPreemptRecord)
 	s.tellPreempted(j)
 }

@@ -16,6 +16,7 @@ import (
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
 	"github.com/trainyard/trainyard/internal/scheduler"
+	"github.com/trainyard/trainyard/internal/preempt"
 	"github.com/trainyard/trainyard/internal/secrets"
 	"github.com/trainyard/trainyard/internal/shell"
 	"github.com/trainyard/trainyard/internal/store"
@@ -196,6 +197,7 @@ func (s *Service) Delete(id string) error {
 	}
 	_ = os.Remove(s.specPath(id))
 	_ = os.Remove(s.secretsPath(id))
+	_ = os.Remove(s.stopReasonPath(id))
 	return nil
 }
 
@@ -263,6 +265,20 @@ func (s *Service) create(j *store.Job, hidden []v1.EnvVar) error {
 		return err
 	}
 	return nil
+}
+
+// stopReasonPath returns the path of the file where the server says why it stops the job
+// with that ID (preempt.EnvReason), beside its secrets.
+func (s *Service) stopReasonPath(id string) string {
+	return filepath.Join(s.cfg.StateDir, "secrets", FolderName(id)+".stop")
+}
+
+// tellWhy writes why the job's supervisor is about to get SIGTERM, for its ranks'
+// preemption notice; failing to is only logged (the notice then says SIGTERM).
+func (s *Service) tellWhy(id, why string) {
+	if err := preempt.WriteReason(s.stopReasonPath(id), why); err != nil {
+		s.log.Warn("write why a job stops", "job", id, "err", err)
+	}
 }
 
 // secretsPath returns the path of the file of the secrets of the job with that ID.

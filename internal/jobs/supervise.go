@@ -14,6 +14,7 @@ import (
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
 	"github.com/trainyard/trainyard/internal/gpulease"
+	"github.com/trainyard/trainyard/internal/preempt"
 	"github.com/trainyard/trainyard/internal/rundir"
 	"github.com/trainyard/trainyard/internal/secrets"
 	"github.com/trainyard/trainyard/internal/store"
@@ -166,7 +167,9 @@ func (s *Service) launch(j *store.Job, gpus [][]int) (*exec.Cmd, error) {
 	defer log.Close()
 	cmd := exec.Command(s.cfg.Binary, "run", "-f", s.specPath(j.ID))
 	cmd.Stdout, cmd.Stderr, cmd.Dir = log, log, j.RunDir
-	cmd.Env = append(os.Environ(), "NO_COLOR=1", secrets.EnvFile+"="+s.secretsPath(j.ID))
+	_ = os.Remove(s.stopReasonPath(j.ID)) // a reason of an earlier stop (a preemption)
+	cmd.Env = append(os.Environ(), "NO_COLOR=1", secrets.EnvFile+"="+s.secretsPath(j.ID),
+		preempt.EnvReason+"="+s.stopReasonPath(j.ID))
 	if ids := gpulease.Visible(gpus); ids != "" {
 		cmd.Env = append(cmd.Env, "CUDA_VISIBLE_DEVICES="+ids)
 	}

@@ -20,8 +20,10 @@ package preempt
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 )
@@ -161,4 +163,36 @@ func Read(path string) (Content, bool, error) {
 		return Content{}, false, fmt.Errorf("preemption notice %s: %w", path, err)
 	}
 	return c, true, nil
+}
+
+// EnvReason names, in a job server's supervisor, the file where the server writes why it
+// stops the job before it sends SIGTERM ("preempted by job hi (priority 5)"), so that the
+// notice says so instead of "SIGTERM".
+const EnvReason = "TRAINYARD_STOP_REASON_FILE"
+
+// maxReason bounds the reason read from an EnvReason file.
+const maxReason = 1 << 10
+
+// WriteReason writes why a job is stopped to path (0600, replaced whole).
+func WriteReason(path, why string) error {
+	tmp := path + ".new"
+	if err := os.WriteFile(tmp, []byte(why), 0o600); err != nil {
+		return fmt.Errorf("write the stop reason: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("write the stop reason: %w", err)
+	}
+	return nil
+}
+
+// ReadReason reads the reason at path: "" when there is none or it cannot be read.
+func ReadReason(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	buf := make([]byte, maxReason)
+	n, _ := io.ReadFull(f, buf)
+	return strings.TrimSpace(strings.ToValidUTF8(string(buf[:n]), "?"))
 }

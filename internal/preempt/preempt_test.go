@@ -85,3 +85,22 @@ func TestListening(t *testing.T) {
 		t.Errorf("Listen posted a notice: %v", err)
 	}
 }
+
+func TestReason(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "job.stop")
+	if got := ReadReason(path); got != "" {
+		t.Errorf("no file: %q", got)
+	}
+	if err := WriteReason(path, "preempted by job hi (priority 5)\n"); err != nil {
+		t.Fatal(err)
+	}
+	if got := ReadReason(path); got != "preempted by job hi (priority 5)" {
+		t.Errorf("read %q", got)
+	}
+	if err := WriteReason(path, string(make([]byte, 5000))+"\xff"); err != nil {
+		t.Fatal(err)
+	}
+	if got := ReadReason(path); len(got) > maxReason {
+		t.Errorf("read %d bytes, want at most %d", len(got), maxReason)
+	}
+}

@@ -115,6 +115,9 @@ func TestServerPreemptsLowerPriority(t *testing.T) {
 	if saved == nil || !strings.Contains(string(log), "resumed after step "+saved[1]+"\n") || !strings.Contains(string(log), "done") {
 		t.Errorf("the low job did not save at the notice and resume from there:\n%s", log)
 	}
+	if notice := "preempted by job " + hi + " (priority 5): the ranks have until"; !strings.Contains(string(log), notice) {
+		t.Errorf("the supervisor's notice does not say who preempted the job (%q):\n%s", notice, log)
+	}
 	rec := readRecord(t, runDir)
 	if done := s.preemption(t, low); len(rec.Attempts) != 2 || rec.Attempts[0].Outcome != "interrupted" ||
 		done.Preemptions != 1 || done.Restarts != 0 {
