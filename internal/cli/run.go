@@ -13,6 +13,7 @@ import (
 	"golang.org/x/term"
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
+	"github.com/trainyard/trainyard/internal/checkpoint"
 	"github.com/trainyard/trainyard/internal/device"
 	"github.com/trainyard/trainyard/internal/jobspec"
 	"github.com/trainyard/trainyard/internal/launcher"
@@ -53,6 +54,14 @@ committed, or at the deadline, the gang is stopped. Ranks that never reported ar
 stopped at once. A second Ctrl-C kills the gang at once. Running the same command
 again continues from the latest checkpoint.
 
+A run's name is its folder. Running a name whose run failed or was interrupted
+continues it, from its latest checkpoint; a run that succeeded is refused unless
+--resume (continue it from its latest checkpoint: a script that resumes at its last
+epoch trains nothing more) or --fresh (start it over, in a new folder; the old one is
+moved aside to <name>.<date>-<time>, never deleted). The first line says which:
+"continuing run fm from checkpoint_000004", or "starting run fm over; the old folder
+is kept at ...". --rerun is --resume's old name.
+
 Exit codes: 0 the job succeeded, 1 it failed, 2 bad input (nothing was started),
 130 interrupted (Ctrl-C, SIGTERM or SIGHUP).`
 
@@ -63,7 +72,10 @@ const runExample = `  trainyard run --workers 2 -- /usr/bin/python3 train.py --e
 
 // runOptions are the flags of run that are not part of the job.
 type runOptions struct {
-	rerun bool
+	// resume continues a run that succeeded (--resume, or --rerun); fresh moves an
+	// existing run folder aside and starts the run over (--fresh).
+	resume, fresh bool
+	rerun         bool // --rerun, the deprecated name of --resume
 	// foldLogs is --fold-logs, and foldLogsSet whether it was given.
 	foldLogs    bool
 	foldLogsSet bool
@@ -91,6 +103,9 @@ func newRunCommand(g *globals) *cobra.Command {
 			}
 			opts.gangGiven = flags.File != "" || fs.Changed("workers") || fs.Changed("procs-per-worker")
 			opts.foldLogsSet = fs.Changed("fold-logs")
+			if err := opts.checkIntent(); err != nil {
+				return err
+			}
 			if opts.ranks, err = logstream.ParseRanks(ranks); err != nil {
 				return usageError(fmt.Errorf("--ranks: %w", err))
 			}
@@ -99,7 +114,10 @@ func newRunCommand(g *globals) *cobra.Command {
 	}
 	cmd.Flags().SetInterspersed(false)
 	flags.Bind(cmd.Flags())
-	cmd.Flags().BoolVar(&opts.rerun, "rerun", false, "run a run that already succeeded again, resuming from its last checkpoint")
+	cmd.Flags().BoolVar(&opts.resume, "resume", false, "continue the run of this --name from its last checkpoint, even one that succeeded")
+	cmd.Flags().BoolVar(&opts.fresh, "fresh", false, "start the run of this --name over; its old folder is moved aside to <name>.<date>-<time>")
+	cmd.Flags().BoolVar(&opts.rerun, "rerun", false, "")
+	_ = cmd.Flags().MarkDeprecated("rerun", "it continues the run from its last checkpoint, as --resume does; --fresh starts it over")
 	cmd.Flags().BoolVar(&opts.foldLogs, "fold-logs", true,
 		"fold a line that several ranks print at about the same time into one, on the console (RAY_DEDUP_LOGS=0: off)")
 	cmd.Flags().StringVar(&ranks, "ranks", "", "show only these ranks' lines on the console, such as 0 or 0,2-3 (the logs keep all)")
@@ -123,7 +141,7 @@ func runJob(ctx context.Context, g *globals, flags *jobspec.Flags, opts runOptio
 		return usageError(err)
 	}
 	cloneEnv := append(os.Environ(), secrets.Pairs(hidden)...)
-	job, place, release, err := prepare(sig.ctx, g, flags, command, cloneEnv)
+	job, place, release, err := prepare(sig.ctx, g, flags, opts, command, cloneEnv)
 	var ee *exitError
 	switch {
 	case errors.As(err, &ee):
@@ -137,9 +155,9 @@ func runJob(ctx context.Context, g *globals, flags *jobspec.Flags, opts runOptio
 		return fmt.Errorf("install the Python helper: %w", err)
 	}
 	defer removeHelper()
-	folder, err := rundir.Open(job, rundir.Options{Rerun: opts.rerun})
+	folder, err := openRun(g, job, opts)
 	if err != nil {
-		return usageError(err)
+		return err
 	}
 	defer folder.Close()
 	if err := fetchSource(sig.ctx, g, job, folder, cloneEnv); err != nil {
@@ -184,6 +202,64 @@ func runJob(ctx context.Context, g *globals, flags *jobspec.Flags, opts runOptio
 		return err
 	}
 	return &exitError{code: ExitFailed, err: fmt.Errorf("run %s: %w", job.Spec.RunName, closeErr)}
+}
+
+// checkIntent checks --resume, --fresh and --rerun (which it turns into --resume).
+func (o *runOptions) checkIntent() error {
+	if o.rerun {
+		o.resume = true
+	}
+	if o.resume && o.fresh {
+		return usageError(errors.New("--resume continues the run from its last checkpoint, --fresh starts it over: give one of them"))
+	}
+	return nil
+}
+
+// openRun opens the job's run folder as opts say: a new run, or an existing one
+// continued (refused for a run that succeeded, unless --resume) or started over in a
+// new folder (--fresh: the old one moved aside); and says which.
+func openRun(g *globals, job *v1.TrainJob, opts runOptions) (*rundir.Run, error) {
+	name, dir := job.Spec.RunName, filepath.Join(job.Spec.StoragePath, job.Spec.RunName)
+	var aside string
+	switch _, err := os.Lstat(filepath.Join(dir, rundir.RecordFile)); {
+	case opts.resume && err != nil:
+		return nil, usageError(fmt.Errorf("--resume: no run %s in %s to continue; leave --resume out to start it", name, job.Spec.StoragePath))
+	case opts.fresh:
+		if aside, err = rundir.MoveAside(dir, time.Now()); err != nil {
+			return nil, usageError(fmt.Errorf("start run %s over: %w", name, err))
+		}
+	}
+	folder, err := rundir.Open(job, rundir.Options{Rerun: opts.resume})
+	if err != nil {
+		return nil, usageError(err)
+	}
+	rec := folder.Record()
+	switch {
+	case aside != "":
+		fmt.Fprintf(g.io.Out, "trainyard: starting run %s over; the old folder is kept at %s\n", name, aside)
+	case len(rec.Attempts) > 0:
+		next := len(rec.Attempts) + 1
+		if cp := latestCheckpoint(folder.Dir); cp != "" {
+			fmt.Fprintf(g.io.Out, "trainyard: continuing run %s from %s in attempt %d; --fresh starts it over\n", name, cp, next)
+		} else {
+			fmt.Fprintf(g.io.Out, "trainyard: continuing run %s in attempt %d, from the beginning: it has no checkpoint\n", name, next)
+		}
+	}
+	return folder, nil
+}
+
+// latestCheckpoint names the newest committed checkpoint of a run folder ("" for none).
+func latestCheckpoint(dir string) string {
+	store, err := checkpoint.Open(dir, nil)
+	if err != nil {
+		return ""
+	}
+	defer store.Close()
+	infos, err := store.List()
+	if err != nil || len(infos) == 0 {
+		return ""
+	}
+	return infos[len(infos)-1].Name
 }
 
 // foldWindow is the console's folding window: the default, or -1 (no folding) when
@@ -258,13 +334,17 @@ func driverEnv(job *v1.TrainJob, opts runOptions, helper string) map[string]stri
 // checked before anything starts.
 // Inside a job of a trainyard server, the GPUs are leased from the server's scheduler
 // first (see leaseGPUs); release gives them back.
-func prepare(ctx context.Context, g *globals, flags *jobspec.Flags, command []string, cloneEnv []string) (
+func prepare(ctx context.Context, g *globals, flags *jobspec.Flags, opts runOptions, command []string, cloneEnv []string) (
 	job *v1.TrainJob, place launcher.Placement, release func(), err error) {
 	release = func() {}
 	if job, err = flags.Resolve(command, jobspec.Env{}); err != nil {
 		return nil, place, release, err
 	}
-	if err := launcher.ResolveSource(ctx, job, cloneEnv); err != nil {
+	resolve := launcher.ResolveSource
+	if opts.fresh {
+		resolve = launcher.ResolveSourceAnew
+	}
+	if err := resolve(ctx, job, cloneEnv); err != nil {
 		return nil, place, release, err
 	}
 	if err := launcher.Preflight(job); err != nil {

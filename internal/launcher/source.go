@@ -18,13 +18,23 @@ import (
 // of its branch, read from the remote with the credentials in env (Arena's
 // GIT_SYNC_USERNAME and GIT_SYNC_PASSWORD; the job's own env wins). An unknown branch, a
 // wrong password or a bad URL fails here. A run whose code was cloned already (a restart
-// or a --rerun) keeps its commit and needs no network.
+// or a --resume) keeps its commit and needs no network.
 func ResolveSource(ctx context.Context, job *v1.TrainJob, env []string) error {
+	return resolveSource(ctx, job, env, true)
+}
+
+// ResolveSourceAnew is ResolveSource for a run that starts over in a new folder (run
+// --fresh): the tip of the branch, whatever clone the run's old folder holds.
+func ResolveSourceAnew(ctx context.Context, job *v1.TrainJob, env []string) error {
+	return resolveSource(ctx, job, env, false)
+}
+
+func resolveSource(ctx context.Context, job *v1.TrainJob, env []string, keepClone bool) error {
 	src, ok := jobspec.GitSource(&job.Spec)
 	if !ok || src.Revision != "" {
 		return nil
 	}
-	if commit, err := gitsource.Head(codeDir(job)); err == nil {
+	if commit, err := gitsource.Head(codeDir(job)); err == nil && keepClone {
 		job.Spec.Source.Git.Revision = commit
 		return nil
 	}

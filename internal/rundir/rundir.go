@@ -49,7 +49,7 @@ type Run struct {
 
 // Options tune Open. The zero value refuses a finished run and uses the real clock.
 type Options struct {
-	// Rerun continues a run that already succeeded, with new attempts.
+	// Rerun continues a run that already succeeded, with new attempts (run --resume).
 	Rerun bool
 	Now   func() time.Time
 	// Secondary opens the folder of a run whose record another process keeps: worker 0
@@ -137,7 +137,8 @@ func (r *Run) load(job *v1.TrainJob, rerun bool) error {
 		return fmt.Errorf("read run record %s: %w", filepath.Join(r.Dir, RecordFile), err)
 	}
 	if r.rec.Phase == v1.PhaseSucceeded && !rerun {
-		return fmt.Errorf("%s: %w (succeeded %s); pick another --name, or give --rerun to run it again from its last checkpoint",
+		return fmt.Errorf("%s: %w (succeeded %s); pick another --name, give --fresh to start it over (the old folder is kept), "+
+			"or --resume to continue it from its last checkpoint",
 			r.Dir, ErrFinished, r.rec.Updated.Format(time.RFC3339))
 	}
 	return nil

@@ -48,7 +48,7 @@ func TestOpenRefusesSucceededRun(t *testing.T) {
 	r.Close()
 	before, _ := os.ReadFile(filepath.Join(r.Dir, RecordFile))
 	_, err = Open(job, Options{})
-	if !errors.Is(err, ErrFinished) || !strings.Contains(err.Error(), "pick another --name, or give --rerun") {
+	if !errors.Is(err, ErrFinished) || !strings.Contains(err.Error(), "pick another --name, give --fresh to start it over") {
 		t.Fatalf("Open of a succeeded run: %v, want ErrFinished with advice", err)
 	}
 	if after, _ := os.ReadFile(filepath.Join(r.Dir, RecordFile)); string(after) != string(before) {

@@ -54,6 +54,14 @@ func TestRunClonesItsCode(t *testing.T) {
 	if strings.Contains(string(spec), "s3cret") || !strings.Contains(string(spec), "revision: "+first) {
 		t.Errorf("job.yaml should pin the commit and hold no password:\n%s", spec)
 	}
+	// Started over, the run clones the branch's tip anew; the old folder keeps its clone.
+	code, out = run(t, dir, creds[:2], append([]string{"run", "--fresh"}, args[1:]...)...)
+	if code != 0 || !strings.Contains(out, "code v2 rank 0 attempt 1") || !strings.Contains(out, "starting run arena over") {
+		t.Fatalf("run --fresh: exit %d, want attempt 1 to run the branch's new tip (v2):\n%s", code, out)
+	}
+	if old, _ := filepath.Glob(filepath.Join(runs, "arena.*", "code", "mnist-pytorch", "VERSION")); len(old) != 1 {
+		t.Errorf("the old folder's clone: %v, want it kept", old)
+	}
 
 	for _, c := range []struct {
 		name string

@@ -133,9 +133,9 @@ func TestEditedCheckpointSkipped(t *testing.T) {
 	if err := os.WriteFile(file, []byte("2 edited"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	code, out := reportJob(t, storage, "e", []string{"--rerun"}, "--iterations", "3")
+	code, out := reportJob(t, storage, "e", []string{"--resume"}, "--iterations", "3")
 	if code != 0 {
-		t.Fatalf("rerun: exit %d:\n%s", code, out)
+		t.Fatalf("--resume: exit %d:\n%s", code, out)
 	}
 	for _, want := range []string{"skipping a checkpoint that does not verify: checkpoint_000002", "resuming from checkpoint_000001", "resumed from checkpoint_000001 at iteration 2"} {
 		if !strings.Contains(out, want) {
