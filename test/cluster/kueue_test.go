@@ -2,8 +2,10 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -127,5 +129,35 @@ func TestKueueAdmitsAndPreemptsGangs(t *testing.T) {
 		if !strings.Contains(logs, "resuming from checkpoint_") {
 			t.Errorf("the readmitted gang did not resume from its checkpoint:\n%s", logs)
 		}
+		// The preempted pods' ranks heard the notice (the pods' SIGTERM) and saved at the
+		// step they reached; the readmitted gang continued from that step.
+		first, second := runLog(t, "low-*", 1), runLog(t, "low-*", 2)
+		saved := regexp.MustCompile(`preempted \(SIGTERM\): saving epoch (\d+) at step (\d+)`).FindStringSubmatch(first)
+		if saved == nil {
+			t.Fatalf("the preempted gang did not save at the notice; rank 0's log of attempt 1:\n%s", first)
+		}
+		if want := fmt.Sprintf("epoch %s at step %s, continuing at step", saved[1], saved[2]); !strings.Contains(second, want) {
+			t.Errorf("the readmitted gang did not continue from the step saved at the notice (%q); rank 0's log of attempt 2:\n%s", want, second)
+		}
+		t.Logf("preempted at epoch %s step %s; resumed there", saved[1], saved[2])
 	})
+}
+
+// runLog returns rank 0's log of an attempt of the run whose folder under the shared
+// storage path matches pattern (the newest, if several).
+func runLog(t *testing.T, pattern string, attempt int) string {
+	t.Helper()
+	dirs, _ := filepath.Glob(filepath.Join(sharedDir, "results", pattern))
+	var newest string
+	var at time.Time
+	for _, d := range dirs {
+		if info, err := os.Stat(d); err == nil && info.ModTime().After(at) {
+			newest, at = d, info.ModTime()
+		}
+	}
+	data, err := os.ReadFile(filepath.Join(newest, "logs", fmt.Sprintf("attempt-%d", attempt), "rank-0.log"))
+	if err != nil {
+		t.Fatalf("rank 0's log of attempt %d in %s: %v", attempt, newest, err)
+	}
+	return string(data)
 }
