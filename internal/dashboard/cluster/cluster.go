@@ -68,6 +68,9 @@ func jobOf(t *v1.TrainJob) client.Job {
 	if t.Spec.Suspend && !t.Status.Phase.Finished() {
 		j.StopRequested = true
 	}
+	// Disruptions (an eviction, a Kueue preemption) are restarts that used none of
+	// maxRestarts: the dashboard shows them as preemptions.
+	j.Restarts, j.Preemptions = int(t.Status.Restarts-t.Status.Disruptions), int(t.Status.Disruptions)
 	if st := t.Status.StartTime; st != nil {
 		at := st.Time
 		j.StartedAt = &at

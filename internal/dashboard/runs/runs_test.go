@@ -71,6 +71,16 @@ func TestSource(t *testing.T) {
 	if err != nil || d.Job.Workers != 2 || d.Results == nil || d.Results.Iteration != 10 || d.Run == nil || len(d.Run.Attempts) != 1 {
 		t.Fatalf("get: %+v, %v", d, err)
 	}
+	if d.Job.Restarts != 0 || d.Job.Preemptions != 0 {
+		t.Errorf("mnist-a: %d restarts, %d preemptions", d.Job.Restarts, d.Job.Preemptions)
+	}
+	rec := rundir.Record{Name: "p", Phase: v1.PhaseInterrupted, Preemptions: 2, Attempts: []rundir.Attempt{
+		{Number: 1, Outcome: "failed"}, {Number: 2, Outcome: "interrupted"}, {Number: 3, Outcome: "interrupted"}}}
+	data, _ := json.Marshal(rec)
+	write(t, filepath.Join(storage, "preempted", rundir.RecordFile), string(data))
+	if d, err := s.Get(ctx, "preempted"); err != nil || d.Job.Restarts != 1 || d.Job.Preemptions != 2 {
+		t.Errorf("a run restarted once and preempted twice: %+v, %v", d.Job, err)
+	}
 	for _, bad := range []string{"nope", "../etc", ""} {
 		if _, err := s.Get(ctx, bad); !client.IsNotFound(err) {
 			t.Errorf("get %q: %v, want not found", bad, err)
@@ -111,9 +121,9 @@ func TestSource(t *testing.T) {
 	f.Close()
 	writeRun(t, storage, "mnist-b-done", v1.PhaseSucceeded, t0, 0) // unrelated
 	finished := t0
-	rec, _ := rundir.ReadRecord(filepath.Join(storage, "mnist-b"))
+	rec, _ = rundir.ReadRecord(filepath.Join(storage, "mnist-b"))
 	rec.Phase, rec.Finished = v1.PhaseSucceeded, &finished
-	data, _ := json.Marshal(rec)
+	data, _ = json.Marshal(rec)
 	time.Sleep(50 * time.Millisecond)
 	write(t, filepath.Join(storage, "mnist-b", rundir.RecordFile), string(data))
 	select {
