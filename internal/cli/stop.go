@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
+	"net/http"
 
 	"github.com/spf13/cobra"
 
@@ -19,8 +21,8 @@ func newStopCommand(g *globals) *cobra.Command {
 		Long: `Stop a job of a trainyard server, named by its ID or its name. A pending job is
 stopped at once. A running job's gang gets SIGTERM, then SIGKILL after its grace period;
 the job is STOPPED once every rank has exited (follow it with 'trainyard get'). Stopping
-a job that has ended is an error. The job's run folder (logs, results, checkpoints)
-stays.` + remoteHelp + kubeHelp + `
+a job that has already ended does nothing and says how it ended. The job's run folder
+(logs, results, checkpoints) stays.` + remoteHelp + kubeHelp + `
 
 On a cluster, stop suspends the TrainJob (spec.suspend: true): the operator stops its
 running attempt the same way, and starts none while it is suspended. Setting
@@ -43,6 +45,14 @@ spec.suspend back to false resumes it: a new attempt starts from the latest chec
 				return err
 			}
 			j, err := c.Stop(cmd.Context(), args[0])
+			var refused *client.APIError
+			if errors.As(err, &refused) && refused.Status == http.StatusConflict {
+				// Already ended: stop is done, as kill of a process that exited is.
+				if ended, getErr := c.Get(cmd.Context(), args[0]); getErr == nil && ended.Job.EndedAt != nil {
+					_, err = fmt.Fprintf(g.io.Out, "Job %s had already ended (%s); nothing to stop.\n", ended.Job.ID, ended.Job.Status)
+					return err
+				}
+			}
 			if err != nil {
 				return failed(err)
 			}

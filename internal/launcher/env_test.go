@@ -195,3 +195,21 @@ func TestEnvKeepsCloneCredentials(t *testing.T) {
 		t.Errorf("HF_TOKEN = %q, want the job's", got["HF_TOKEN"])
 	}
 }
+
+// A gang that asks for more cores than the machine has is refused, as the job server
+// refuses a job that can never fit.
+func TestPlaceLocalRefusesTooManyCPUs(t *testing.T) {
+	job := makeJob(t, "true").workers(2).obj(t)
+	for cpu, want := range map[string]string{
+		"64":   "--cpus-per-worker 64 x 2 worker(s) asks for 128 cores; this machine has 2: ask for at most 1 per worker",
+		"1500m": "--cpus-per-worker 1500m x 2 worker(s) asks for 3 cores; this machine has 2: ask for at most 1 per worker",
+		"1":    "",
+	} {
+		q := resource.MustParse(cpu)
+		job.Spec.Resources.CPU = &q
+		err := fitsCPUs(job, 2)
+		if (err == nil) != (want == "") || (err != nil && err.Error() != want) {
+			t.Errorf("cpu %s: %v, want %q", cpu, err, want)
+		}
+	}
+}

@@ -152,6 +152,9 @@ func (l *Launcher) prepare(ctx context.Context) error {
 func (l *Launcher) finalReason(res AttemptResult, n, last int) string {
 	switch res.Outcome {
 	case Succeeded:
+		if l.Job.Spec.WorldSize() == 1 {
+			return fmt.Sprintf("its one rank exited 0 in attempt %d", n)
+		}
 		return fmt.Sprintf("all %d ranks exited 0 in attempt %d", l.Job.Spec.WorldSize(), n)
 	case Interrupted:
 		if l.preempted != "" {

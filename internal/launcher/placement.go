@@ -3,10 +3,12 @@ package launcher
 import (
 	"fmt"
 	"net"
+	"runtime"
 	"strconv"
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
 	"github.com/trainyard/trainyard/internal/device"
+	"github.com/trainyard/trainyard/internal/units"
 )
 
 // LocalAddr is the rendezvous address when the whole gang runs on this machine.
@@ -31,6 +33,9 @@ type Placement struct {
 // It fails, before anything starts, when the job needs more GPUs than inv has.
 func PlaceLocal(job *v1.TrainJob, inv device.Inventory) (Placement, error) {
 	workers := job.Spec.WorkerCount()
+	if err := fitsCPUs(job, runtime.NumCPU()); err != nil {
+		return Placement{}, err
+	}
 	sets, err := device.Assign(inv, workers, int(job.Spec.Resources.GPU))
 	if err != nil {
 		return Placement{}, err
@@ -40,6 +45,21 @@ func PlaceLocal(job *v1.TrainJob, inv device.Inventory) (Placement, error) {
 		p.Slots = append(p.Slots, Slot{Worker: w, GPUs: sets[w]})
 	}
 	return p, nil
+}
+
+// fitsCPUs refuses a gang whose workers ask for more cores in all than this machine's
+// cores, as the job server refuses a job that can never fit.
+func fitsCPUs(job *v1.TrainJob, cores int) error {
+	cpu := job.Spec.Resources.CPU
+	if cpu == nil {
+		return nil
+	}
+	workers := int64(job.Spec.WorkerCount())
+	if need := workers * cpu.MilliValue(); need > int64(cores)*1000 {
+		return fmt.Errorf("--cpus-per-worker %s x %d worker(s) asks for %s cores; this machine has %d: "+
+			"ask for at most %s per worker", cpu, workers, units.Cores(need), cores, units.Cores(int64(cores)*1000/workers))
+	}
+	return nil
 }
 
 // freePort asks the kernel for a port that is free on addr now.

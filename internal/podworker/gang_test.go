@@ -105,7 +105,7 @@ func TestRestartInPlace(t *testing.T) {
 	}
 	s0 := res[0].sum
 	lastRestart := regexp.MustCompile(`^attempt 2 restarted in place after rank 1 \(worker 1, pid \d+\) exited with code 3$`)
-	if s0.InPlace != 1 || !lastRestart.MatchString(s0.LastRestart) || s0.Checkpoint != "checkpoint_000002" || s0.Reason != "all 1 rank(s) of worker 0 exited 0 in attempt 2" {
+	if s0.InPlace != 1 || !lastRestart.MatchString(s0.LastRestart) || s0.Checkpoint != "checkpoint_000002" || s0.Reason != "the rank of worker 0 exited 0 in attempt 2" {
 		t.Errorf("worker 0's summary %+v", s0)
 	}
 	dir := runDir(job)

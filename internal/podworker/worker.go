@@ -314,7 +314,10 @@ func (w *worker) reason() string {
 	}
 	switch w.res.Outcome {
 	case launcher.Succeeded:
-		return fmt.Sprintf("all %d rank(s) of worker %d exited 0 in attempt %d", w.job.Spec.ProcCount(), w.cfg.Worker, w.cfg.Attempt)
+		if n := w.job.Spec.ProcCount(); n > 1 {
+			return fmt.Sprintf("all %d ranks of worker %d exited 0 in attempt %d", n, w.cfg.Worker, w.cfg.Attempt)
+		}
+		return fmt.Sprintf("the rank of worker %d exited 0 in attempt %d", w.cfg.Worker, w.cfg.Attempt)
 	case launcher.Interrupted:
 		return fmt.Sprintf("interrupted in attempt %d", w.cfg.Attempt)
 	}

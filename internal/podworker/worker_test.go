@@ -170,9 +170,9 @@ func TestGangSharesRunFolder(t *testing.T) {
 		}
 	}
 	want := [2]workload.Summary{
-		{Worker: 0, Outcome: "succeeded", Reason: "all 1 rank(s) of worker 0 exited 0 in attempt 1", Iteration: 1,
+		{Worker: 0, Outcome: "succeeded", Reason: "the rank of worker 0 exited 0 in attempt 1", Iteration: 1,
 			Metrics: map[string]string{"loss": "0.25"}, Checkpoint: "checkpoint_000001", RunDir: dir, Attempt: 1},
-		{Worker: 1, Outcome: "succeeded", Reason: "all 1 rank(s) of worker 1 exited 0 in attempt 1", Attempt: 1},
+		{Worker: 1, Outcome: "succeeded", Reason: "the rank of worker 1 exited 0 in attempt 1", Attempt: 1},
 	}
 	for i := range res {
 		if diff := cmp.Diff(want[i], res[i].sum); diff != "" {

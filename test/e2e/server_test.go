@@ -199,6 +199,13 @@ func TestServer(t *testing.T) {
 		}
 	})
 
+	t.Run("stop of an ended job says so", func(t *testing.T) {
+		code, out := s.cli(t, "stop", hello)
+		if want := "Job " + hello + " had already ended (SUCCEEDED); nothing to stop."; code != 0 || !strings.Contains(out, want) {
+			t.Errorf("stop of a succeeded job: exit %d, want 0 and %q:\n%s", code, want, out)
+		}
+	})
+
 	t.Run("delete", func(t *testing.T) {
 		if code, out := s.cli(t, "delete", hello); code != 0 {
 			t.Fatalf("delete: exit %d\n%s", code, out)

@@ -61,7 +61,7 @@ func Finished(dir string, submitted time.Time, failed bool) (*store.Job, error) 
 		return nil, err
 	}
 	started, ended := submitted.Add(2*time.Second), submitted.Add(10*time.Minute)
-	j.Status, j.Message = store.Succeeded, "all 1 ranks exited 0 in attempt 1"
+	j.Status, j.Message = store.Succeeded, "its one rank exited 0 in attempt 1"
 	if failed {
 		j.Status, j.Message = store.Failed, "rank 0 exited with status 1 in attempt 1: Traceback (most recent call last)"
 	}
