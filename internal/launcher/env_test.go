@@ -201,9 +201,9 @@ func TestEnvKeepsCloneCredentials(t *testing.T) {
 func TestPlaceLocalRefusesTooManyCPUs(t *testing.T) {
 	job := makeJob(t, "true").workers(2).obj(t)
 	for cpu, want := range map[string]string{
-		"64":   "--cpus-per-worker 64 x 2 worker(s) asks for 128 cores; this machine has 2: ask for at most 1 per worker",
+		"64":    "--cpus-per-worker 64 x 2 worker(s) asks for 128 cores; this machine has 2: ask for at most 1 per worker",
 		"1500m": "--cpus-per-worker 1500m x 2 worker(s) asks for 3 cores; this machine has 2: ask for at most 1 per worker",
-		"1":    "",
+		"1":     "",
 	} {
 		q := resource.MustParse(cpu)
 		job.Spec.Resources.CPU = &q
