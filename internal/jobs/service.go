@@ -15,8 +15,8 @@ import (
 	"time"
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
-	"github.com/trainyard/trainyard/internal/scheduler"
 	"github.com/trainyard/trainyard/internal/preempt"
+	"github.com/trainyard/trainyard/internal/scheduler"
 	"github.com/trainyard/trainyard/internal/secrets"
 	"github.com/trainyard/trainyard/internal/shell"
 	"github.com/trainyard/trainyard/internal/store"
