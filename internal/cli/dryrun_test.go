@@ -12,15 +12,23 @@ import (
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
 	"github.com/trainyard/trainyard/internal/install"
+	"github.com/trainyard/trainyard/internal/kubecli"
 )
 
-// submit --kube --dry-run=client prints the TrainJob and what the operator creates for its
-// first attempt, with no cluster at all; a --dry-run that is neither client nor server is
-// refused.
+// submit --kube --dry-run=client prints the TrainJob alone (what kubectl apply takes), and
+// with --show-children what the operator creates for its first attempt, under a
+// placeholder UID, with no cluster at all; a --dry-run that is neither client nor server
+// is refused.
 func TestSubmitKubeDryRunClient(t *testing.T) {
 	t.Setenv("KUBECONFIG", t.TempDir()+"/none")
-	code, out, errOut := trainyard("submit", "--kube", "--dry-run=client", "-n", "research", "--name", "pytorch-dist",
-		"--image", "img:1", "--workers", "3", "--gpus-per-worker", "1", "--", "python", "/root/code/mnist.py", "--epochs", "10")
+	args := []string{"submit", "--kube", "--dry-run=client", "-n", "research", "--name", "pytorch-dist",
+		"--image", "img:1", "--workers", "3", "--gpus-per-worker", "1", "--", "python", "/root/code/mnist.py", "--epochs", "10"}
+	code, out, errOut := trainyard(args...)
+	var alone v1.TrainJob
+	if code != 0 || strings.Contains(out, "\n---\n") || yaml.UnmarshalStrict([]byte(out), &alone) != nil || alone.Name != "pytorch-dist" {
+		t.Fatalf("exit %d, want the TrainJob alone:\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = trainyard(append([]string{"submit", "--show-children"}, args[1:]...)...)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -55,8 +63,14 @@ func TestSubmitKubeDryRunClient(t *testing.T) {
 	if svc.Name != "pytorch-dist-a1" || svc.Spec.ClusterIP != corev1.ClusterIPNone {
 		t.Errorf("Service %s, cluster IP %q", svc.Name, svc.Spec.ClusterIP)
 	}
+	if uid := batch.Labels["trainyard.dev/job-uid"]; uid != kubecli.PlaceholderUID || batch.OwnerReferences[0].UID != kubecli.PlaceholderUID {
+		t.Errorf("the Job's job-uid label %q and owner UID %q, want the placeholder", uid, batch.OwnerReferences[0].UID)
+	}
+	if strings.Contains(out, "pytorch-dist-\"") || !strings.Contains(out, `"runName":"pytorch-dist-00000000"`) {
+		t.Errorf("the run name ends in a dash, or lacks the placeholder UID:\n%s", out)
+	}
 
-	code, out, errOut = trainyard("submit", "--kube", "--dry-run=client", "-o", "json", "--image", "img:1", "--", "python", "train.py")
+	code, out, errOut = trainyard("submit", "--kube", "--dry-run=client", "--show-children", "-o", "json", "--image", "img:1", "--", "python", "train.py")
 	var list struct {
 		Kind  string
 		Items []struct{ Kind string }

@@ -41,14 +41,14 @@ func kubeSubmit(ctx context.Context, g *globals, flags *jobspec.Flags, kf *kubec
 	if creds != nil && job.Spec.Source.Git.CredentialsSecret == "" {
 		store, job.Spec.Source.Git.CredentialsSecret = creds, kubecli.SecretPlaceholder
 	}
+	if err := kubecli.PinSource(ctx, job, creds); err != nil {
+		return kubeError(err)
+	}
 	if kf.DryRun == kubecli.DryRunClient {
 		for _, w := range warnings {
 			fmt.Fprintf(g.io.Err, "trainyard: warning: %s\n", w)
 		}
-		return printFirstAttempt(g, k, job, output)
-	}
-	if err := kubecli.PinSource(ctx, job, creds); err != nil {
-		return kubeError(err)
+		return printFirstAttempt(g, k, job, output, kf.ShowChildren)
 	}
 	c, err := k.connect(g)
 	if err != nil {
@@ -214,10 +214,11 @@ func kubeDelete(ctx context.Context, g *globals, k *kubeOptions, name string, wa
 	return err
 }
 
-// printFirstAttempt prints, as YAML documents, job and what the operator creates for its
-// first attempt: --dry-run=client, which needs no cluster. The namespace is -n's, else
-// the kubeconfig context's (when there is one), else "default".
-func printFirstAttempt(g *globals, k *kubeOptions, job *v1.TrainJob, output string) error {
+// printFirstAttempt prints job, and with children what the operator creates for its
+// first attempt (with a placeholder UID, to read): --dry-run=client, which needs no
+// cluster. The namespace is -n's, else the kubeconfig context's (when there is one), else
+// "default".
+func printFirstAttempt(g *globals, k *kubeOptions, job *v1.TrainJob, output string, children bool) error {
 	ns := k.flags.Namespace
 	if ns == "" {
 		if resolved, err := k.flags.ResolvedNamespace(); err == nil {
@@ -230,9 +231,14 @@ func printFirstAttempt(g *globals, k *kubeOptions, job *v1.TrainJob, output stri
 	if err != nil {
 		return kubeError(err)
 	}
-	objs := []any{j, a.Job, a.Service}
-	if tb, err := workload.RenderTensorBoard(j); err == nil && tb != nil {
-		objs = append(objs, tb.Deployment, tb.Service)
+	objs := []any{j}
+	if children {
+		objs = append(objs, a.Job, a.Service)
+		r := j.DeepCopy()
+		r.UID = kubecli.PlaceholderUID
+		if tb, err := workload.RenderTensorBoard(r); err == nil && tb != nil {
+			objs = append(objs, tb.Deployment, tb.Service)
+		}
 	}
 	if output == "json" { // one JSON document: a v1 List, as kubectl prints several objects
 		return printData(g.io.Out, "json", map[string]any{"apiVersion": "v1", "kind": "List", "items": objs})

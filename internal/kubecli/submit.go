@@ -52,13 +52,16 @@ type JobFlags struct {
 	// "client" (nothing is sent: the job and what the operator renders for its first
 	// attempt are printed), or "" (the job is created).
 	DryRun string
+	// ShowChildren, with DryRun client, also prints what the operator creates for the
+	// first attempt, for reading (the TrainJob alone is what kubectl apply takes).
+	ShowChildren bool
 
 	fs *pflag.FlagSet
 }
 
 // jobFlagNames are the names of the flags JobFlags binds.
 var jobFlagNames = []string{"image", "image-pull-policy", "queue", "priority-class", "service-account", "node-selector", "data", "dry-run",
-	"selector", "toleration", "annotation", "label", "tensorboard", "logdir", "tensorboard-image", "sync-secret", "pod-policy"}
+	"selector", "toleration", "annotation", "label", "tensorboard", "logdir", "tensorboard-image", "sync-secret", "pod-policy", "show-children"}
 
 // Bind registers the flags on fs.
 func (f *JobFlags) Bind(fs *pflag.FlagSet) {
@@ -71,9 +74,11 @@ func (f *JobFlags) Bind(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&f.NodeSelector, "node-selector", nil, "with --kube: run the workers on nodes with this KEY=VALUE label (repeatable)")
 	fs.StringArrayVar(&f.Data, "data", nil, "with --kube: mount the PersistentVolumeClaim NAME at PATH in every worker, as Arena's --data:\n"+
 		"NAME:PATH, or NAME:PATH:ro for read-only (repeatable)")
-	fs.StringVar(&f.DryRun, "dry-run", "", "with --kube: create nothing; client: print the TrainJob and the Indexed Job and Service of its first\n"+
-		"attempt, as the operator renders them, with no cluster; server (the default of a bare --dry-run): have the cluster check the job")
+	fs.StringVar(&f.DryRun, "dry-run", "", "with --kube: create nothing; client: print the TrainJob, with no cluster ('| kubectl apply -f -'\n"+
+		"creates it); server (the default of a bare --dry-run): have the cluster check the job")
 	fs.Lookup("dry-run").NoOptDefVal = DryRunServer
+	fs.BoolVar(&f.ShowChildren, "show-children", false, "with --kube --dry-run=client: also print, to read, the Indexed Job and Service (and TensorBoard)\n"+
+		"the operator creates for the first attempt, with a placeholder UID; apply only the TrainJob")
 	fs.StringArrayVar(&f.Selector, "selector", nil, "with --kube: Arena's spelling of --node-selector KEY=VALUE (repeatable)")
 	fs.StringArrayVar(&f.Tolerations, "toleration", nil, "with --kube: tolerate the taints of this key, or all taints with 'all', as Arena's (repeatable)")
 	fs.StringArrayVar(&f.Annotations, "annotation", nil, "with --kube: add the annotation KEY=VALUE to the workers' pods (repeatable)")
@@ -105,6 +110,10 @@ func (f *JobFlags) CheckDryRun() error {
 	return inputError("--dry-run=%s: use --dry-run=client (print what would be created, no cluster needed) or --dry-run=server", f.DryRun)
 }
 
+// PlaceholderUID stands for a TrainJob's UID in a --dry-run=client rendering of what the
+// operator creates.
+const PlaceholderUID = "00000000-0000-0000-0000-000000000000"
+
 // RenderFirstAttempt returns what the operator creates for job's first attempt in
 // namespace, with the trainyard image image: the Indexed Job and the headless Service,
 // from the operator's own rendering (internal/workload). A job without a name gets its
@@ -117,7 +126,9 @@ func RenderFirstAttempt(job *v1.TrainJob, namespace, image string) (*v1.TrainJob
 	if j.Name == "" {
 		j.Name = j.GenerateName + "<name>"
 	}
-	a, err := workload.Render(j, 1, workload.Options{Image: image})
+	r := j.DeepCopy()
+	r.UID = PlaceholderUID // the API server gives the real one; the run name and labels use it
+	a, err := workload.Render(r, 1, workload.Options{Image: image})
 	if err != nil {
 		return nil, nil, &InputError{Err: err}
 	}

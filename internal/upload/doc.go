@@ -26,7 +26,9 @@
 // archive that is not a zip file, and entries that:
 //
 //   - have an absolute name, an empty, "." or ".." path element, or a backslash, so no
-//     entry can point outside the destination (zip slip);
+//     entry can point outside the destination (zip slip); the one exception is the
+//     folder entry "./", the package's folder itself, which Ray's working_dir packager
+//     writes when that folder is empty, and which names the destination (once at most);
 //   - are anything but a regular file or a folder (symbolic links, devices, pipes);
 //   - have a name that is not valid UTF-8 or holds a NUL byte;
 //   - appear twice, or need a folder where the archive has a file;

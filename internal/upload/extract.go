@@ -102,6 +102,9 @@ func writeEntries(dir string, entries []entry, lim Limits) error {
 	defer root.Close()
 	budget := lim.MaxTotalBytes
 	for _, e := range entries {
+		if e.dir && e.name == "." { // rootEntry: dir itself
+			continue
+		}
 		if e.dir {
 			if err := root.MkdirAll(e.name, 0o755); err != nil {
 				return err

@@ -131,6 +131,8 @@ func fuzzSeeds(t *testing.T) map[string][]byte {
 			fileEntry("proj/run.sh", "#!/bin/sh\n").withMode(0o755), fileEntry("proj/pkg/mod.py", "x = 1\n"),
 			dirEntry("proj/empty/"), fileEntry("top.txt", "top\n").stored()),
 		"empty":          zipOf(t),
+		"ray-empty-root": zipOf(t, dirEntry("./")),
+		"ray-root-twice": zipOf(t, dirEntry("./"), dirEntry("./"), fileEntry("./a", "x")),
 		"not-a-zip":      []byte("#!/bin/sh\necho not a zip\n"),
 		"symlink":        zipOf(t, fileEntry("a.txt", "a"), symlinkEntry("link", "../../etc/passwd")),
 		"symlink-folder": zipOf(t, dirEntry("d/").withUnixMode(0o120777)),

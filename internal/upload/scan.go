@@ -16,10 +16,16 @@ const maxElemLen = 255
 // maxNameBytes is the longest entry name (PATH_MAX on Linux).
 const maxNameBytes = 4096
 
+// rootEntry is the one entry name with a "." path element that is allowed: the folder
+// entry Ray's working_dir packager writes for the package's folder itself when that
+// folder is empty (Python's ZipFile.write(folder, ".") names it "./"). It stands for the
+// destination, which exists already, so nothing is written for it.
+const rootEntry = "./"
+
 // entry is an archive entry that passed the checks of scan.
 type entry struct {
 	f    *zip.File
-	name string // slash-separated, clean, relative, without a trailing slash
+	name string // slash-separated, clean, relative, without a trailing slash; "." for rootEntry
 	dir  bool
 	exec bool // the owner may execute the file
 }
@@ -143,6 +149,10 @@ func checkEntry(f *zip.File) (entry, error) {
 		return entry{}, refuse(ErrBadArchive, "entry %q is %s; only regular files and folders are allowed", f.Name, describeType(typ))
 	}
 	e := entry{f: f, dir: typ == fs.ModeDir, exec: f.Mode()&0o100 != 0}
+	if e.dir && f.Name == rootEntry {
+		e.name = "."
+		return e, nil
+	}
 	name, err := checkName(f.Name, e.dir)
 	if err != nil {
 		return entry{}, err
