@@ -30,7 +30,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/trainyard/trainyard/api/v1alpha1"
 	"github.com/trainyard/trainyard/internal/cli"
@@ -758,5 +760,27 @@ func TestCLIData(t *testing.T) {
 	if len(kube.Volumes) != 1 || kube.Volumes[0].PersistentVolumeClaim.ClaimName != "training-data" ||
 		len(kube.VolumeMounts) != 1 || kube.VolumeMounts[0].MountPath != "/mnist_data" || !kube.VolumeMounts[0].ReadOnly {
 		t.Errorf("the TrainJob's volumes %+v, mounts %+v", kube.Volumes, kube.VolumeMounts)
+	}
+}
+
+// What submit --kube --dry-run=client prints is what kubectl apply takes: created on the
+// API server as it is (the CRD's validation included), it is the TrainJob a submit makes.
+func TestCLIDryRunApplies(t *testing.T) {
+	k := newCLICluster(t)
+	code, out, errOut := k.trainyard([]string{"submit"}, "--dry-run=client", "--name", "mnist-gpu", "--image", "img:1",
+		"--workers", "2", "--gpus-per-worker", "1", "--", "python3", "train.py")
+	if code != 0 {
+		t.Fatalf("dry run: exit %d\n%s", code, errOut)
+	}
+	var obj map[string]any
+	if err := sigsyaml.Unmarshal([]byte(out), &obj); err != nil {
+		t.Fatalf("the dry run's output is not one YAML document: %v\n%s", err, out)
+	}
+	if err := k.env.Client.Create(k.ctx, &unstructured.Unstructured{Object: obj}); err != nil {
+		t.Fatalf("create what the dry run printed (as kubectl apply would): %v\n%s", err, out)
+	}
+	job := k.job("mnist-gpu")
+	if job.Spec.WorkerCount() != 2 || job.Spec.Resources.GPU != 1 || job.Spec.Kubernetes.Image != "img:1" {
+		t.Errorf("applied TrainJob: %+v", job.Spec)
 	}
 }
