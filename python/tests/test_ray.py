@@ -164,6 +164,46 @@ class SessionTest(unittest.TestCase):
 
 
 @unittest.skipUnless(HAVE_TORCH, "needs torch")
+class PrepareDataLoaderTest(unittest.TestCase):
+    """The sampler's epoch is the script's, as in Ray: prepare_data_loader never sets it."""
+
+    def setUp(self) -> None:
+        reset_trainyard()
+        self.addCleanup(reset_trainyard)
+
+    def _loader(self, rank: int) -> tuple[object, object]:
+        import torch
+        from ray.train.torch import prepare_data_loader
+        from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
+
+        data = TensorDataset(torch.arange(32))
+        with environment(RANK=str(rank), WORLD_SIZE="2"):
+            loader = prepare_data_loader(DataLoader(data, batch_size=4, shuffle=True))
+        return loader, DistributedSampler(data, num_replicas=2, rank=rank, shuffle=True)
+
+    def test_resumed_at_epoch_3_shuffles_as_epoch_3(self) -> None:
+        for rank in (0, 1):
+            loader, reference = self._loader(rank)
+            seen = []
+            for epoch in range(3, 5):  # a run resumed from its checkpoint of epoch 2
+                loader.sampler.set_epoch(epoch)
+                reference.set_epoch(epoch)
+                seen.append(([int(v) for (x,) in loader for v in x], list(reference)))
+            for got, want in seen:
+                self.assertEqual(got, want, f"rank {rank}")
+            self.assertNotEqual(seen[0][0], seen[1][0])
+
+    def test_without_set_epoch_every_epoch_is_epoch_0(self) -> None:
+        loader, reference = self._loader(0)
+        first, second = ([int(v) for (x,) in loader for v in x] for _ in range(2))
+        self.assertEqual(first, list(reference))
+        self.assertEqual(second, first)
+        self.assertEqual(loader.sampler.epoch, 0)
+        loader.set_epoch(7)  # Trainyard's wrapper: the same as loader.sampler.set_epoch(7)
+        self.assertEqual(loader.sampler.epoch, 7)
+
+
+@unittest.skipUnless(HAVE_TORCH, "needs torch")
 class TrainerTest(unittest.TestCase):
     def setUp(self) -> None:
         reset_trainyard()

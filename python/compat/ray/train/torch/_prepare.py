@@ -67,6 +67,12 @@ def prepare_data_loader(
     ``add_dist_sampler=False`` keeps the loader's sampler; ``move_to_device=False`` leaves
     batches where the loader puts them. ``auto_transfer`` (CUDA streams in Ray) is accepted
     and ignored.
+
+    As in Ray, the sampler's epoch is the script's: call ``loader.sampler.set_epoch(epoch)``
+    at the start of each epoch (Ray's documented pattern) for a new shuffle each epoch, and
+    the epoch of a resumed run's. Without that call every epoch shuffles as epoch 0, as in
+    Ray, whose wrapper never calls ``set_epoch`` (``trainyard.prepare_data_loader`` counts
+    epochs for you instead).
     """
     ctx = trainyard.get_context()
     loader = data_loader
@@ -74,4 +80,18 @@ def prepare_data_loader(
         loader = _dist._distributed_loader(loader, ctx.rank, ctx.world_size)
     if not move_to_device:
         return loader
-    return _dist._DeviceLoader(loader, get_device())
+    return _WrappedDataLoader(loader, get_device())
+
+
+class _WrappedDataLoader(_dist._DeviceLoader):
+    """The device loader, leaving the sampler's epoch to the script, as Ray's
+    ``_WrappedDataLoader`` does."""
+
+    def set_epoch(self, epoch: int) -> None:
+        """Set the sampler's epoch (the same as ``loader.sampler.set_epoch(epoch)``)."""
+        sampler: Any = getattr(self.loader, "sampler", None)
+        if hasattr(sampler, "set_epoch"):
+            sampler.set_epoch(epoch)
+
+    def __iter__(self) -> Any:
+        return self._batches()
