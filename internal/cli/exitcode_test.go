@@ -50,7 +50,7 @@ func TestExitCodes(t *testing.T) {
 		"run: a name that is none":  {args: []string{"run", "--storage-path", storage, "--name", "a.b", "--", "true"}, code: 2},
 		"run: an empty name":        {args: []string{"run", "--storage-path", storage, "--name", "", "--", "true"}, code: 2},
 		"run: submit's working-dir": {args: []string{"run", "--working-dir", ".", "--", "true"}, code: 2, want: "trainyard: unknown flag: --working-dir; run starts the workers in --workdir"},
-		"results: an unknown run":   {args: []string{"results", "--storage-path", storage, "nope"}, code: 2, want: "trainyard: no run nope in " + storage},
+		"results: an unknown run":   {args: []string{"results", "--storage-path", storage, "nope"}, code: 1, want: "trainyard: no run nope in " + storage},
 		"results: two runs":         {args: []string{"results", "a", "b"}, code: 2},
 		"devices: a bad -o":         {args: []string{"devices", "-o", "xml"}, code: 2},
 		"version: a bad -o":         {args: []string{"version", "-o", "xml"}, code: 2},

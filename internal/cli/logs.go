@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/trainyard/trainyard/client"
+	"github.com/trainyard/trainyard/internal/jobspec"
 	"github.com/trainyard/trainyard/internal/logstream"
 )
 
@@ -22,6 +23,8 @@ type logsOptions struct {
 	tail   int
 	rank   int
 	ranks  string // --ranks: keep the console log's lines of these ranks
+	// storage is where local runs are found (--storage-path).
+	storage string
 	// The rest are --kube's.
 	attempt    int32
 	from       string
@@ -39,22 +42,29 @@ func newLogsCommand(g *globals) *cobra.Command {
 		kube   kubeOptions
 	)
 	cmd := &cobra.Command{
-		Use:   "logs ID|NAME",
-		Short: "Print a job's log",
-		Long: `Print the log of a job, named by its ID or its name: by default its console log, every
-rank's lines prefixed with the rank as trainyard run prints them; with --rank R, rank
-R's own log of the job's last attempt; with --ranks 0,2-3, the console log's lines of
-those ranks (and a folded line that names one of them) and Trainyard's own. A job's
-console log folds a line that several ranks print at about the same time into one,
-unless the job's env sets RAY_DEDUP_LOGS=0 (submit --env RAY_DEDUP_LOGS=0); the rank
-logs keep every line. The server sends a log's last 16 MiB at most. A job that waits for
-resources has not started, so it has no log yet: logs says so, and why it waits.
+		Use:   "logs ID|NAME|RUN",
+		Short: "Print a job's or a local run's log",
+		Long: `Print the log of a server's job, named by its ID or its name, or of a run of trainyard
+run. The server's job comes first: when a server answers and has a job of that name or
+ID, its log is printed; else the run of that name in --storage-path (or the run folder
+a path names). A name that is both is the server's job: give the run's folder to read
+the run's.
 
-With -f, keep printing as the log grows, until the job ends (Ctrl-C stops following, not
-the job); a job that waits is followed once it starts, and each reason it waits for is
-printed meanwhile (on stderr, as "trainyard: job ID is waiting: needs 2 GPUs, 1 free").
-The console log is streamed by the server (the WebSocket that 'ray job logs --follow'
-reads); a rank's log is read again every second.` + remoteHelp + kubeHelp + `
+By default the console log, every rank's lines prefixed with the rank as trainyard run
+prints them (<run folder>/console.log); with --rank R, rank R's own log of the last
+attempt; with --ranks 0,2-3, the console log's lines of those ranks (and a folded line
+that names one of them) and Trainyard's own. A server job's console log folds a line
+that several ranks print at about the same time into one, unless the job's env sets
+RAY_DEDUP_LOGS=0 (submit --env RAY_DEDUP_LOGS=0); a local run's keeps every line, as
+the rank logs do. Only a log's last 16 MiB are printed. A job that waits for resources
+has not started, so it has no log yet: logs says so, and why it waits.
+
+With -f, keep printing as the log grows, until the job or run ends (Ctrl-C stops
+following, not the job); a job that waits is followed once it starts, and each reason it
+waits for is printed meanwhile (on stderr, as "trainyard: job ID is waiting: needs 2
+GPUs, 1 free"). A job's console log is streamed by the server (the WebSocket that 'ray
+job logs --follow' reads); a rank's log, and a local run's, are read again every second
+or less.` + remoteHelp + kubeHelp + `
 
 On a cluster, as Arena's logs: the log of worker 0's pod of the current attempt (or
 --attempt N), container "worker": rank 0's lines (and those of the worker's other local
@@ -70,6 +80,7 @@ run folder (<run folder>/logs/attempt-N/rank-R.log) if this machine has the job'
 storage volume mounted at the same path, or from a copy of the run folder (or of the
 storage path) that --from names; they have no timestamps.`,
 		Example: `  trainyard logs raysubmit_XtqM3Lq8hZxwWz2a
+  trainyard logs -f fashion-mnist
   trainyard logs -f mnist
   trainyard logs -t 20 --rank 1 raysubmit_XtqM3Lq8hZxwWz2a
   trainyard logs --ranks 0,2-3 mnist
@@ -107,11 +118,18 @@ storage path) that --from names; they have no timestamps.`,
 				}
 				return kubeLogs(cmd.Context(), g, &kube, args[0], lo)
 			}
-			c, err := remote.client()
-			if err != nil {
+			c, found, why, err := serverJob(cmd.Context(), &remote, args[0])
+			switch {
+			case err != nil:
 				return err
+			case found:
+				return printLogs(cmd.Context(), g, c, args[0], opts)
 			}
-			return printLogs(cmd.Context(), g, c, args[0], opts)
+			dir, err := runFolder(args[0], opts.storage)
+			if err != nil {
+				return failed(fmt.Errorf("%v; and %v", why, err))
+			}
+			return localLogs(cmd.Context(), g, dir, opts)
 		},
 	}
 	remote.bind(cmd.Flags())
@@ -119,6 +137,7 @@ storage path) that --from names; they have no timestamps.`,
 	cmd.Flags().IntVarP(&opts.tail, "tail", "t", 0, "print only the last N lines (0: all)")
 	cmd.Flags().IntVar(&opts.rank, "rank", -1, "print this rank's log of the last attempt instead of the console log")
 	cmd.Flags().StringVar(&opts.ranks, "ranks", "", "keep only these ranks' lines of the console log, such as 0 or 0,2-3")
+	cmd.Flags().StringVar(&opts.storage, "storage-path", jobspec.DefaultStoragePath, "folder that holds local runs")
 	kube.bind(cmd.Flags())
 	cmd.Flags().Int32Var(&opts.attempt, "attempt", 0, "with --kube: print this attempt's logs (default: the current attempt)")
 	cmd.Flags().StringVar(&opts.from, "from", "", "with --kube: read the rank logs from this copy of the run folder (or of the storage path)")

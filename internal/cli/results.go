@@ -2,6 +2,7 @@ package cli
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -27,19 +28,27 @@ import (
 const lastMetricsWidth = 60
 
 func newResultsCommand(g *globals) *cobra.Command {
-	var storage, output string
+	var (
+		storage, output string
+		remote          remoteOptions
+	)
 	cmd := &cobra.Command{
-		Use:   "results [RUN]",
+		Use:   "results [RUN|JOB]",
 		Short: "List the runs in the storage path, or print the results of one",
 		Long: `Without RUN, list the runs under --storage-path, oldest first: each run's name, status
 (from its run.json), the metrics of its last trainyard.report() and its age.
 
 With RUN, print the result table of that run again: one row per trainyard.report() of
 rank 0, with its metrics, the checkpoint it committed, the time of the iteration and the
-total. RUN is a run name under --storage-path, or the path of a run's folder.`,
+total. RUN is a run name under --storage-path, or the path of a run's folder. The run
+comes first: when there is no run of that name, a server's job of that name or ID is
+looked for (--address, else $TRAINYARD_ADDRESS, else http://127.0.0.1:8265, as logs
+finds it): its run folder when this machine has it, else the results the server sends.
+A run or job that is not found exits 1.`,
 		Example: `  trainyard results
   trainyard results fashion-mnist
-  trainyard results ~/trainyard_results/fashion-mnist -o json`,
+  trainyard results ~/trainyard_results/fashion-mnist -o json
+  trainyard results my-server-job`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkFormat(output, "json"); err != nil {
@@ -54,21 +63,60 @@ total. RUN is a run name under --storage-path, or the path of a run's folder.`,
 			}
 			dir, err := runFolder(args[0], storage)
 			if err != nil {
-				return usageError(err)
+				return jobResults(cmd.Context(), g, &remote, args[0], output, err)
 			}
-			rows, err := reporting.ReadResults(dir)
-			if err != nil {
-				return err
-			}
-			if output == "json" {
-				return json.NewEncoder(g.io.Out).Encode(resultsJSON(rows))
-			}
-			return reporting.WriteTable(g.io.Out, reporting.MarkGone(rows, dir), 0)
+			return printResults(g, dir, output)
 		},
 	}
 	cmd.Flags().StringVar(&storage, "storage-path", jobspec.DefaultStoragePath, "folder that holds runs")
 	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: json (default: a table)")
+	remote.bind(cmd.Flags())
 	return cmd
+}
+
+// printResults prints the results of the run folder dir: a table, or JSON.
+func printResults(g *globals, dir, output string) error {
+	rows, err := reporting.ReadResults(dir)
+	if err != nil {
+		return err
+	}
+	if output == "json" {
+		return json.NewEncoder(g.io.Out).Encode(resultsJSON(rows))
+	}
+	return reporting.WriteTable(g.io.Out, reporting.MarkGone(rows, dir), 0)
+}
+
+// jobResults prints the results of the server's job that ref names, for which there is
+// no run of that name (noRun says so): from its run folder when this machine has it, else
+// as the server sends them. Not found there either, it fails saying both.
+func jobResults(ctx context.Context, g *globals, remote *remoteOptions, ref, output string, noRun error) error {
+	c, found, why, err := serverJob(ctx, remote, ref)
+	switch {
+	case err != nil:
+		return err
+	case !found:
+		return failed(fmt.Errorf("%v; and %v", noRun, why))
+	}
+	d, err := c.Get(ctx, ref)
+	if err != nil {
+		return failed(err)
+	}
+	if _, err := os.Stat(filepath.Join(d.Job.RunDir, rundir.RecordFile)); d.Job.RunDir != "" && err == nil {
+		return printResults(g, d.Job.RunDir, output)
+	}
+	list, err := c.Results(ctx, d.Job.ID, client.ResultOptions{})
+	if err != nil {
+		return failed(err)
+	}
+	if output == "json" {
+		return json.NewEncoder(g.io.Out).Encode(list.Results)
+	}
+	rows := make([]reporting.Result, len(list.Results))
+	for i, r := range list.Results {
+		rows[i] = reporting.Result{Iteration: r.Iteration, Timestamp: r.Timestamp, TimeThisIterS: r.TimeThisIterS,
+			TimeTotalS: r.TimeTotalS, Attempt: r.Attempt, Checkpoint: r.Checkpoint, Metrics: map[string]float64(r.Metrics)}
+	}
+	return reporting.WriteTable(g.io.Out, rows, 0)
 }
 
 // runFolder finds a run's folder from a name under storage, or a path.

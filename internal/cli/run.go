@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -170,10 +171,16 @@ func runJob(ctx context.Context, g *globals, flags *jobspec.Flags, opts runOptio
 			extraEnv[e.Name] = e.Value
 		}
 	}
+	consoleLog, err := openConsoleLog(g, folder)
+	if err != nil {
+		return &exitError{code: ExitFailed, err: err}
+	}
+	defer consoleLog.Close()
 	// One implicit process may be a Ray Train driver whose fit() launches a gang: its
 	// console's lines come prefixed already.
 	console := logstream.NewConsole(g.io.Out, logstream.Options{Color: isTerminal(g.io.Out),
-		PassPrefixed: extraEnv["TRAINYARD_GANG"] == "implicit", Window: foldWindow(job, opts), Ranks: opts.ranks})
+		PassPrefixed: extraEnv["TRAINYARD_GANG"] == "implicit", Window: foldWindow(job, opts), Ranks: opts.ranks,
+		Log: consoleLog.writer()})
 	defer console.Close()
 	root, err := folder.OpenRoot()
 	if err != nil {
@@ -202,6 +209,41 @@ func runJob(ctx context.Context, g *globals, flags *jobspec.Flags, opts runOptio
 		return err
 	}
 	return &exitError{code: ExitFailed, err: fmt.Errorf("run %s: %w", job.Spec.RunName, closeErr)}
+}
+
+// consoleLogFile is the run folder's console log that trainyard run writes; f is nil
+// when something else writes it.
+type consoleLogFile struct{ f *os.File }
+
+func (l consoleLogFile) writer() io.Writer {
+	if l.f == nil {
+		return nil
+	}
+	return l.f
+}
+
+func (l consoleLogFile) Close() {
+	if l.f != nil {
+		l.f.Close()
+	}
+}
+
+// openConsoleLog opens the run folder's console log (trainyard logs RUN reads it), unless
+// this run's output already goes there: a server job's supervisor.
+func openConsoleLog(g *globals, folder *rundir.Run) (consoleLogFile, error) {
+	f, err := folder.CreateConsoleLog()
+	if err != nil {
+		return consoleLogFile{}, err
+	}
+	if out, ok := g.io.Out.(*os.File); ok {
+		a, aerr := out.Stat()
+		b, berr := f.Stat()
+		if aerr == nil && berr == nil && os.SameFile(a, b) {
+			f.Close()
+			return consoleLogFile{}, nil
+		}
+	}
+	return consoleLogFile{f: f}, nil
 }
 
 // checkIntent checks --resume, --fresh and --rerun (which it turns into --resume).

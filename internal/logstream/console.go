@@ -39,6 +39,7 @@ var colors = []string{"36", "33", "32", "35", "34", "91", "96", "93"}
 // Methods are safe for concurrent use. Close flushes what is pending.
 type Console struct {
 	w      io.Writer
+	log    io.Writer // Options.Log
 	color  bool
 	pass   bool // Options.PassPrefixed
 	window time.Duration
@@ -108,12 +109,15 @@ type Options struct {
 	// Ranks, when not empty, are the only ranks whose lines are written (torchrun's
 	// --local-ranks-filter); Trainyard's notices are always written.
 	Ranks Ranks
+	// Log, when set, gets every line as it comes, prefixed, in plain text, never folded
+	// nor filtered: the run's console log.
+	Log io.Writer
 }
 
 // NewConsole returns a Console writing to w. It starts a goroutine that writes folded
 // summaries as their windows end; Close stops it.
 func NewConsole(w io.Writer, opts Options) *Console {
-	c := &Console{w: w, color: opts.Color, pass: opts.PassPrefixed, window: opts.Window, now: opts.Now,
+	c := &Console{w: w, log: opts.Log, color: opts.Color, pass: opts.PassPrefixed, window: opts.Window, now: opts.Now,
 		show: opts.Ranks, byText: map[string][]*entry{}, held: map[int]*entry{},
 		stop: make(chan struct{}), done: make(chan struct{})}
 	if c.window == 0 {
@@ -131,10 +135,18 @@ func NewConsole(w io.Writer, opts Options) *Console {
 func (c *Console) Line(src Source, text string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	passed := c.pass && prefixed(text)
+	if c.log != nil {
+		if passed {
+			fmt.Fprintf(c.log, "%s\n", text)
+		} else {
+			fmt.Fprintf(c.log, "[rank %d pid %d] %s\n", src.Rank, src.PID, text)
+		}
+	}
 	if !c.show.Has(src.Rank) {
 		return
 	}
-	if c.pass && prefixed(text) {
+	if passed {
 		fmt.Fprintf(c.w, "%s\n", text)
 		return
 	}
@@ -297,6 +309,9 @@ func (c *Console) Notice(text string) {
 	defer c.mu.Unlock()
 	for len(c.queue) > 0 {
 		c.endOldest()
+	}
+	if c.log != nil {
+		fmt.Fprintf(c.log, "trainyard: %s\n", text)
 	}
 	if c.color {
 		fmt.Fprintf(c.w, "\x1b[1mtrainyard:\x1b[0m %s\n", text)

@@ -672,3 +672,22 @@ func TestConsoleOrderProperty(t *testing.T) {
 		}
 	}
 }
+
+// Options.Log gets every line as it comes, prefixed, plain, neither folded nor
+// filtered, and the notices.
+func TestConsoleLog(t *testing.T) {
+	keep, _ := ParseRanks("0")
+	var log bytes.Buffer
+	ct := newConsoleTest(t, Options{Ranks: keep, Color: true, Log: &log})
+	ct.c.Line(Source{Rank: 0, PID: 100}, "x")
+	ct.c.Line(Source{Rank: 1, PID: 101}, "x")
+	ct.c.Line(Source{Rank: 2, PID: 102}, "x")
+	ct.c.Notice("done")
+	want := "[rank 0 pid 100] x\n[rank 1 pid 101] x\n[rank 2 pid 102] x\ntrainyard: done\n"
+	if diff := cmp.Diff(want, log.String()); diff != "" {
+		t.Errorf("log mismatch (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"\x1b[36m[rank 0 pid 100]\x1b[0m x", "\x1b[1mtrainyard:\x1b[0m done"}, ct.lines()); diff != "" {
+		t.Errorf("console mismatch (-want +got):\n%s", diff)
+	}
+}

@@ -25,6 +25,9 @@ const (
 	RecordFile = "run.json"
 	LockFile   = ".lock"
 	LogsDir    = "logs"
+	// ConsoleLog is the run's console log (trainyard logs RUN): every line, unfolded, as
+	// trainyard run writes it; a server job's is its supervisor's output.
+	ConsoleLog = "console.log"
 )
 
 // ErrFinished is returned (wrapped) by Open when the run already succeeded.
@@ -248,6 +251,16 @@ func (r *Run) CreateLog(attempt, rank int) (*os.File, error) {
 	f, err := openIn(r.root, p, os.O_WRONLY|os.O_APPEND, r.perm.File)
 	if err != nil {
 		return nil, fmt.Errorf("create log of rank %d: %w", rank, err)
+	}
+	return f, nil
+}
+
+// CreateConsoleLog creates the run's console log (or opens it to append); it may not be
+// a symbolic link.
+func (r *Run) CreateConsoleLog() (*os.File, error) {
+	f, err := openIn(r.root, ConsoleLog, os.O_WRONLY|os.O_APPEND, r.perm.File)
+	if err != nil {
+		return nil, fmt.Errorf("create console log: %w", err)
 	}
 	return f, nil
 }

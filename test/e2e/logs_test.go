@@ -87,3 +87,33 @@ func TestRunFoldsLogs(t *testing.T) {
 		})
 	}
 }
+
+// trainyard run keeps every line of its console in the run folder (console.log), which
+// trainyard logs RUN prints when no server has a job of that name; not found is exit 1.
+func TestLogsOfALocalRun(t *testing.T) {
+	storage := t.TempDir()
+	code, out := run(t, t.TempDir(), nil, "run", "--storage-path", storage, "--name", "loc", "--workers", "3",
+		"--ranks", "0", "--", "sh", "-c", foldScript)
+	if code != 0 {
+		t.Fatalf("run: exit %d:\n%s", code, out)
+	}
+	noServer := []string{"TRAINYARD_ADDRESS=http://127.0.0.1:1"}
+	code, out = run(t, t.TempDir(), noServer, "logs", "--storage-path", storage, "loc")
+	lines, perRank := consoleLines(out)
+	if code != 0 || len(lines) != 9 || strings.Contains(out, "across workers]") || !strings.Contains(out, "trainyard: attempt 1: starting 3 worker(s)") {
+		t.Errorf("logs of a local run: exit %d; want every rank's lines, unfolded, and trainyard's:\n%s", code, out)
+	}
+	for r := range 3 {
+		if want := "same|own " + string(rune('0'+r)) + "|again"; strings.Join(perRank[r], "|") != want {
+			t.Errorf("rank %d's lines in console.log: %q, want %q", r, perRank[r], want)
+		}
+	}
+	code, out = run(t, t.TempDir(), noServer, "logs", "--storage-path", storage, "--ranks", "2", "loc")
+	if _, perRank := consoleLines(out); code != 0 || len(perRank) != 1 || len(perRank[2]) != 3 {
+		t.Errorf("logs --ranks 2: exit %d:\n%s", code, out)
+	}
+	code, out = run(t, t.TempDir(), noServer, "logs", "--storage-path", storage, "nope")
+	if code != 1 || !strings.Contains(out, "no run nope in "+storage) {
+		t.Errorf("logs of nothing: exit %d, want 1:\n%s", code, out)
+	}
+}
