@@ -193,7 +193,7 @@ func runJob(ctx context.Context, g *globals, flags *jobspec.Flags, opts runOptio
 	l := &launcher.Launcher{Job: job, Placement: place, Folder: folder, Console: console, Logger: g.logger(),
 		ExtraEnv: extraEnv, RayCompat: python.CompatDir(helper),
 		AttemptEnv: session.AttemptEnv, ForceKill: sig.force, Preempt: sig.preempt, Notice: session.Notice()}
-	session.OnActivity(l.Touch)
+	session.OnActivity(l.TouchRank)
 
 	res, err := l.Run(ctx)
 	closeErr := session.Close()

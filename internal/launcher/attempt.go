@@ -84,7 +84,8 @@ func (a *attempt) startOne(i int, p Proc) (*process, error) {
 	s := &a.l.Job.Spec
 	args := append(append([]string{}, s.Command...), s.Args...)
 	env := Env(a.l.Job, p, a.l.Folder.Dir, os.Environ(), a.env)
-	pr, err := start(a.l.path, args, s.WorkingDir, env, p, log, a.l.Console, a.l.Touch, a.l.kill)
+	a.l.TouchRank(p.Rank) // its silence counts from its start
+	pr, err := start(a.l.path, args, s.WorkingDir, env, p, log, a.l.Console, func() { a.l.TouchRank(p.Rank) }, a.l.kill)
 	if err != nil {
 		log.Close()
 		return nil, err
@@ -165,7 +166,8 @@ func (a *attempt) supervise(ctx context.Context, exits <-chan exit) AttemptResul
 				pre.left(grace).Round(time.Second))
 		case <-hang:
 			if limit := a.hangTimeout(); a.l.idle() > limit {
-				stop(Failed, fmt.Sprintf("no rank printed or reported anything for %s (--hang-timeout): the gang looks hung", limit), -1, grace)
+				stop(Failed, fmt.Sprintf("no rank printed or reported anything for %s (--hang-timeout): the gang looks hung%s",
+					limit, a.quietest()), -1, grace)
 				res.Hung = true
 				a.l.notice("%s; stopping it", res.Reason)
 			}
@@ -223,6 +225,20 @@ func (p *preemption) left(grace time.Duration) time.Duration {
 		return grace
 	}
 	return max(grace-time.Since(p.at), time.Second)
+}
+
+// quietest says which rank here went quiet first, for a hang's reason: "; rank 1 went
+// quiet first (nothing for 12m3s)", or "" with a single rank.
+func (a *attempt) quietest() string {
+	ranks := make([]int, len(a.records))
+	for i, r := range a.records {
+		ranks[i] = r.Rank
+	}
+	if len(ranks) < 2 {
+		return ""
+	}
+	rank, at := a.l.quietest(ranks)
+	return fmt.Sprintf("; rank %d went quiet first (nothing for %s)", rank, time.Since(at).Round(100*time.Millisecond))
 }
 
 func (a *attempt) hangTimeout() time.Duration {

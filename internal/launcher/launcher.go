@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -55,6 +56,8 @@ type Launcher struct {
 	rayPath  string       // RayCompat when the workers get it, else ""
 	kill     killFunc     // signals processes and groups: syscall.Kill unless a test sets it
 	activity atomic.Int64 // unix nanoseconds of the last line or report of any rank
+	heardMu  sync.Mutex
+	heard    map[int]time.Time // the last line or report of each rank on this machine
 	// preempted is why the gang was preempted ("" when it was not); set by an attempt's
 	// supervise, read once the attempt ended.
 	preempted string
@@ -67,6 +70,33 @@ func (l *Launcher) Preempted() string { return l.preempted }
 // Touch records that the gang did something: a rank printed or reported. The hang
 // timeout counts from the last touch.
 func (l *Launcher) Touch() { l.activity.Store(time.Now().UnixNano()) }
+
+// TouchRank records that a rank printed or reported (Touch), and when, so that a hang
+// says which rank went quiet first.
+func (l *Launcher) TouchRank(rank int) {
+	now := time.Now()
+	l.activity.Store(now.UnixNano())
+	l.heardMu.Lock()
+	defer l.heardMu.Unlock()
+	if l.heard == nil {
+		l.heard = map[int]time.Time{}
+	}
+	l.heard[rank] = now
+}
+
+// quietest says which of ranks was last heard from longest ago, and when: the rank a
+// hang most likely began with.
+func (l *Launcher) quietest(ranks []int) (int, time.Time) {
+	l.heardMu.Lock()
+	defer l.heardMu.Unlock()
+	rank, at := -1, time.Time{}
+	for _, r := range ranks {
+		if t := l.heard[r]; rank < 0 || t.Before(at) {
+			rank, at = r, t
+		}
+	}
+	return rank, at
+}
 
 // idle returns how long the gang has done nothing.
 func (l *Launcher) idle() time.Duration {

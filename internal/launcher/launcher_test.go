@@ -209,15 +209,16 @@ func zombie(pid int) bool {
 // A frozen rank (SIGSTOP) with silent peers is caught by the hang timeout instead of
 // stalling the job until a collective times out, and the gang is restarted.
 func TestHangTimeout(t *testing.T) {
-	job := makeJob(t, `echo "attempt $TRAINYARD_ATTEMPT"; if [ "$RANK" = 1 ]; then kill -STOP $$; fi; exec sleep 300`).
+	job := makeJob(t, `echo "attempt $TRAINYARD_ATTEMPT"; if [ "$RANK" = 1 ]; then kill -STOP $$; fi; sleep 0.3; echo "still here"; exec sleep 300`).
 		workers(2).hangTimeout(1).restarts(1).obj(t)
 	h := newHarness(t, job)
 	res, took := h.run(t, context.Background())
 	if res.Outcome != Failed || res.Attempts != 2 || !res.Last.Hung || res.Last.FailedRank != -1 || res.Last.ExitCode != -1 {
 		t.Fatalf("got %+v, want failure after 2 hung attempts\n%s", res, h.out)
 	}
-	if !strings.Contains(res.Reason, "no rank printed or reported anything for 1s") {
-		t.Errorf("reason = %q", res.Reason)
+	if !strings.Contains(res.Reason, "no rank printed or reported anything for 1s") ||
+		!strings.Contains(res.Reason, "; rank 1 went quiet first (nothing for 1.") {
+		t.Errorf("reason = %q; want it to say rank 1 went quiet first", res.Reason)
 	}
 	if took > 30*time.Second {
 		t.Errorf("two hung attempts took %s to be caught", took)

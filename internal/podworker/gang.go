@@ -192,7 +192,7 @@ func (w *worker) runAttempt(ctx context.Context, n int) gang.Ended {
 				MasterAddr: w.cfg.MasterAddr, MasterPort: w.cfg.MasterPort},
 			ExtraEnv: w.gang.extra, RayCompat: python.CompatDir(w.gang.helper), AttemptEnv: w.attemptEnv,
 			ForceKill: w.opts.ForceKill, Preempt: w.pre.relay, Notice: w.session.Notice()}
-		w.session.OnActivity(w.gang.l.Touch)
+		w.session.OnActivity(w.gang.l.TouchRank)
 	}
 	w.cfg.Attempt = n
 	var (

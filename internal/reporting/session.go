@@ -43,7 +43,7 @@ type Session struct {
 	preemption *preempt.Notice // in the socket's private folder
 
 	mu        sync.Mutex
-	touch     func()
+	touch     func(rank int)
 	attempt   int
 	iteration int         // the run's last iteration (rank 0's reports, across attempts)
 	base      int         // the run's last iteration when this attempt began
@@ -92,7 +92,7 @@ func StartWith(job *v1.TrainJob, root *os.Root, notify Notifier, logger *slog.Lo
 		logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Session{job: job, dir: filepath.Clean(root.Name()), root: root, notify: notify, logger: logger,
-		touch: func() {}, warned: map[string]bool{}, ranks: map[int]int{}, localRanks: opts.Ranks, secondary: opts.Secondary}
+		touch: func(int) {}, warned: map[string]bool{}, ranks: map[int]int{}, localRanks: opts.Ranks, secondary: opts.Secondary}
 	var err error
 	if opts.Secondary {
 		err = s.openReadOnly()
@@ -154,8 +154,9 @@ func (s *Session) closeFiles() error {
 	return errors.Join(append(errs, s.root.Close())...)
 }
 
-// OnActivity sets the function called on every report (the launcher's hang clock).
-func (s *Session) OnActivity(touch func()) {
+// OnActivity sets the function called with the rank of every report (the launcher's hang
+// clock).
+func (s *Session) OnActivity(touch func(rank int)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.touch = touch
@@ -282,7 +283,7 @@ func (s *Session) Report(rep Report) (Reply, error) {
 	if rep.Listen {
 		return Reply{}, nil
 	}
-	s.touch()
+	s.touch(rep.Rank)
 	s.ranks[rep.Rank]++
 	if rep.Rank != 0 {
 		if rep.Checkpoint != "" {
