@@ -163,6 +163,10 @@ class SessionTest(unittest.TestCase):
         self.assertEqual(got, (2, 0, 0, 1, 0, "mnist", "mnist"))
 
 
+def restorable_loop(config):  # a top-level loop, which restore() finds by its name
+    return config
+
+
 @unittest.skipUnless(HAVE_TORCH, "needs torch")
 class PrepareDataLoaderTest(unittest.TestCase):
     """The sampler's epoch is the script's, as in Ray: prepare_data_loader never sets it."""
@@ -241,6 +245,47 @@ class TrainerTest(unittest.TestCase):
         self.assertIsNone(result.checkpoint)
         with self.assertRaisesRegex(ValueError, "0 or 1 arguments"):
             TorchTrainer(lambda a, b: None)
+
+    def test_restore_keeps_the_runs_configs(self) -> None:
+        from ray.train import _driver
+        from ray.train.torch import TorchTrainer
+
+        storage = tempfile.mkdtemp(prefix="ty-ray-")
+        self.addCleanup(shutil.rmtree, storage, True)
+        run = os.path.join(storage, "exp")
+        os.mkdir(run)
+        with open(os.path.join(run, "run.json"), "w", encoding="utf-8") as f:
+            f.write('{"name": "exp", "attempts": [{"ranks": [{}]}]}')
+        trainer = TorchTrainer(
+            restorable_loop,
+            train_loop_config={"lr": 0.1, "layers": [2, 3]},
+            scaling_config=train.ScalingConfig(num_workers=1, resources_per_worker={"CPU": 2}),
+            run_config=train.RunConfig(
+                name="exp", storage_path=storage,
+                checkpoint_config=train.CheckpointConfig(num_to_keep=2, checkpoint_score_attribute="loss",
+                                                         checkpoint_score_order="min"),
+                failure_config=train.FailureConfig(max_failures=3),
+            ),
+        )
+        os.environ["MASTER_PORT"] = str(free_port())
+        with environment(TRAINYARD_RUN_DIR=run, TRAINYARD_RUN_NAME="exp", TRAINYARD_STORAGE_PATH=storage), \
+                contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+            trainer.fit()
+        # As Ray's restore: the run's own configuration, the loop found by its name.
+        restored = TorchTrainer.restore(run)
+        self.assertIs(restored.train_loop_per_worker, restorable_loop)
+        self.assertEqual(restored.train_loop_config, {"lr": 0.1, "layers": [2, 3]})
+        rc = restored.run_config
+        self.assertEqual((rc.name, rc.storage_path), ("exp", storage))
+        self.assertEqual(rc.checkpoint_config, trainer.run_config.checkpoint_config)
+        self.assertEqual(rc.failure_config.max_failures, 3)
+        self.assertEqual(restored.scaling_config, trainer.scaling_config)
+        with environment(TRAINYARD_BINARY="/bin/trainyard"):
+            argv = _driver.command(restored, storage, "exp")
+        self.assertEqual(argv[argv.index("--max-restarts") + 1], "3")
+        self.assertEqual(argv[argv.index("--keep-checkpoints") + 1], "2")
+        self.assertEqual(argv[argv.index("--checkpoint-score") + 1:argv.index("--checkpoint-score") + 4],
+                         ["loss", "--score-order", "min"])
 
     def test_datasets_refused(self) -> None:
         from ray.train.torch import TorchTrainer

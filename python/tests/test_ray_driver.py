@@ -158,3 +158,48 @@ class RestoreTest(unittest.TestCase):
             self.assertEqual(trainer.train_loop_config, {"lr": 1})
             two = TorchTrainer.restore(run, train_loop_per_worker=_loop, scaling_config=ScalingConfig(num_workers=2))
             self.assertEqual(two.scaling_config.num_workers, 2)
+
+    def test_restore_takes_the_saved_configs_and_the_callers_overrides(self) -> None:
+        import contextlib
+        import io
+        import json
+
+        from ray.train import _restore
+        from ray.train.torch import TorchConfig, TorchTrainer
+
+        trainer = types.SimpleNamespace(
+            train_loop_per_worker=_loop, train_loop_config={"lr": 1}, metadata={"k": "v"},
+            scaling_config=ScalingConfig(num_workers=3), torch_config=TorchConfig(backend="gloo", timeout_s=60),
+            run_config=RunConfig(checkpoint_config=CheckpointConfig(num_to_keep=2),
+                                 failure_config=FailureConfig(max_failures=-1)),
+            resume_from_checkpoint=None,
+        )
+        with tempfile.TemporaryDirectory() as storage:
+            run = os.path.join(storage, "exp")
+            os.makedirs(run)
+            with open(os.path.join(run, "run.json"), "w", encoding="utf-8") as f:
+                f.write('{"name": "exp", "attempts": [{"ranks": [{}]}]}')
+            _restore.save(trainer, run)
+            got = TorchTrainer.restore(run)
+            self.assertIs(got.train_loop_per_worker, _loop)
+            self.assertEqual((got.train_loop_config, got.metadata), ({"lr": 1}, {"k": "v"}))
+            self.assertEqual(got.scaling_config.num_workers, 3)  # saved, not the last attempt's 1
+            self.assertEqual(got.torch_config, TorchConfig(backend="gloo", timeout_s=60))
+            self.assertEqual(got.run_config.checkpoint_config.num_to_keep, 2)
+            self.assertEqual(got.run_config.failure_config.max_failures, -1)
+            # The caller may give the loop's config and the scaling again; not the RunConfig.
+            err = io.StringIO()
+            with environment(), contextlib.redirect_stderr(err):
+                over = TorchTrainer.restore(run, train_loop_config={"lr": 2}, scaling_config=ScalingConfig(num_workers=2),
+                                            run_config=RunConfig(checkpoint_config=CheckpointConfig(num_to_keep=9)))
+            self.assertEqual((over.train_loop_config, over.scaling_config.num_workers), ({"lr": 2}, 2))
+            self.assertEqual(over.run_config.checkpoint_config.num_to_keep, 2)
+            self.assertIn("restore(run_config=...) is ignored", err.getvalue())
+            # A loop config JSON cannot hold is not saved: restore asks for it.
+            trainer.train_loop_config = {"when": object()}
+            _restore.save(trainer, run)
+            with self.assertRaisesRegex(ValueError, "train_loop_config was not saved"):
+                TorchTrainer.restore(run)
+            self.assertEqual(TorchTrainer.restore(run, train_loop_config={"x": 1}).train_loop_config, {"x": 1})
+            with open(os.path.join(run, _restore.FILE), encoding="utf-8") as f:
+                self.assertEqual(json.load(f)["loop"], {"module": __name__, "qualname": "_loop"})

@@ -33,9 +33,9 @@ from typing import Any
 
 import trainyard
 
-from .. import _driver, _worker
+from .. import _driver, _restore, _worker
 from .._checkpoint import Checkpoint
-from .._config import RunConfig, ScalingConfig, ignored_options
+from .._config import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig, ignored_options
 from .._output import Printer
 from .._result import Result, read_progress
 from .._session import Session, _open, _warn
@@ -122,10 +122,16 @@ class TorchTrainer:
     ) -> "TorchTrainer":
         """A trainer that continues the run in path from its latest checkpoint when fit.
 
-        Ray pickles the whole trainer into the run's folder; Trainyard does not, so the
-        loop must be given again (Ray's own advice for a loop that cannot be unpickled).
-        The run's name and storage path come from path; the number of workers, unless
-        scaling_config is given, from the run's last attempt.
+        As in Ray, the run keeps the configuration its fit() saved (``ray-trainer.json``,
+        see ``_restore``): its RunConfig's CheckpointConfig and FailureConfig, its
+        scaling, loop and torch configs, its resume_from_checkpoint and metadata; the
+        run's name and storage path come from path. The caller may give again
+        ``train_loop_per_worker``, ``train_loop_config`` and ``scaling_config`` (and
+        ``torch_config``); a ``run_config`` given here is ignored, as Ray continues the
+        run with its own. The loop, when not given, is found by its name in the module
+        that defined it (the script calling restore()); a run without the saved file
+        (an older Trainyard's) needs the loop, and takes its number of workers from the
+        run's last attempt.
         """
         path = os.path.abspath(os.fspath(path))
         if not cls.can_restore(path):
@@ -133,16 +139,53 @@ class TorchTrainer:
                 f"TorchTrainer.restore({path!r}): no run there (no run.json); give the folder "
                 "<storage_path>/<name> of an earlier fit()"
             )
+        saved = _restore.load(path)
+        if train_loop_per_worker is None and saved is not None:
+            train_loop_per_worker = _restore.find_loop(saved)
         if train_loop_per_worker is None:
             raise ValueError(
-                "TorchTrainer.restore(): Trainyard does not save the trainer with the run; pass "
-                "train_loop_per_worker= (the original trainer's loop) and train_loop_config="
+                "TorchTrainer.restore(): the run's loop cannot be found by its name here (it is not "
+                "defined at the top level of this script); pass train_loop_per_worker= (the original "
+                "trainer's loop) and train_loop_config="
             )
+        if saved is None:
+            return cls._restore_unsaved(path, train_loop_per_worker, train_loop_config, **kwargs)
+        if train_loop_config is None:
+            if not saved.get("train_loop_config_saved"):
+                raise ValueError(
+                    "TorchTrainer.restore(): the run's train_loop_config was not saved (JSON cannot hold "
+                    "it as it is); pass train_loop_config= (the original trainer's)"
+                )
+            train_loop_config = saved.get("train_loop_config")
+        if kwargs.pop("run_config", None) is not None:
+            _warn("TorchTrainer.restore(run_config=...) is ignored: the run continues with its own RunConfig")
+        saved_rc = saved.get("run_config") or {}
+        run_config = RunConfig(
+            name=os.path.basename(path),
+            storage_path=os.path.dirname(path),
+            checkpoint_config=_restore.build(CheckpointConfig, saved_rc.get("checkpoint_config")),
+            failure_config=_restore.build(FailureConfig, saved_rc.get("failure_config")),
+        )
+        if kwargs.get("scaling_config") is None:
+            kwargs["scaling_config"] = _restore.build(ScalingConfig, saved.get("scaling_config"))
+        if kwargs.get("torch_config") is None:
+            kwargs["torch_config"] = _restore.build(TorchConfig, saved.get("torch_config"))
+        if kwargs.get("resume_from_checkpoint") is None and saved.get("resume_from_checkpoint"):
+            kwargs["resume_from_checkpoint"] = Checkpoint(saved["resume_from_checkpoint"])
+        if kwargs.get("metadata") is None:
+            kwargs["metadata"] = saved.get("metadata") or None
+        return cls(train_loop_per_worker, train_loop_config=train_loop_config, run_config=run_config, **kwargs)
+
+    @classmethod
+    def _restore_unsaved(
+        cls, path: str, loop: Callable[..., Any], train_loop_config: dict[str, Any] | None, **kwargs: Any
+    ) -> "TorchTrainer":
+        """restore() of a run whose configuration was not saved: the caller's, or defaults."""
         run_config = kwargs.pop("run_config", None) or RunConfig()
         run_config.name, run_config.storage_path = os.path.basename(path), os.path.dirname(path)
-        if "scaling_config" not in kwargs:
+        if kwargs.get("scaling_config") is None:
             kwargs["scaling_config"] = ScalingConfig(num_workers=_last_world_size(path))
-        return cls(train_loop_per_worker, train_loop_config=train_loop_config, run_config=run_config, **kwargs)
+        return cls(loop, train_loop_config=train_loop_config, run_config=run_config, **kwargs)
 
     def fit(self) -> Result:
         """Run the training loop (on this worker, or in a gang it launches) and return the Result."""
@@ -154,7 +197,13 @@ class TorchTrainer:
         _fits += 1
         self._join_gang()
         self._warn_disagreements()
-        printer = Printer(enabled=trainyard.get_context().rank == 0)
+        ctx = trainyard.get_context()
+        if ctx.rank == 0 and ctx.run_dir:
+            try:
+                _restore.save(self, ctx.run_dir)  # what restore() reloads, as Ray's trainer.pkl
+            except OSError as e:
+                _warn(f"cannot save the trainer's configuration for restore() in {ctx.run_dir}: {e}")
+        printer = Printer(enabled=ctx.rank == 0)
         session = Session(experiment_name=self.run_config.name, resume_from=self.resume_from_checkpoint,
                           printer=printer)
         _open(session)
