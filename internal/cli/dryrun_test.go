@@ -109,7 +109,7 @@ func TestSubmitKubeDryRunPodPolicy(t *testing.T) {
 		!strings.Contains(errOut, "spec.kubernetes.podTemplate.spec.volumes[0].hostPath") {
 		t.Errorf("a privileged pod template: exit %d, %q, %s; want exit 2 naming the fields", code, out, errOut)
 	}
-	if code, out, errOut := trainyard("submit", "--kube", "--dry-run=client", "--pod-policy=off", "-f", file); code != 0 || !strings.Contains(out, "hostNetwork: true") {
+	if code, out, errOut := trainyard("submit", "--kube", "--dry-run=client", "--show-children", "--pod-policy=off", "-f", file); code != 0 || !strings.Contains(out, "hostNetwork: true") {
 		t.Errorf("--pod-policy=off: exit %d, %s", code, errOut)
 	}
 	write("{spec: {containers: [{name: []}]}}")
@@ -124,7 +124,7 @@ func TestSubmitKubeDryRunPodPolicy(t *testing.T) {
 // what to write.
 func TestSubmitData(t *testing.T) {
 	t.Setenv("KUBECONFIG", t.TempDir()+"/none")
-	code, out, errOut := trainyard("submit", "--kube", "--dry-run=client", "--image", "img:1", "--data", "training-data:/mnist_data",
+	code, out, errOut := trainyard("submit", "--kube", "--dry-run=client", "--show-children", "--image", "img:1", "--data", "training-data:/mnist_data",
 		"--data", "models.v2:/models:ro", "--", "python", "train.py")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
