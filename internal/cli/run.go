@@ -63,6 +63,11 @@ moved aside to <name>.<date>-<time>, never deleted). The first line says which:
 "continuing run fm from checkpoint_000004", or "starting run fm over; the old folder
 is kept at ...". --rerun is --resume's old name.
 
+The script a Python command runs (python3 train.py) must exist in the working folder
+(--workdir); with --sync-source the workers start in the run folder, so give its path
+in the clone, code/<repo>/train.py. A run that fails before its first attempt (a clone
+that fails, a script the clone lacks) is recorded Failed with the reason.
+
 Exit codes: 0 the job succeeded, 1 it failed, 2 bad input (nothing was started),
 130 interrupted (Ctrl-C, SIGTERM or SIGHUP).`
 
@@ -135,7 +140,7 @@ func noDataHere(machine string) error {
 		"(trainyard submit --kube --data); here the workers are plain processes on %s: give your job the data's path directly", machine)
 }
 
-func runJob(ctx context.Context, g *globals, flags *jobspec.Flags, opts runOptions, command []string) error {
+func runJob(ctx context.Context, g *globals, flags *jobspec.Flags, opts runOptions, command []string) (err error) {
 	sig := handleSignals(ctx)
 	hidden, err := takeSecrets()
 	if err != nil {
@@ -161,6 +166,7 @@ func runJob(ctx context.Context, g *globals, flags *jobspec.Flags, opts runOptio
 		return err
 	}
 	defer folder.Close()
+	defer recordUnstarted(sig.ctx, folder, len(folder.Record().Attempts), &err)
 	if err := fetchSource(sig.ctx, g, job, folder, cloneEnv); err != nil {
 		return err
 	}
@@ -209,6 +215,33 @@ func runJob(ctx context.Context, g *globals, flags *jobspec.Flags, opts runOptio
 		return err
 	}
 	return &exitError{code: ExitFailed, err: fmt.Errorf("run %s: %w", job.Spec.RunName, closeErr)}
+}
+
+// recordUnstarted records how a run ended that ended with *errp before it started an
+// attempt (a clone that failed, a script not in it, a program not found): Failed, or
+// Interrupted when ctx was cancelled, with the error as the reason, so that its record
+// never stays Pending (or says an earlier end). attempts is how many it had when opened.
+func recordUnstarted(ctx context.Context, folder *rundir.Run, attempts int, errp *error) {
+	if *errp == nil || len(folder.Record().Attempts) != attempts {
+		return
+	}
+	phase := v1.PhaseFailed
+	if ctx.Err() != nil {
+		phase = v1.PhaseInterrupted
+	}
+	reason := "before its first attempt: " + (*errp).Error()
+	if attempts > 0 {
+		reason = fmt.Sprintf("before attempt %d: %s", attempts+1, (*errp).Error())
+	}
+	if err := folder.Update(func(rec *rundir.Record) {
+		now := time.Now()
+		rec.Phase, rec.Reason, rec.Supervisor = phase, reason, 0
+		if phase.Finished() {
+			rec.Finished = &now
+		}
+	}); err != nil {
+		*errp = errors.Join(*errp, fmt.Errorf("record the run's end: %w", err))
+	}
 }
 
 // consoleLogFile is the run folder's console log that trainyard run writes; f is nil

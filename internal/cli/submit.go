@@ -27,7 +27,11 @@ starts. With --no-wait it prints the job's ID and returns at once. Ctrl-C stops
 printing the log; the job goes on ('trainyard stop ID' stops it).
 
 The job is described by the same flags and job file as 'trainyard run' (see its help),
-and checked here before it is sent. The server runs it when its GPUs, CPU and memory
+and checked here before it is sent, then by the server: the script a Python command
+runs (python3 train.py) must be in the folder the workers start in, on the server's
+machine (or in the folder --working-dir uploads), and with --sync-source a path into
+the clone, code/<repo>/train.py; else submit exits 2 and no job is made. The server
+runs it when its GPUs, CPU and memory
 are free, higher --priority first, under its own 'trainyard run', so it behaves as one
 run by hand and outlives the server.
 

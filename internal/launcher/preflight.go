@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
+	"github.com/trainyard/trainyard/internal/gitsource"
 	"github.com/trainyard/trainyard/internal/jobspec"
 )
 
@@ -32,10 +33,8 @@ func Preflight(job *v1.TrainJob) error {
 	if _, err := LookPath(job); err != nil {
 		return err
 	}
-	if !fromGit {
-		if err := CheckScript(job); err != nil {
-			return err
-		}
+	if err := CheckScriptEarly(job); err != nil {
+		return err
 	}
 	if err := checkWritable(s.StoragePath); err != nil {
 		return fmt.Errorf("storage path (--storage-path) %s: %w", s.StoragePath, err)
@@ -75,6 +74,34 @@ func CheckScript(job *v1.TrainJob) error {
 		return errors.New(msg)
 	}
 	return nil
+}
+
+// CheckScriptEarly checks what can be checked of the script a Python command runs
+// before anything is created: that it exists in the working folder (CheckScript); for a
+// git source whose workers start in the run folder, where the code is not cloned yet,
+// that a relative path leads into the clone (code/<repo>/...), naming the path that
+// would. FetchSource checks the script once the code is cloned.
+func CheckScriptEarly(job *v1.TrainJob) error {
+	src, fromGit := jobspec.GitSource(&job.Spec)
+	if !fromGit {
+		return CheckScript(job)
+	}
+	runDir := filepath.Join(job.Spec.StoragePath, job.Spec.RunName)
+	argv := append(slices.Clip(job.Spec.Command), job.Spec.Args...)
+	if job.Spec.WorkingDir != runDir || !pythonName.MatchString(filepath.Base(argv[0])) {
+		return nil
+	}
+	script, ok := pythonScript(argv[1:])
+	if !ok || filepath.IsAbs(script) || !strings.HasSuffix(script, ".py") {
+		return nil
+	}
+	code := filepath.Join("code", gitsource.RepoName(src.URL))
+	if clean := filepath.Clean(script); clean == code || strings.HasPrefix(clean, code+string(filepath.Separator)) {
+		return nil
+	}
+	return fmt.Errorf("script %s (run by %s) is not in the run folder %s, where the workers start; "+
+		"with --sync-source the code is at %s: give %s", script, filepath.Base(argv[0]), runDir,
+		filepath.Join(code, script), filepath.Join(code, script))
 }
 
 // pythonScript returns the file a Python interpreter given args runs: the first argument

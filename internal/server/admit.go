@@ -15,6 +15,7 @@ import (
 	"github.com/trainyard/trainyard/internal/gitsource"
 	"github.com/trainyard/trainyard/internal/jobs"
 	"github.com/trainyard/trainyard/internal/jobspec"
+	"github.com/trainyard/trainyard/internal/launcher"
 	"github.com/trainyard/trainyard/internal/rundir"
 	"github.com/trainyard/trainyard/internal/store"
 	"github.com/trainyard/trainyard/internal/upload"
@@ -157,6 +158,11 @@ func (s *Server) admit(job *v1.TrainJob, wd workdir, sub jobs.Submission) (*stor
 	}
 	if err := s.checkStorage(job.Spec.StoragePath, job.Spec.RunName); err != nil {
 		return nil, err
+	}
+	// The script a Python command runs: in the working folder as it is now (an uploaded
+	// package is unpacked already), or, for a git source, a path into its clone.
+	if err := launcher.CheckScriptEarly(job); err != nil {
+		return nil, invalidBecause(err)
 	}
 	if err := pinSource(job); err != nil {
 		return nil, err

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	v1 "github.com/trainyard/trainyard/api/v1alpha1"
 	"github.com/trainyard/trainyard/internal/testgit"
 )
 
@@ -86,6 +87,27 @@ func TestRunClonesItsCode(t *testing.T) {
 				t.Error("a refused run left a run folder")
 			}
 		})
+	}
+
+	// A script given from where the user is, not from the run folder the workers start
+	// in, is refused before anything is made, naming the path that would work.
+	code, out = run(t, dir, creds[:2], "run", "--storage-path", runs, "--name", "bad", "--sync-source", url, "--",
+		"python3", "train.py")
+	want := "script train.py (run by python3) is not in the run folder " + filepath.Join(runs, "bad") +
+		", where the workers start; with --sync-source the code is at code/mnist-pytorch/train.py"
+	if code != 2 || !strings.Contains(out, want) {
+		t.Errorf("a script outside the clone: exit %d, want 2 and %q:\n%s", code, want, out)
+	}
+	if _, err := os.Stat(filepath.Join(runs, "bad")); err == nil {
+		t.Error("a refused run left a run folder")
+	}
+	// A script the clone lacks is found out once it is cloned: the run ends Failed, saying
+	// why, not Pending.
+	code, out = run(t, dir, creds[:2], "run", "--storage-path", runs, "--name", "lacks", "--sync-source", url, "--",
+		"python3", "code/mnist-pytorch/nope.py")
+	rec := readRecord(t, filepath.Join(runs, "lacks"))
+	if code != 1 || rec.Phase != v1.PhaseFailed || !strings.Contains(rec.Reason, "before its first attempt: script code/mnist-pytorch/nope.py") {
+		t.Errorf("a script the clone lacks: exit %d, run.json %s %q; want 1, Failed with the reason:\n%s", code, rec.Phase, rec.Reason, out)
 	}
 }
 
