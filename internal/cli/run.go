@@ -42,7 +42,8 @@ rank's lines keep their order (a rank's later lines wait behind its folded copy)
 folding off with --fold-logs=false or RAY_DEDUP_LOGS=0 (as Ray's), in trainyard's
 environment or the job's (--env, the job file's env: a server's job too); --ranks 0,2-3
 shows those ranks' lines only (torchrun's --local-ranks-filter). The log files keep
-every line either way.
+every line either way: the rank logs, and the console's lines, unfolded, in
+<storage path>/<run name>/console.log, which 'trainyard logs RUN' prints.
 
 When a worker exits non-zero or dies, every other worker's process group gets
 SIGTERM, then SIGKILL after --grace-period; with --max-restarts K the whole gang
