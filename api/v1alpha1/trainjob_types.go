@@ -38,6 +38,15 @@ type TrainJobSpec struct {
 	// +optional
 	Workers *int32 `json:"workers,omitempty"`
 
+	// MinWorkers makes the gang elastic: it may run with as few as MinWorkers workers
+	// (Workers is then the most). `trainyard run` drops a worker that failed two
+	// attempts in a row instead of failing the job, while the gang keeps at least
+	// MinWorkers; the resize uses no restart. Default: Workers (not elastic). The job
+	// server and the operator run such a gang at Workers, and do not resize it yet.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	MinWorkers *int32 `json:"minWorkers,omitempty"`
+
 	// ProcsPerWorker is the number of processes each worker starts (torchrun's
 	// --nproc-per-node). Default 1, or the worker's GPU count when it has GPUs.
 	// +kubebuilder:validation:Minimum=1
@@ -416,6 +425,15 @@ func (s *TrainJobSpec) DisruptionLimit() int32 {
 		return *s.MaxDisruptions
 	}
 	return DefaultMaxDisruptions
+}
+
+// MinWorkerCount returns the fewest workers the gang may run with: MinWorkers, or the
+// worker count when it is unset (a gang that is not elastic).
+func (s *TrainJobSpec) MinWorkerCount() int {
+	if s.MinWorkers == nil {
+		return s.WorkerCount()
+	}
+	return int(*s.MinWorkers)
 }
 
 // WorkerCount returns the number of workers, 1 when unset.

@@ -234,6 +234,11 @@ func (in *TrainJobSpec) DeepCopyInto(out *TrainJobSpec) {
 		*out = new(int32)
 		**out = **in
 	}
+	if in.MinWorkers != nil {
+		in, out := &in.MinWorkers, &out.MinWorkers
+		*out = new(int32)
+		**out = **in
+	}
 	if in.ProcsPerWorker != nil {
 		in, out := &in.ProcsPerWorker, &out.ProcsPerWorker
 		*out = new(int32)

@@ -140,7 +140,11 @@ def setup_distributed():
         "backend": dist.get_backend() if distributed else "none",
         "device": trainyard.get_device(), "attempt": info.attempt,
         "run_name": info.run_name,
+        # The global batch stays GLOBAL_BATCH_SIZE whatever the world size, so an
+        # elastic gang that shrinks (--workers MIN:MAX) keeps its learning rate: only
+        # the batch per rank grows, and DistributedSampler re-shards the data.
         "batch_size": max(1, GLOBAL_BATCH_SIZE // info.world_size),
+        "previous_world_size": info.previous_world_size,
     }
 
 
@@ -167,6 +171,8 @@ def startup_line(ctx):
              f"batch_per_rank={ctx['batch_size']}"]
     if ctx["run_name"]:
         parts += [f"attempt={ctx['attempt']}", f"run_name={ctx['run_name']}"]
+    if ctx["previous_world_size"]:
+        parts += [f"resized_from={ctx['previous_world_size']}"]
     return "starting fashion-mnist: " + " ".join(parts)
 
 

@@ -83,6 +83,10 @@ func TestSubmitKubeDryRunClient(t *testing.T) {
 	if code != 2 || !strings.Contains(errOut, "give --dry-run=client") {
 		t.Errorf("-o without --dry-run: exit %d, %s", code, errOut)
 	}
+	code, _, errOut = trainyard("submit", "--kube", "--dry-run=client", "--workers", "2:4", "--image", "img:1", "--", "python", "train.py")
+	if code != 2 || !strings.Contains(errOut, "the Kubernetes operator does not resize gangs yet, only 'trainyard run' does; give --workers 4") {
+		t.Errorf("--workers 2:4 on a cluster: exit %d, %s", code, errOut)
+	}
 	code, _, errOut = trainyard("submit", "--kube", "--dry-run=maybe", "--image", "img:1", "--", "python", "train.py")
 	if code != 2 || !strings.Contains(errOut, "--dry-run=maybe: use --dry-run=client") {
 		t.Errorf("--dry-run=maybe: exit %d, %s", code, errOut)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
+	"github.com/trainyard/trainyard/internal/jobspec"
 	"github.com/trainyard/trainyard/internal/preempt"
 	"github.com/trainyard/trainyard/internal/scheduler"
 	"github.com/trainyard/trainyard/internal/secrets"
@@ -116,6 +117,9 @@ type Submission struct {
 func (s *Service) Submit(sub Submission) (*store.Job, error) {
 	if sub.ID == "" {
 		sub.ID = NewID()
+	}
+	if err := jobspec.NotElastic(&sub.Job.Spec, "the job server"); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrElastic, err)
 	}
 	defaultCPU(s.cfg.Node, sub.Job)
 	if err := scheduler.CheckFits(s.cfg.Node, schedJob(sub.ID, sub.Priority, 0, sub.Job)); err != nil {
@@ -287,6 +291,10 @@ func (s *Service) secretsPath(id string) string {
 }
 
 const idChars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+
+// ErrElastic refuses an elastic gang (spec.minWorkers), which only `trainyard run`
+// resizes.
+var ErrElastic = errors.New("an elastic gang")
 
 // NewID returns a new submission id in Ray's form, "raysubmit_" and 16 letters or digits.
 func NewID() string {

@@ -1,6 +1,8 @@
 package jobs
 
 import (
+	"errors"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -56,5 +58,18 @@ func TestSubmitRecordsTheDefaultCPU(t *testing.T) {
 		if sj, q := schedJob(j.ID, 0, 0, spec), resource.MustParse(want); sj.PerWorker.MilliCPU != q.MilliValue() {
 			t.Errorf("cpus %q: the scheduler counts %dm per worker", cpus, sj.PerWorker.MilliCPU)
 		}
+	}
+}
+
+// An elastic gang is refused at submission: the server would run it at its most and
+// never resize it.
+func TestSubmitRefusesAnElasticGang(t *testing.T) {
+	svc, _ := idle(t, scheduler.Node{MilliCPU: 2000})
+	e := &env{t: t, dir: t.TempDir()}
+	job := e.job("true", "")
+	two, one := int32(2), int32(1)
+	job.Spec.Workers, job.Spec.MinWorkers = &two, &one
+	if _, err := svc.Submit(Submission{Job: job}); !errors.Is(err, ErrElastic) || !strings.Contains(err.Error(), "give --workers 2") {
+		t.Errorf("submit of --workers 1:2: %v, want ErrElastic saying what to give", err)
 	}
 }

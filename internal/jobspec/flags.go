@@ -17,7 +17,7 @@ import (
 // (run, submit) binds them, so a job reads the same everywhere.
 type Flags struct {
 	File        string
-	Workers     int32
+	Workers     Workers
 	Procs       int32
 	GPUs        int32
 	CPUs        string
@@ -42,6 +42,7 @@ type Flags struct {
 var flagFields = map[string]string{
 	"metadata.name":                      "--name",
 	"spec.workers":                       "--workers",
+	"spec.minWorkers":                    "--workers",
 	"spec.procsPerWorker":                "--procs-per-worker",
 	"spec.resources.gpu":                 "--gpus-per-worker",
 	"spec.resources.cpu":                 "--cpus-per-worker",
@@ -63,7 +64,8 @@ var flagFields = map[string]string{
 func (f *Flags) Bind(fs *pflag.FlagSet) {
 	f.fs = fs
 	fs.StringVarP(&f.File, "file", "f", "", "read the job from this YAML file (flags given too override it)")
-	fs.Int32Var(&f.Workers, "workers", 1, "number of workers in the gang")
+	f.Workers = Workers{Max: 1}
+	fs.Var(&f.Workers, "workers", "number of workers in the gang; MIN:MAX for an elastic gang (run only): it may drop to MIN workers")
 	// Defaults that depend on other flags are said in the text, and the flag's own
 	// default is the zero value, which pflag does not print again.
 	fs.Int32Var(&f.Procs, "procs-per-worker", 0, "processes per worker (default: the worker's GPU count, or 1)")
@@ -110,7 +112,10 @@ func (f *Flags) changed(name string) bool { return f.fs != nil && f.fs.Changed(n
 func (f *Flags) apply(job *v1.TrainJob) error {
 	s := &job.Spec
 	if f.changed("workers") {
-		s.Workers = ptr(f.Workers)
+		s.Workers, s.MinWorkers = ptr(f.Workers.Max), nil
+		if f.Workers.Min > 0 {
+			s.MinWorkers = ptr(f.Workers.Min)
+		}
 	}
 	if f.changed("procs-per-worker") {
 		s.ProcsPerWorker = ptr(f.Procs)

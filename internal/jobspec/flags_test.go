@@ -262,7 +262,7 @@ func TestFlagsResolve(t *testing.T) {
 		},
 		"--workers abc is a parse error": {
 			args:    []string{"--workers", "abc", "--", "python3", "train.py"},
-			wantErr: `invalid argument "abc" for "--workers" flag: strconv.ParseInt: parsing "abc": invalid syntax`,
+			wantErr: `invalid argument "abc" for "--workers" flag: want a number of workers, or MIN:MAX for an elastic gang (2:4)`,
 		},
 		"no command names what is missing": {
 			args:    []string{"--workers", "2"},
@@ -352,7 +352,7 @@ spec:
 
 // Job without Bind (no FlagSet) takes only the file and the command.
 func TestFlagsJobUnbound(t *testing.T) {
-	f := Flags{Workers: 7}
+	f := Flags{Workers: Workers{Max: 7}}
 	got, err := f.Job([]string{"python3", "train.py"})
 	if err != nil {
 		t.Fatal(err)

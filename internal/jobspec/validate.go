@@ -63,6 +63,10 @@ func Validate(job *v1.TrainJob) error {
 func validateSpec(s *v1.TrainJobSpec, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	errs = append(errs, intRange(p.Child("workers"), s.Workers, 1, MaxWorkers)...)
+	if m := s.MinWorkers; m != nil && (*m < 1 || int(*m) > s.WorkerCount()) {
+		errs = append(errs, field.Invalid(p.Child("minWorkers"), *m,
+			fmt.Sprintf("must be between 1 and spec.workers (%d): the fewest workers the gang may run with", s.WorkerCount())))
+	}
 	errs = append(errs, intRange(p.Child("procsPerWorker"), s.ProcsPerWorker, 1, MaxProcsPerWorker)...)
 	errs = append(errs, validateResources(&s.Resources, p.Child("resources"))...)
 	errs = append(errs, validateCommand(s.Command, p.Child("command"))...)

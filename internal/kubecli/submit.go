@@ -326,6 +326,9 @@ func BuildJob(flags *jobspec.Flags, kf *JobFlags, command []string) (job *v1.Tra
 	if err != nil {
 		return nil, nil, &InputError{Err: err}
 	}
+	if err := jobspec.NotElastic(&job.Spec, "the Kubernetes operator"); err != nil {
+		return nil, nil, &InputError{Err: err}
+	}
 	if flags.File != "" && flags.WorkingDir == "" {
 		// Load made a relative workingDir relative to the job file, a folder on this
 		// machine; in a pod it is relative to the image's working folder.

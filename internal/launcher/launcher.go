@@ -61,6 +61,7 @@ type Launcher struct {
 	// preempted is why the gang was preempted ("" when it was not); set by an attempt's
 	// supervise, read once the attempt ended.
 	preempted string
+	elastic   elastic // an elastic gang's resizes (spec.minWorkers)
 }
 
 // Preempted says why the gang was preempted, "" when it was not. It is set while an
@@ -133,11 +134,20 @@ func (l *Launcher) Run(ctx context.Context) (Result, error) {
 		if err != nil {
 			return Result{}, err
 		}
-		if res.Outcome != Failed || n == last || ctx.Err() != nil || l.preempted != "" {
+		if res.Outcome != Failed || ctx.Err() != nil || l.preempted != "" {
+			break
+		}
+		if from, why, ok := l.shrink(res); ok {
+			last++ // a resize uses no restart
+			l.notice("attempt %d failed: %s; resized from %d to %d workers: %s; the gang goes on from its latest checkpoint (no restart used)",
+				n, res.Reason, from, l.Job.Spec.WorkerCount(), why)
+			continue
+		}
+		if n == last {
 			break
 		}
 		l.notice("attempt %d failed: %s; gang stopped in %s; restarting the gang (restart %d of %d)",
-			n, res.Reason, res.Teardown.Round(time.Millisecond), n-first+1, l.Job.Spec.MaxRestarts)
+			n, res.Reason, res.Teardown.Round(time.Millisecond), l.restartsUsed(n, first), l.Job.Spec.MaxRestarts)
 	}
 	if l.preempted != "" && res.Outcome == Failed { // preempted while a failed attempt stopped
 		res.Outcome, res.Reason = Interrupted, l.preempted+" while the gang stopped after "+res.Reason
@@ -251,6 +261,7 @@ func (l *Launcher) attemptEnv(n int) (map[string]string, error) {
 		env["PYTHONPATH"] = joinPath(env["PYTHONPATH"], l.rayPath)
 	}
 	env[rundir.IDEnv] = l.Folder.ID() // the helper checks the run folder against it
+	l.elasticEnv(env)
 	if l.AttemptEnv != nil {
 		more, err := l.AttemptEnv(n)
 		if err != nil {

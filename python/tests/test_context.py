@@ -39,6 +39,15 @@ class ContextTest(unittest.TestCase):
             ),
         )
 
+    def test_elastic_gang(self) -> None:
+        with environment(WORLD_SIZE="2", TRAINYARD_MIN_WORKERS="2", TRAINYARD_MAX_WORKERS="4",
+                         TRAINYARD_PREVIOUS_WORLD_SIZE="3"):
+            ctx = trainyard.get_context()
+        self.assertEqual((ctx.world_size, ctx.min_workers, ctx.max_workers, ctx.previous_world_size), (2, 2, 4, 3))
+        with environment(WORLD_SIZE="2"):
+            ctx = trainyard.get_context()
+        self.assertEqual((ctx.min_workers, ctx.max_workers, ctx.previous_world_size), (None, None, None))
+
     def test_defaults_without_environment(self) -> None:
         with environment():
             ctx = trainyard.get_context()

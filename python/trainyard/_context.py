@@ -8,6 +8,10 @@ Trainyard's launcher sets these environment variables for every worker process
     TRAINYARD_RUN_NAME, TRAINYARD_STORAGE_PATH, TRAINYARD_RUN_DIR,
     TRAINYARD_ATTEMPT (1-based)
 
+and, for an elastic gang (``--workers MIN:MAX``), TRAINYARD_MIN_WORKERS,
+TRAINYARD_MAX_WORKERS and, when the gang was resized since the previous attempt,
+TRAINYARD_PREVIOUS_WORLD_SIZE.
+
 Without them (plain ``python3 train.py``) the process is rank 0 of a world of 1.
 """
 
@@ -35,6 +39,12 @@ class Context:
         storage_path: the folder holding all runs, or None.
         run_dir: this run's folder (logs, checkpoints), or None.
         attempt: 1 for the first start of the gang, 2 after the first restart, ...
+        min_workers, max_workers: the fewest and the most workers of an elastic gang
+            (``--workers MIN:MAX``); both None for a gang of a fixed size.
+        previous_world_size: the world size of the previous attempt when the gang was
+            resized since (a worker dropped), else None: adjust what depends on the world
+            size (the per-rank batch for a fixed global batch; DistributedSampler
+            re-shards by itself).
     """
 
     rank: int = 0
@@ -46,6 +56,9 @@ class Context:
     storage_path: str | None = None
     run_dir: str | None = None
     attempt: int = 1
+    min_workers: int | None = None
+    max_workers: int | None = None
+    previous_world_size: int | None = None
 
 
 def get_context() -> Context:
@@ -66,7 +79,17 @@ def get_context() -> Context:
         storage_path=_env_str("TRAINYARD_STORAGE_PATH"),
         run_dir=_env_str("TRAINYARD_RUN_DIR"),
         attempt=_env_int("TRAINYARD_ATTEMPT", 1),
+        min_workers=_env_opt_int("TRAINYARD_MIN_WORKERS"),
+        max_workers=_env_opt_int("TRAINYARD_MAX_WORKERS"),
+        previous_world_size=_env_opt_int("TRAINYARD_PREVIOUS_WORLD_SIZE"),
     )
+
+
+def _env_opt_int(name: str) -> int | None:
+    """Return the variable ``name`` as an int, or None when unset or empty."""
+    if not os.environ.get(name, "").strip():
+        return None
+    return _env_int(name, 0)
 
 
 def _env_str(name: str) -> str | None:
