@@ -158,7 +158,7 @@ func TestInstalledPackageImports(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	want := "Context(rank=0, local_rank=0, world_size=1, local_world_size=1, node_rank=0, " +
-		"run_name=None, storage_path=None, run_dir=None, attempt=1)\n"
+		"run_name=None, storage_path=None, run_dir=None, attempt=1, min_workers=None, max_workers=None, previous_world_size=None)\n"
 	if string(out) != want {
 		t.Errorf("got %q, want %q", out, want)
 	}
