@@ -58,11 +58,18 @@ class DriverTest(unittest.TestCase):
         with environment(TRAINYARD_BINARY="/bin/trainyard"):
             argv = _driver.command(trainer, "/runs", "exp")
         self.assertEqual(argv, [
-            "/bin/trainyard", "run", "--workers", "3", "--storage-path", "/runs", "--name", "exp", "--rerun",
+            "/bin/trainyard", "run", "--workers", "3", "--storage-path", "/runs", "--name", "exp",
             "--gpus-per-worker", "2", "--procs-per-worker", "1",
             "--max-restarts", str(_driver.UNLIMITED_RESTARTS), "--keep-checkpoints", "2",
             "--checkpoint-score", "loss", "--score-order", "min",
         ])
+        with tempfile.TemporaryDirectory() as storage:  # a run of that name: it continues
+            os.makedirs(os.path.join(storage, "exp"))
+            open(os.path.join(storage, "exp", "run.json"), "w").close()
+            with environment(TRAINYARD_BINARY="/bin/trainyard"):
+                self.assertEqual(_driver.command(trainer, storage, "exp")[:8],
+                                 ["/bin/trainyard", "run", "--workers", "3", "--storage-path", storage, "--name", "exp"])
+                self.assertEqual(_driver.command(trainer, storage, "exp")[8], "--resume")
         trainer.scaling_config = ScalingConfig(num_workers=2, resources_per_worker={"GPU": 0.5})
         with environment(TRAINYARD_BINARY="/bin/trainyard"), self.assertRaisesRegex(ValueError, "whole GPUs"):
             _driver.command(trainer, "/runs", "exp")

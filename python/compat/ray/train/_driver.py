@@ -10,9 +10,10 @@ the driver's script as a module (its ``if __name__ == "__main__":`` block does n
 again) and calls the loop through the in-gang fit().
 
 The gang's run is ``RunConfig(storage_path, name)``, by default the driver's storage path
-and ``<driver's run name>-train``. Running the script again with the same name after a
-failure resumes from the latest checkpoint; after a success Trainyard refuses the name,
-as ``trainyard run`` does (pick another name, or use TorchTrainer.restore).
+and ``<driver's run name>-train``. Running the script again with the same name continues
+that run from its latest checkpoint, even one that succeeded, as Ray Train V2 does
+(``trainyard run --resume``, given only when the run's folder exists, since --resume
+refuses a run that is not there).
 """
 
 from __future__ import annotations
@@ -137,10 +138,12 @@ def _launch(trainer: Any, module: str, qualname: str, script: str, storage: str,
 def command(trainer: Any, storage: str, name: str) -> list[str]:
     """Return the ``trainyard run`` flags that start the gang the trainer's configs ask for."""
     sc, rc = trainer.scaling_config, trainer.run_config
-    # --rerun: as in Ray Train V2, a run whose name exists already continues from its latest
-    # checkpoint, even when it finished.
     argv = [os.environ["TRAINYARD_BINARY"], "run", "--workers", str(sc.num_workers),
-            "--storage-path", storage, "--name", name, "--rerun"]
+            "--storage-path", storage, "--name", name]
+    if os.path.isfile(os.path.join(storage, name, "run.json")):
+        # As in Ray Train V2, a run whose name exists already continues from its latest
+        # checkpoint, even when it finished (--resume refuses a run that is not there).
+        argv.append("--resume")
     gpus = sc.gpus_per_worker
     if gpus > 0:
         if gpus != int(gpus):
