@@ -18,7 +18,7 @@ if _COMPAT not in sys.path:
 
 import ray  # noqa: E402
 from ray import train  # noqa: E402
-from ray.train import _session  # noqa: E402
+from ray.train import _result, _session  # noqa: E402
 
 
 class PreemptionInfoTest(unittest.TestCase):
@@ -119,6 +119,43 @@ class CheckpointTest(unittest.TestCase):
     def test_remote_filesystem_refused(self) -> None:
         with self.assertRaisesRegex(ValueError, "local folders only"):
             train.Checkpoint("s3://bucket/x", filesystem=object())
+
+
+class ResultTest(unittest.TestCase):
+    def test_repr_is_rays(self) -> None:
+        ckpt = train.Checkpoint("/runs/exp/checkpoint_000002")
+        result = train.Result(metrics={"loss": 0.25, "epoch": 2}, checkpoint=ckpt, path="/runs/exp")
+        self.assertEqual(repr(result), (
+            "Result(\n"
+            "  metrics={'loss': 0.25, 'epoch': 2},\n"
+            "  path='/runs/exp',\n"
+            "  filesystem='local',\n"
+            "  checkpoint=Checkpoint(filesystem=local, path=/runs/exp/checkpoint_000002)\n"
+            ")"
+        ))
+        failed = train.Result(metrics=None, checkpoint=None, path="/runs/exp", error=ValueError("x"))
+        self.assertEqual(repr(failed).splitlines()[:2], ["Result(", "  error='ValueError',"])
+
+    def test_filesystem_is_the_local_one(self) -> None:
+        import types
+        from unittest import mock
+
+        result = train.Result(metrics=None, checkpoint=None, path=self.id())
+        with mock.patch.dict(sys.modules, {"pyarrow": None, "pyarrow.fs": None}):
+            fs = result.filesystem  # without pyarrow: the stand-in
+        self.assertEqual((fs.type_name, fs), ("local", _result.LocalFileSystem()))
+        folder = tempfile.mkdtemp(prefix="ty-ray-")
+        self.addCleanup(shutil.rmtree, folder, True)
+        with fs.open_output_stream(os.path.join(folder, "f")) as f:
+            f.write(b"data")
+        with fs.open_input_stream(os.path.join(folder, "f")) as f:
+            self.assertEqual(f.readall(), b"data")
+        pyarrow_fs = types.ModuleType("pyarrow.fs")
+        pyarrow_fs.LocalFileSystem = type("LocalFileSystem", (), {"type_name": "local"})
+        pyarrow = types.ModuleType("pyarrow")
+        pyarrow.fs = pyarrow_fs
+        with mock.patch.dict(sys.modules, {"pyarrow": pyarrow, "pyarrow.fs": pyarrow_fs}):
+            self.assertIsInstance(result.filesystem, pyarrow_fs.LocalFileSystem)  # Ray's type, where installed
 
 
 class SessionTest(unittest.TestCase):

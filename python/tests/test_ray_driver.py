@@ -210,3 +210,76 @@ class RestoreTest(unittest.TestCase):
             self.assertEqual(TorchTrainer.restore(run, train_loop_config={"x": 1}).train_loop_config, {"x": 1})
             with open(os.path.join(run, _restore.FILE), encoding="utf-8") as f:
                 self.assertEqual(json.load(f)["loop"], {"module": __name__, "qualname": "_loop"})
+
+
+class Unpicklable(Exception):
+    def __init__(self, a, b):  # pickle calls Unpicklable(message) again: a TypeError
+        super().__init__(f"{a} {b}")
+
+
+def _fail_in_loop(config):
+    raise ValueError(f"injected failure at epoch {config['epoch']}")
+
+
+class FailureTest(unittest.TestCase):
+    """A failed gang's workers hand their exceptions to the driver's TrainingFailedError."""
+
+    def setUp(self) -> None:
+        self.run_dir = tempfile.mkdtemp(prefix="ty-ray-run-")
+        self.driver = tempfile.mkdtemp(prefix="ty-ray-driver-")
+        self.folder = os.path.join(self.driver, "ray-driver")
+        os.mkdir(self.folder, 0o700)
+        self.fd = os.open(self.folder, os.O_RDONLY | os.O_DIRECTORY)
+        self.addCleanup(os.close, self.fd)
+        for d in (self.run_dir, self.driver):
+            self.addCleanup(__import__("shutil").rmtree, d, True)
+        with open(os.path.join(self.run_dir, "run.json"), "w", encoding="utf-8") as f:
+            f.write('{"attempts": [{}, {}]}')  # two attempts: the last is 2
+
+    def _fail(self, rank: int, attempt: int, exc_from) -> None:
+        with environment(**{_worker.RESULT_ENV: os.path.join(self.folder, "gang.result.pkl"),
+                            "RANK": str(rank), "WORLD_SIZE": "4", "TRAINYARD_ATTEMPT": str(attempt)}):
+            try:
+                exc_from()
+            except Exception as e:  # noqa: BLE001
+                _worker.write_error(e)
+
+    def test_the_failed_workers_exceptions_and_tracebacks(self) -> None:
+        from ray.train import TrainingFailedError
+
+        def unpicklable():
+            raise Unpicklable("no", "pickle")
+
+        self._fail(0, 1, lambda: _fail_in_loop({"epoch": 0}))  # attempt 1, restarted since
+        self._fail(3, 2, unpicklable)
+        self._fail(1, 2, lambda: _fail_in_loop({"epoch": 2}))
+        err = _driver.failure("gang", self.run_dir, 1, self.fd)
+        self.assertIsInstance(err, TrainingFailedError)
+        text = str(err)
+        self.assertTrue(text.startswith(
+            "Training failed due to worker errors:\n"
+            "Terminating training worker group after encountering failure(s) on 2 worker(s):\n"
+            "[Rank 1]\nTraceback (most recent call last):\n"), text)
+        self.assertIn(f'{__file__}", line', text)
+        self.assertIn("in _fail_in_loop\n    raise ValueError(", text)
+        self.assertIn("ValueError: injected failure at epoch 2\n[Rank 3]\nTraceback", text)
+        self.assertIn("Unpicklable: no pickle\n(the training gang: run 'gang', folder " + self.run_dir, text)
+        self.assertNotIn("epoch 0", text)  # attempt 1's error is not the run's
+        self.assertEqual(sorted(err.worker_failures), [1, 3])
+        self.assertIsInstance(err.worker_failures[1], ValueError)
+        self.assertEqual(str(err.worker_failures[1]), "injected failure at epoch 2")
+        self.assertEqual(str(err.worker_failures[3]), f"{__name__}.Unpicklable: no pickle")
+        # A new fit() of the run starts without the old errors.
+        _driver._remove_errors("gang", self.fd)
+        self.assertEqual(os.listdir(self.folder), [])
+
+    def test_a_gang_that_failed_without_an_exception_says_its_exit_code(self) -> None:
+        err = _driver.failure("gang", self.run_dir, 137, self.fd)
+        self.assertIn("exit code 137", str(err))
+        self.assertIn("without a Python exception", str(err))
+        self.assertEqual(err.worker_failures, {})
+
+    def test_error_files_are_written_only_for_a_driver(self) -> None:
+        with environment(RANK="0"):
+            _worker.write_error(ValueError("nobody asked"))  # no driver: nothing to write
+        self.assertEqual(os.listdir(self.folder), [])

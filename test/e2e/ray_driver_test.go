@@ -89,3 +89,51 @@ func TestRayDriverRestartsFromCheckpoint(t *testing.T) {
 	}
 	checkDriverResult(t, out, gang)
 }
+
+// A driver's gang that fails for good raises TrainingFailedError with the failed rank's
+// exception and traceback, as Ray's does; TorchTrainer.restore then continues the run with
+// its own CheckpointConfig (2 checkpoints kept) and FailureConfig, and the Result prints
+// as Ray's, one attribute a line.
+func TestRayDriverFailureThenRestore(t *testing.T) {
+	needPlainTorch(t)
+	storage := t.TempDir()
+	script := filepath.Join(repoRoot(t), "test", "e2e", "testdata", "ray_failure.py")
+	code, out := run(t, t.TempDir(), []string{"PYTHONPATH=", "PYTHONUSERBASE=" + t.TempDir()},
+		"run", "--storage-path", storage, "--name", "driver", "--", python, script)
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	gang := filepath.Join(storage, "gang")
+	for _, want := range []string{
+		"DRIVER FAILED worker_failures={1: 'ValueError'}",
+		"Training failed due to worker errors:",
+		"Terminating training worker group after encountering failure(s) on 1 worker(s):",
+		"[Rank 1]",
+		"Traceback (most recent call last):",
+		script + `", line`,
+		`raise ValueError(f"injected failure at epoch {epoch}")`,
+		"ValueError: injected failure at epoch 2",
+		"DRIVER RESTORED num_to_keep=2 max_failures=1",
+		"DRIVER RESULT Result(",
+		"  metrics={'epoch': 3},",
+		"  path='" + gang + "',",
+		"  filesystem='local',",
+		"  checkpoint=Checkpoint(filesystem=local, path=" + filepath.Join(gang, "checkpoint_"),
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in the output:\n%s", want, out)
+		}
+	}
+	_, message, _ := strings.Cut(out, "Terminating training worker group")
+	message, _, _ = strings.Cut(message, "(the training gang:")
+	if strings.Contains(message, "_worker.py") || strings.Contains(message, "_trainer.py") {
+		t.Errorf("the error's traceback shows Trainyard's own frames:\n%s", message)
+	}
+	if rec := readRecord(t, gang); rec.Phase != "Succeeded" || len(rec.Attempts) != 3 {
+		t.Errorf("the gang's run: phase %s after %d attempts, want Succeeded after 3 (2 failed, 1 restored)",
+			rec.Phase, len(rec.Attempts))
+	}
+	if got := committedCheckpoints(t, gang); len(got) != 2 {
+		t.Errorf("committed checkpoints %v, want the last 2 (the restored run's num_to_keep=2)", got)
+	}
+}

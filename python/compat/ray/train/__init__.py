@@ -6,6 +6,8 @@ Covered: :class:`ScalingConfig`, :class:`RunConfig`, :class:`CheckpointConfig`,
 Where Ray Train V1 and V2 differ, V2 is followed, and each place says so.
 """
 
+from __future__ import annotations
+
 from ._checkpoint import Checkpoint
 from ._config import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
 from ._result import Result
@@ -13,7 +15,20 @@ from ._session import PreemptionInfo, TrainContext, get_checkpoint, get_context,
 
 
 class TrainingFailedError(RuntimeError):
-    """Ray raises this from fit() when training failed; under Trainyard the gang fails instead."""
+    """What fit() raises when the gang it launched failed for good (Ray Train V2's error).
+
+    Its message, as Ray's, names each failed worker's rank and shows its traceback;
+    ``worker_failures`` maps those ranks to their exceptions (the worker's own exception
+    when it can be pickled, else a RuntimeError that names its type and says its message).
+    """
+
+    def __init__(self, error_message: str = "", worker_failures: dict[int, BaseException] | None = None) -> None:
+        super().__init__(error_message)
+        self._error_message = error_message
+        self.worker_failures = dict(worker_failures or {})
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self._error_message, self.worker_failures))
 
 
 __all__ = [

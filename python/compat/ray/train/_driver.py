@@ -9,6 +9,10 @@ gang's run folder. Each worker runs ``ray.train._worker`` (see WORKER_BOOT), whi
 the driver's script as a module (its ``if __name__ == "__main__":`` block does not run
 again) and calls the loop through the in-gang fit().
 
+When the gang fails for good, fit() raises Ray's TrainingFailedError with the exception
+and traceback of each worker that failed with one in the last attempt: each writes its own,
+before it exits, beside the result file (see ``failure``).
+
 The gang's run is ``RunConfig(storage_path, name)``, by default the driver's storage path
 and ``<driver's run name>-train``. Running the script again with the same name continues
 that run from its latest checkpoint, even one that succeeded, as Ray Train V2 does
@@ -106,6 +110,7 @@ def _launch(trainer: Any, module: str, qualname: str, script: str, storage: str,
     result_name = f"{name}.result.pkl"
     result_file = os.path.join(folder, result_name)
     _remove(result_name, folder_fd)
+    _remove_errors(name, folder_fd)
     _write_private(f"{name}.pkl", folder_fd, {
         "script": script,
         "module": module,
@@ -126,13 +131,96 @@ def _launch(trainer: Any, module: str, qualname: str, script: str, storage: str,
     code = subprocess.call(argv, env=_child_env())
     run_dir = os.path.join(storage, name)
     if code != 0:
-        from ray.train import TrainingFailedError  # pylint: disable=import-outside-toplevel
-
-        raise TrainingFailedError(
-            f"TorchTrainer.fit(): the training gang (run {name!r}, folder {run_dir}) failed with exit "
-            f"code {code}; see its output above"
-        )
+        raise failure(name, run_dir, code, folder_fd)
     return _result(run_dir, result_name, folder_fd)
+
+
+def failure(name: str, run_dir: str, code: int, dir_fd: int) -> Exception:
+    """Return the TrainingFailedError of the gang's run that failed with exit code code.
+
+    As Ray Train V2's, its message names each worker that failed with an exception in the
+    run's last attempt, with its traceback, and ``worker_failures`` holds the exceptions
+    (each worker wrote its own beside the result file, see _worker.write_error). A gang
+    that failed otherwise (a worker killed, out of memory) says its exit code.
+    """
+    from ray.train import TrainingFailedError  # pylint: disable=import-outside-toplevel
+
+    where = f"run {name!r}, folder {run_dir}, exit code {code}"
+    records = _worker_errors(name, run_dir, dir_fd)
+    if not records:
+        return TrainingFailedError(
+            f"TorchTrainer.fit(): the training gang ({where}) failed without a Python exception in its "
+            "workers (killed, or out of memory?); see its output above"
+        )
+    failures = {rank: _exception(r) for rank, r in records.items()}
+    body = "\n".join(
+        f"[Rank {rank}]\n{str(r.get('traceback') or _exception(r)).rstrip()}" for rank, r in records.items()
+    )
+    return TrainingFailedError(
+        "Training failed due to worker errors:\n"
+        f"Terminating training worker group after encountering failure(s) on {len(records)} worker(s):\n"
+        f"{body}\n(the training gang: {where}; its output is above)",
+        failures,
+    )
+
+
+def _worker_errors(name: str, run_dir: str, dir_fd: int) -> dict[int, dict[str, Any]]:
+    """Return, by rank, the errors the workers of the run's last attempt wrote."""
+    from trainyard import _rundir  # pylint: disable=import-outside-toplevel
+
+    records = []
+    for file in _error_files(name, dir_fd):
+        try:
+            with os.fdopen(_rundir.open_own_file(file, dir_fd), "rb") as f:
+                record = pickle.load(f)
+        except (OSError, _rundir.RunFolderError, pickle.UnpicklingError, EOFError):
+            continue
+        if isinstance(record, dict) and isinstance(record.get("rank"), int):
+            records.append(record)
+    if not records:
+        return {}
+    last = _last_attempt(run_dir) or max(int(r.get("attempt") or 0) for r in records)
+    return {r["rank"]: r for r in sorted(records, key=lambda r: r["rank"]) if r.get("attempt") == last}
+
+
+def _error_files(name: str, dir_fd: int) -> list[str]:
+    """Return the names of the workers' error files of the run name in the folder dir_fd."""
+    from ._worker import RESULT_SUFFIX, error_name  # pylint: disable=import-outside-toplevel
+
+    prefix, suffix = error_name(name + RESULT_SUFFIX, 0)[: -len("0.pkl")], ".pkl"
+    return [
+        f for f in os.listdir(dir_fd)
+        if f.startswith(prefix) and f.endswith(suffix) and f[len(prefix):-len(suffix)].isdigit()
+    ]
+
+
+def _remove_errors(name: str, dir_fd: int) -> None:
+    """Remove the workers' error files an earlier fit() of the run name left."""
+    for file in _error_files(name, dir_fd):
+        _remove(file, dir_fd)
+
+
+def _last_attempt(run_dir: str) -> int:
+    """Return the number of the run's last attempt, from its run.json (0 if unknown)."""
+    import json  # pylint: disable=import-outside-toplevel
+
+    try:
+        with open(os.path.join(run_dir, "run.json"), encoding="utf-8") as f:
+            return len(json.load(f).get("attempts") or [])
+    except (OSError, ValueError, AttributeError):
+        return 0
+
+
+def _exception(record: dict[str, Any]) -> BaseException:
+    """Return the worker's exception, or a RuntimeError that names it when it did not pickle."""
+    if record.get("exception"):
+        try:
+            exc = pickle.loads(record["exception"])
+            if isinstance(exc, BaseException):
+                return exc
+        except Exception:  # a class the driver cannot import
+            pass
+    return RuntimeError(f"{record.get('type')}: {record.get('message')}")
 
 
 def command(trainer: Any, storage: str, name: str) -> list[str]:

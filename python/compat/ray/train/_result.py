@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import io
 import os
 from dataclasses import dataclass, field
 from typing import Any
 
 from ._checkpoint import Checkpoint
 
-__all__ = ["Result"]
+__all__ = ["LocalFileSystem", "Result"]
 
 
 @dataclass
@@ -36,9 +37,18 @@ class Result:
     metrics_dataframe: Any = None
 
     @property
-    def filesystem(self) -> None:
-        """None: the run's folder is on this machine's file system."""
-        return None
+    def filesystem(self) -> Any:
+        """The file system that holds ``path``: this machine's, as Ray's local case.
+
+        ``pyarrow.fs.LocalFileSystem()`` when pyarrow is installed (what Ray returns), else
+        :class:`LocalFileSystem`, a small stand-in with the same ``type_name`` and stream
+        methods.
+        """
+        try:
+            import pyarrow.fs
+        except ImportError:
+            return LocalFileSystem()
+        return pyarrow.fs.LocalFileSystem()
 
     @property
     def config(self) -> dict[str, Any] | None:
@@ -54,7 +64,45 @@ class Result:
         return cls(metrics=None, checkpoint=checkpoint, path=path, metrics_dataframe=frame)
 
     def __repr__(self) -> str:
-        return f"Result(metrics={self.metrics!r}, path={self.path!r}, checkpoint={self.checkpoint!r})"
+        """Ray's repr: one attribute a line (error only when there is one, by its type)."""
+        shown: dict[str, Any] = {}
+        if self.error:
+            shown["error"] = type(self.error).__name__
+        shown["metrics"] = self.metrics
+        shown["path"] = self.path
+        shown["filesystem"] = LocalFileSystem.type_name
+        shown["checkpoint"] = self.checkpoint
+        lines = ",\n".join(f"  {key}={value!r}" for key, value in shown.items())
+        return f"{type(self).__name__}(\n{lines}\n)"
+
+
+class LocalFileSystem:
+    """This machine's file system, as the few calls of ``pyarrow.fs.LocalFileSystem`` that
+    read and write a run's files need them (Result.filesystem without pyarrow)."""
+
+    #: pyarrow's name for the local file system.
+    type_name = "local"
+
+    def open_input_stream(self, path: str) -> io.FileIO:
+        """Open path to read (``read()``, ``readall()``)."""
+        return io.FileIO(path, "r")
+
+    def open_input_file(self, path: str) -> io.FileIO:
+        """Open path to read, with ``seek()``."""
+        return io.FileIO(path, "r")
+
+    def open_output_stream(self, path: str) -> io.FileIO:
+        """Open path to write, truncating it."""
+        return io.FileIO(path, "w")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, LocalFileSystem)
+
+    def __hash__(self) -> int:
+        return hash(LocalFileSystem)
+
+    def __repr__(self) -> str:
+        return "LocalFileSystem()"
 
 
 def read_progress(run_dir: str) -> Any:

@@ -43,15 +43,24 @@ def main(argv: list[str]) -> int:
     with os.fdopen(_rundir.open_own_file(argv[0]), "rb") as f:
         spec = pickle.load(f)
     os.environ[RESULT_ENV] = spec["result_file"]
+    try:
+        run(spec)
+    except Exception as e:  # for the driver's TrainingFailedError, then fail as before
+        write_error(e)
+        raise
+    return 0
+
+
+def run(spec: dict[str, Any]) -> None:
+    """Import the driver's script, then run its loop through the in-gang fit()."""
     from .torch import _trainer
 
     module = load(spec)
     if _trainer.fits_run() > 0:  # the script called fit() at its top level: done
-        return 0
+        return
     loop = find(module, spec["qualname"], spec["script"] or spec["module"])
     trainer = _trainer.TorchTrainer(loop, train_loop_config=spec["config"], **spec["trainer"])
     trainer.fit()
-    return 0
 
 
 def load(spec: dict[str, Any]) -> Any:
@@ -100,12 +109,73 @@ def find(module: Any, qualname: str, where: str) -> Any:
 
 def write_result(outcome: tuple[Any, Any, Any]) -> None:
     """Write rank 0's (metrics, last checkpoint, kept checkpoints) for the driver, if it asked."""
-    from trainyard import _rundir  # pylint: disable=import-outside-toplevel
+    path = os.environ.get(RESULT_ENV)
+    if path:
+        _write_for_driver(path, outcome)
+
+
+#: The end of the result file's name; a rank's error file replaces it (see error_name).
+RESULT_SUFFIX = ".result.pkl"
+
+
+def error_name(result_name: str, rank: int) -> str:
+    """Return the name of the file where rank writes its exception, beside the result file."""
+    base = result_name[: -len(RESULT_SUFFIX)] if result_name.endswith(RESULT_SUFFIX) else result_name
+    return f"{base}.error.{rank}.pkl"
+
+
+def write_error(exc: BaseException) -> None:
+    """Write this rank's exception (its type, message and traceback) for the driver, if it
+    asked: the driver's TrainingFailedError carries it, as Ray's does."""
+    import time  # pylint: disable=import-outside-toplevel
+
+    import trainyard  # pylint: disable=import-outside-toplevel
 
     path = os.environ.get(RESULT_ENV)
     if not path:
         return
-    # Into the driver's private folder only: a real folder of this user, opened once.
+    ctx = trainyard.get_context()
+    try:
+        pickled: bytes | None = pickle.dumps(exc)
+        pickle.loads(pickled)
+    except Exception:  # an exception that does not pickle (or unpickle): its text only
+        pickled = None
+    record = {
+        "rank": ctx.rank,
+        "attempt": ctx.attempt,
+        "time": time.time(),
+        "type": f"{type(exc).__module__}.{type(exc).__qualname__}",
+        "message": str(exc),
+        "traceback": user_traceback(exc),
+        "exception": pickled,
+    }
+    folder, name = os.path.split(os.path.abspath(path))
+    try:
+        _write_for_driver(os.path.join(folder, error_name(name, ctx.rank)), record)
+    except OSError as e:
+        print(f"ray.train: cannot hand this worker's error to the driver: {e}", file=sys.stderr, flush=True)
+
+
+def user_traceback(exc: BaseException) -> str:
+    """Return exc's traceback as Python prints it, without the frames of this package and
+    of the import machinery that lead to the script's code."""
+    import traceback  # pylint: disable=import-outside-toplevel
+
+    te = traceback.TracebackException.from_exception(exc)
+    ours = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the ray package
+    frames = list(te.stack)
+    while frames and (frames[0].filename.startswith(ours + os.sep) or frames[0].filename.startswith("<frozen ")):
+        frames.pop(0)
+    if frames:
+        te.stack = traceback.StackSummary.from_list(frames)
+    return "".join(te.format())
+
+
+def _write_for_driver(path: str, value: Any) -> None:
+    """Pickle value to path, in the driver's private folder only: a real folder of this
+    user, opened once; written aside, then renamed into place."""
+    from trainyard import _rundir  # pylint: disable=import-outside-toplevel
+
     folder, name = os.path.split(os.path.abspath(path))
     parent_fd = os.open(os.path.dirname(folder), os.O_RDONLY | os.O_DIRECTORY)
     try:
@@ -116,7 +186,7 @@ def write_result(outcome: tuple[Any, Any, Any]) -> None:
         tmp = f"{name}.{os.getpid()}"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600, dir_fd=dir_fd)
         with os.fdopen(fd, "wb") as f:
-            pickle.dump(outcome, f)
+            pickle.dump(value, f)
         os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
     finally:
         os.close(dir_fd)

@@ -15,9 +15,10 @@ How fit() runs, in this version:
   worker runs the loop in this process, as a gang of one; more workers are an error that
   says to start the script with ``trainyard run``.
 
-An exception in the loop is not caught (Ray's fit() would return it in ``Result.error``
-or raise TrainingFailedError): it fails this worker, so Trainyard stops the gang and
-restarts it from the latest checkpoint while restarts are left.
+An exception in the loop is not caught: it fails this worker, so Trainyard stops the gang
+and restarts it from the latest checkpoint while restarts are left. In a gang a driver's
+fit() launched, the worker first writes it for the driver, whose fit() raises Ray's
+TrainingFailedError with it once the gang fails for good (see ``_driver.failure``).
 """
 
 from __future__ import annotations
