@@ -70,6 +70,13 @@ class DriverTest(unittest.TestCase):
                 self.assertEqual(_driver.command(trainer, storage, "exp")[:8],
                                  ["/bin/trainyard", "run", "--workers", "3", "--storage-path", storage, "--name", "exp"])
                 self.assertEqual(_driver.command(trainer, storage, "exp")[8], "--resume")
+        trainer.scaling_config = ScalingConfig(num_workers=(2, 4))  # elastic, as Ray Train V2's
+        with environment(TRAINYARD_BINARY="/bin/trainyard"):
+            self.assertEqual(_driver.command(trainer, "/runs", "exp")[2:4], ["--workers", "2:4"])
+        self.assertEqual(ScalingConfig(num_workers=[2, 4]).num_workers, (2, 4))  # as restore reads it
+        for bad in ((4, 2), (0, 2), (1, 2, 3), 2.5):
+            with self.assertRaisesRegex(ValueError, "min <= max"):
+                ScalingConfig(num_workers=bad)
         trainer.scaling_config = ScalingConfig(num_workers=2, resources_per_worker={"GPU": 0.5})
         with environment(TRAINYARD_BINARY="/bin/trainyard"), self.assertRaisesRegex(ValueError, "whole GPUs"):
             _driver.command(trainer, "/runs", "exp")

@@ -40,7 +40,9 @@ class ScalingConfig:
     """How many training workers, and what each uses.
 
     Attributes:
-        num_workers: the number of workers (processes) of the gang; 1 by default.
+        num_workers: the number of workers (processes) of the gang; 1 by default. A
+            ``(min, max)`` tuple makes the gang elastic, as in Ray Train V2: it starts with
+            max and may go on with as few as min (``trainyard run --workers MIN:MAX``).
         use_gpu: whether each worker gets a GPU.
         resources_per_worker: e.g. ``{"CPU": 4, "GPU": 1}``.
         trainer_resources: Ray Train V1's resources of the trainer actor (ignored; V2
@@ -48,7 +50,7 @@ class ScalingConfig:
         placement_strategy, accelerator_type: accepted and ignored.
     """
 
-    num_workers: int = 1
+    num_workers: int | tuple[int, int] = 1
     use_gpu: bool = False
     resources_per_worker: dict[str, float] | None = None
     trainer_resources: dict[str, float] | None = None
@@ -58,9 +60,14 @@ class ScalingConfig:
     _IGNORED: ClassVar[tuple[str, ...]] = ("trainer_resources", "placement_strategy", "accelerator_type")
 
     def __post_init__(self) -> None:
-        if isinstance(self.num_workers, bool) or not isinstance(self.num_workers, int) or self.num_workers < 1:
+        if isinstance(self.num_workers, list):  # a (min, max) read back from JSON
+            self.num_workers = tuple(self.num_workers)
+        counts = self.num_workers if isinstance(self.num_workers, tuple) else (self.num_workers,)
+        if (len(counts) not in (1, 2) or any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in counts)
+                or counts[0] > counts[-1]):
             raise ValueError(
-                f"ScalingConfig(num_workers={self.num_workers!r}): num_workers must be an integer of 1 or more"
+                f"ScalingConfig(num_workers={self.num_workers!r}): num_workers must be an integer of 1 or more, "
+                "or a (min, max) tuple of them with min <= max"
             )
         if self.resources_per_worker is not None and not isinstance(self.resources_per_worker, dict):
             raise ValueError("ScalingConfig: resources_per_worker must be a dict such as {'CPU': 2, 'GPU': 1}")
@@ -72,7 +79,17 @@ class ScalingConfig:
         per.setdefault("CPU", 1.0)
         if self.use_gpu:
             per.setdefault("GPU", 1.0)
-        return {k: float(v) * self.num_workers for k, v in per.items()}
+        return {k: float(v) * self.max_workers for k, v in per.items()}
+
+    @property
+    def min_workers(self) -> int:
+        """The fewest workers: num_workers, or the min of a (min, max) tuple."""
+        return self.num_workers[0] if isinstance(self.num_workers, tuple) else self.num_workers
+
+    @property
+    def max_workers(self) -> int:
+        """The most workers: num_workers, or the max of a (min, max) tuple."""
+        return self.num_workers[1] if isinstance(self.num_workers, tuple) else self.num_workers
 
     @property
     def gpus_per_worker(self) -> float:

@@ -55,7 +55,7 @@ def is_driver(scaling: Any) -> bool:
     """Return whether fit() should launch a gang: an implicit single process asking for more."""
     if os.environ.get("TRAINYARD_GANG") != "implicit" or not os.environ.get("TRAINYARD_BINARY"):
         return False
-    return scaling.num_workers > 1 or scaling.gpus_per_worker > 0
+    return scaling.max_workers > 1 or scaling.gpus_per_worker > 0
 
 
 def loop_location(fn: Any) -> tuple[str, str]:
@@ -126,7 +126,7 @@ def _launch(trainer: Any, module: str, qualname: str, script: str, storage: str,
         "result_file": result_file,
     })
     argv = command(trainer, storage, name) + ["--", sys.executable, "-c", WORKER_BOOT, spec]
-    print(f"ray.train: launching a gang of {trainer.scaling_config.num_workers}: {' '.join(argv)}",
+    print(f"ray.train: launching a gang of {_workers(trainer.scaling_config)}: {' '.join(argv)}",
           file=sys.stderr, flush=True)
     code = subprocess.call(argv, env=_child_env())
     run_dir = os.path.join(storage, name)
@@ -226,7 +226,7 @@ def _exception(record: dict[str, Any]) -> BaseException:
 def command(trainer: Any, storage: str, name: str) -> list[str]:
     """Return the ``trainyard run`` flags that start the gang the trainer's configs ask for."""
     sc, rc = trainer.scaling_config, trainer.run_config
-    argv = [os.environ["TRAINYARD_BINARY"], "run", "--workers", str(sc.num_workers),
+    argv = [os.environ["TRAINYARD_BINARY"], "run", "--workers", _workers(sc),
             "--storage-path", storage, "--name", name]
     if os.path.isfile(os.path.join(storage, name, "run.json")):
         # As in Ray Train V2, a run whose name exists already continues from its latest
@@ -248,6 +248,13 @@ def command(trainer: Any, storage: str, name: str) -> list[str]:
     if cc is not None and cc.checkpoint_score_attribute:
         argv += ["--checkpoint-score", cc.checkpoint_score_attribute, "--score-order", cc.checkpoint_score_order]
     return argv
+
+
+def _workers(sc: Any) -> str:
+    """--workers for the scaling config: N, or MIN:MAX for an elastic gang."""
+    if sc.min_workers < sc.max_workers:
+        return f"{sc.min_workers}:{sc.max_workers}"
+    return str(sc.max_workers)
 
 
 def _run_place(rc: Any) -> tuple[str, str]:

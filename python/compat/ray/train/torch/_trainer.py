@@ -224,7 +224,7 @@ class TorchTrainer:
     def _join_gang(self) -> None:
         """Check that this process is in a gang fit() can run in, or make it a gang of one."""
         world = trainyard.get_context().world_size if os.environ.get("WORLD_SIZE") else None
-        wanted = self.scaling_config.num_workers
+        wanted = self.scaling_config.max_workers
         if world is not None and world > 1:
             return
         if wanted != 1:
@@ -254,7 +254,7 @@ class TorchTrainer:
         """Say plainly where the gang differs from the trainer's configs: the gang wins."""
         ctx = trainyard.get_context()
         sc, rc = self.scaling_config, self.run_config
-        if sc.num_workers != ctx.world_size:
+        if not sc.min_workers <= ctx.world_size <= sc.max_workers:
             _warn(
                 f"ScalingConfig(num_workers={sc.num_workers}) differs from this gang of "
                 f"{ctx.world_size} worker process(es); the gang wins: training runs on "
