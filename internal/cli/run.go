@@ -62,7 +62,7 @@ continues it, from its latest checkpoint; a run that succeeded is refused unless
 epoch trains nothing more) or --fresh (start it over, in a new folder; the old one is
 moved aside to <name>.<date>-<time>, never deleted). The first line says which:
 "continuing run fm from checkpoint_000004", or "starting run fm over; the old folder
-is kept at ...". --rerun is --resume's old name.
+is kept at ...". --rerun is --resume's old name (it also starts a run that is not there).
 
 The script a Python command runs (python3 train.py) must exist in the working folder
 (--workdir); with --sync-source the workers start in the run folder, so give its path
@@ -280,7 +280,9 @@ func openConsoleLog(g *globals, folder *rundir.Run) (consoleLogFile, error) {
 	return consoleLogFile{f: f}, nil
 }
 
-// checkIntent checks --resume, --fresh and --rerun (which it turns into --resume).
+// checkIntent checks --resume, --fresh and --rerun (which it turns into --resume, but for
+// a run that does not exist yet, which --rerun starts as it always did: scripts and
+// older Ray drivers pass it for every run).
 func (o *runOptions) checkIntent() error {
 	if o.rerun {
 		o.resume = true
@@ -298,7 +300,7 @@ func openRun(g *globals, job *v1.TrainJob, opts runOptions) (*rundir.Run, error)
 	name, dir := job.Spec.RunName, filepath.Join(job.Spec.StoragePath, job.Spec.RunName)
 	var aside string
 	switch _, err := os.Lstat(filepath.Join(dir, rundir.RecordFile)); {
-	case opts.resume && err != nil:
+	case opts.resume && err != nil && !opts.rerun: // --rerun, as before, also starts a new run
 		return nil, usageError(fmt.Errorf("--resume: no run %s in %s to continue; leave --resume out to start it", name, job.Spec.StoragePath))
 	case opts.fresh:
 		if aside, err = rundir.MoveAside(dir, time.Now()); err != nil {

@@ -56,7 +56,8 @@ type Session struct {
 	flushTimer *time.Timer
 	closed     bool
 
-	localRanks []int // Options.Ranks
+	stopWatch  chan struct{} // ends a secondary's watchCommits
+	localRanks []int         // Options.Ranks
 	secondary  bool  // Options.Secondary: committer and events are nil, results are read only
 }
 
@@ -109,6 +110,9 @@ func StartWith(job *v1.TrainJob, root *os.Root, notify Notifier, logger *slog.Lo
 		s.preemption = preempt.New(filepath.Dir(s.server.Path))
 		if s.committer != nil {
 			s.committer.OnCommit(func(c checkpoint.Info) { s.preemption.Committed(c.Name, c.Manifest.Meta.Time) })
+		} else {
+			s.stopWatch = make(chan struct{})
+			go s.watchCommits(s.stopWatch)
 		}
 	}
 	if err != nil {
@@ -160,6 +164,34 @@ func (s *Session) OnActivity(touch func(rank int)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.touch = touch
+}
+
+// commitPoll is how often a secondary looks for worker 0's checkpoint commit while its
+// preemption notice is out.
+const commitPoll = 200 * time.Millisecond
+
+// watchCommits is a secondary's way to learn of a checkpoint committed after its notice:
+// worker 0 commits it in the shared run folder, and the notice then lets this worker's
+// ranks stop at once instead of at the deadline (a pod evicted alone).
+func (s *Session) watchCommits(stop <-chan struct{}) {
+	tick := time.NewTicker(commitPoll)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+		}
+		posted, ok := s.preemption.Posted()
+		if !ok {
+			continue
+		}
+		latest, _, err := s.store.Latest()
+		if err == nil && !latest.Manifest.Meta.Time.Before(posted) {
+			s.preemption.Committed(latest.Name, latest.Manifest.Meta.Time)
+			return
+		}
+	}
 }
 
 // Notice is the run's preemption notice on this machine: the launcher posts it, the
@@ -376,6 +408,9 @@ func (s *Session) Close() error {
 		if err := s.committer.Wait(); err != nil {
 			errs = append(errs, fmt.Errorf("%w: %w", ErrCommit, err))
 		}
+	}
+	if s.stopWatch != nil {
+		close(s.stopWatch)
 	}
 	serverErr := s.server.Close() // no more reports
 	s.mu.Lock()

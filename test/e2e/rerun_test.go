@@ -69,4 +69,9 @@ func TestRunResumeOrFresh(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(storage, "none")); err == nil {
 		t.Errorf("--resume of no run created its folder")
 	}
+	// --rerun, as it always did, also starts a run that does not exist yet (scripts and
+	// older Ray drivers pass it for every run).
+	if code, out := reportJob(t, storage, "new", []string{"--rerun"}, "--iterations", "1"); code != 0 {
+		t.Errorf("--rerun of a new run: exit %d, want 0:\n%s", code, out)
+	}
 }
