@@ -59,7 +59,8 @@ func TestRayKubeRaySampleRunsUnmodified(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
-	if !regexp.MustCompile(`Training result: Result\(metrics=\{'loss': [0-9.]+, 'accuracy': [0-9.]+\}`).MatchString(out) {
+	// Ray's Result repr: one attribute a line.
+	if !regexp.MustCompile(`Training result: Result\(\n.*  metrics=\{'loss': [0-9.]+, 'accuracy': [0-9.]+\},\n`).MatchString(out) {
 		t.Errorf("no Training result with the last metrics:\n%s", out)
 	}
 	for _, want := range []string{"Training started with configuration:", "│ train_loop_config/epochs",
