@@ -58,7 +58,7 @@ type Session struct {
 
 	stopWatch  chan struct{} // ends a secondary's watchCommits
 	localRanks []int         // Options.Ranks
-	secondary  bool  // Options.Secondary: committer and events are nil, results are read only
+	secondary  bool          // Options.Secondary: committer and events are nil, results are read only
 }
 
 // Options tune StartWith. The zero value is the session of a run whose whole gang runs on
