@@ -155,6 +155,9 @@ func (s *Service) Get(id string) (*store.Job, error) { return s.cfg.Store.Get(id
 // List returns jobs in submit order.
 func (s *Service) List(f store.Filter) ([]*store.Job, error) { return s.cfg.Store.List(f) }
 
+// Count returns how many jobs f selects, its Limit aside.
+func (s *Service) Count(f store.Filter) (int, error) { return s.cfg.Store.Count(f) }
+
 // Stop stops a job: a pending one at once, a running one by SIGTERM to its supervisor,
 // which stops the gang (the job becomes STOPPED when it has). A stop wins over a
 // preemption: the job is not queued again; a supervisor already told to stop by the

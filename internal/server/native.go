@@ -151,6 +151,12 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := JobList{Total: len(list)}
+	if limit > 0 && len(list) == limit && !p.paged() { // Total is every job the filter keeps
+		if out.Total, err = s.cfg.Jobs.Count(f); err != nil {
+			s.writeError(w, r, native, err)
+			return
+		}
+	}
 	if p.paged() {
 		list = p.apply(list)
 		out.Total = len(list)

@@ -80,6 +80,23 @@ func TestNativeJobLifecycle(t *testing.T) {
 	wantStatus(t, e.request("GET", "/api/v1/jobs/native-1", nil), http.StatusNotFound)
 }
 
+// A list's total counts every job its statuses keep, however few ?limit= returns (issue
+// 24: it was the rows returned unless ?offset= was given too).
+func TestNativeListTotalWithLimit(t *testing.T) {
+	e := newEnv(t)
+	for _, id := range []string{"t-1", "t-2", "t-3"} {
+		e.nativeSubmit(`{"id": "` + id + `", "job": ` + trainJob("true") + `}`)
+		e.waitStatus(id, store.Succeeded)
+	}
+	list := decode[JobList](t, e.request("GET", "/api/v1/jobs?status=SUCCEEDED&limit=1", nil))
+	if len(list.Jobs) != 1 || list.Total != 3 {
+		t.Errorf("?status=SUCCEEDED&limit=1: %d jobs, total %d; want 1 of 3", len(list.Jobs), list.Total)
+	}
+	if all := decode[JobList](t, e.request("GET", "/api/v1/jobs?limit=5", nil)); len(all.Jobs) != 3 || all.Total != 3 {
+		t.Errorf("?limit=5: %d jobs, total %d; want 3 of 3", len(all.Jobs), all.Total)
+	}
+}
+
 // The TrainJob may come as the job file itself, in YAML.
 func TestNativeSubmitYAML(t *testing.T) {
 	e := newEnv(t)

@@ -36,6 +36,23 @@ func (s *Store) List(f Filter) ([]*Job, error) {
 	return out, nil
 }
 
+// Count returns how many jobs f selects, its Limit aside: the sizes of the index buckets
+// of its statuses, without reading a job.
+func (s *Store) Count(f Filter) (int, error) {
+	sts, err := f.statuses()
+	if err != nil {
+		return 0, fmt.Errorf("count jobs: %w", err)
+	}
+	n := 0
+	err = s.db.View(func(tx *bolt.Tx) error {
+		for _, st := range sts {
+			n += statusBucket(tx, st).Stats().KeyN
+		}
+		return nil
+	})
+	return n, err
+}
+
 // statuses returns the statuses to read, without repeats; every status when none is asked.
 func (f Filter) statuses() ([]Status, error) {
 	if len(f.Statuses) == 0 {
