@@ -63,7 +63,7 @@ func (s *Source) run(name string) (client.JobDetail, error) {
 	}
 	d := client.JobDetail{Run: server.RunOf(rec)}
 	j := client.Job{ID: name, Name: name, Status: status(rec.Phase), Message: rec.Reason, RunDir: dir,
-		SubmittedAt: rec.Created, EndedAt: rec.Finished}
+		SubmittedAt: rec.Created, EndedAt: ended(rec)}
 	created := rec.Created
 	j.StartedAt = &created
 	if data, err := os.ReadFile(filepath.Join(dir, rundir.SpecFile)); err == nil {
@@ -83,6 +83,16 @@ func (s *Source) run(name string) (client.JobDetail, error) {
 	}
 	d.Checkpoints, _ = server.CheckpointNames(dir)
 	return d, nil
+}
+
+// ended is when a run ended: its finish, or for one interrupted (which may be continued,
+// so run.json records no finish) its last record, so that its duration stops growing.
+func ended(rec rundir.Record) *time.Time {
+	if rec.Finished != nil || rec.Phase.Active() {
+		return rec.Finished
+	}
+	at := rec.Updated
+	return &at
 }
 
 // restarts counts the attempts of a run that followed a failed one: its restarts, not

@@ -81,6 +81,13 @@ func TestSource(t *testing.T) {
 	if d, err := s.Get(ctx, "preempted"); err != nil || d.Job.Restarts != 1 || d.Job.Preemptions != 2 {
 		t.Errorf("a run restarted once and preempted twice: %+v, %v", d.Job, err)
 	}
+	// An interrupted run ends at its last record: its duration does not grow.
+	rec.Created, rec.Updated = t0, t0.Add(6*time.Second)
+	data, _ = json.Marshal(rec)
+	write(t, filepath.Join(storage, "preempted", rundir.RecordFile), string(data))
+	if d, _ := s.Get(ctx, "preempted"); d.Job.EndedAt == nil || d.Job.EndedAt.Sub(*d.Job.StartedAt) != 6*time.Second {
+		t.Errorf("an interrupted run of 6 s ends at %v (started %v)", d.Job.EndedAt, d.Job.StartedAt)
+	}
 	for _, bad := range []string{"nope", "../etc", ""} {
 		if _, err := s.Get(ctx, bad); !client.IsNotFound(err) {
 			t.Errorf("get %q: %v, want not found", bad, err)
