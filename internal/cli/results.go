@@ -195,7 +195,7 @@ func readRuns(storage string) ([]runSummary, error) {
 // summarize reads what the list of runs shows of one run folder.
 func summarize(dir string) runSummary {
 	s := runSummary{Name: filepath.Base(dir), Dir: dir}
-	rec, err := rundir.ReadRecord(dir)
+	rec, err := rundir.Observe(dir) // a run whose launcher died shows interrupted
 	if err != nil {
 		s.Error = err.Error()
 		return s

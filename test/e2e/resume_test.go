@@ -82,7 +82,12 @@ func TestResumeAfterTrainyardKilled(t *testing.T) {
 			t.Errorf("rank %d (pid %d) outlived the killed trainyard", r.Rank, r.PID)
 		}
 	}
-	code, out := run(t, repoRoot(t), nil, fourEpochs(t, storage, "again")...)
+	// run.json still says Running; results sees no launcher holds the folder (issue 24).
+	code, out := run(t, repoRoot(t), nil, "results", "--storage-path", storage, "-o", "json")
+	if code != 0 || !strings.Contains(out, `"status": "Interrupted"`) || !strings.Contains(out, "is gone without recording how the run ended") {
+		t.Errorf("results after the launcher was killed: exit %d, want the run Interrupted with why:\n%s", code, out)
+	}
+	code, out = run(t, repoRoot(t), nil, fourEpochs(t, storage, "again")...)
 	if code != 0 || !strings.Contains(out, "attempt 2: resuming from checkpoint_00000") || !strings.Contains(out, "epoch 4/4") {
 		t.Errorf("second run: exit %d\n%s", code, out)
 	}
