@@ -274,10 +274,11 @@ def save_for_preemption(model, optimizer, ctx, state, step_in_epoch, steps):
     state["saved_for_preemption"] = True
 
 
-def save_checkpoint(model, optimizer, epoch, step_in_epoch=0):
+def save_checkpoint(model, optimizer, epoch, step_in_epoch=None):
     """Write model, optimizer and epoch into a fresh checkpoint folder (rank 0).
-    step_in_epoch > 0 marks a checkpoint taken in the middle of epoch (a
-    preemption) after that many steps; 0, one taken once epoch was done."""
+    step_in_epoch marks a checkpoint taken in the middle of epoch (a
+    preemption) after that many of its steps, 0 included; None, one taken
+    once epoch was done."""
     folder = trainyard.new_checkpoint_dir()
     module = getattr(model, "module", model)
     torch.save({"model": module.state_dict(),
@@ -297,8 +298,8 @@ def load_checkpoint(model, optimizer, ctx):
                        map_location=ctx["device"])
     getattr(model, "module", model).load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])
-    name, epoch, done = os.path.basename(folder), state["epoch"], state.get("step_in_epoch", 0)
-    if done:
+    name, epoch, done = os.path.basename(folder), state["epoch"], state.get("step_in_epoch")
+    if done is not None:  # saved at a preemption, after `done` steps of epoch (maybe 0)
         log0(ctx, f"resuming from {name}: epoch {epoch} at step {done}, "
                   f"continuing at step {done + 1}")
         return epoch, done

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -102,5 +103,32 @@ func TestSignalsToARunWithoutTheHelper(t *testing.T) {
 	rec = readRecord(t, filepath.Join(storage, "piped"))
 	if rec.Phase != "Succeeded" {
 		t.Errorf("a run whose stdout closed: %s %q; want Succeeded (its ranks all exited 0)", rec.Phase, rec.Reason)
+	}
+}
+
+// The example's checkpoints say where to continue: after an epoch (the next epoch), or
+// after some steps of one, zero included (a preemption at the epoch's first step must not
+// skip it: the cluster test once resumed such a checkpoint at the next epoch).
+func TestExampleCheckpointPositions(t *testing.T) {
+	needTorch(t)
+	script := `import os, sys, tempfile
+sys.path.insert(0, sys.argv[1])
+os.environ["TRAINYARD_SCRATCH_DIR"] = tempfile.mkdtemp()
+import train, torch
+m = train.build_model(); o = torch.optim.SGD(m.parameters(), lr=0.1)
+for step in (None, 0, 40):
+    os.environ["TRAINYARD_CHECKPOINT"] = train.save_checkpoint(m, o, 7, step)
+    print("got", step, train.load_checkpoint(m, o, {"rank": 1, "device": "cpu"}))
+`
+	cmd := exec.Command(python, "-c", script, filepath.Join(repoRoot(t), "examples", "fashion-mnist"))
+	cmd.Env = append(os.Environ(), "PYTHONPATH="+filepath.Join(repoRoot(t), "python"))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, want := range []string{"got None (8, 0)", "got 0 (7, 0)", "got 40 (7, 40)"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
 	}
 }
