@@ -26,6 +26,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/trainyard/trainyard/internal/durable"
 )
 
 // EnvFile names, in every rank's environment, the file the notice is written to.
@@ -116,11 +118,7 @@ func (n *Notice) Post(deadline time.Time, reason string) error {
 	if err != nil {
 		return err
 	}
-	tmp := n.path + ".new"
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		return fmt.Errorf("write the preemption notice: %w", err)
-	}
-	if err := os.Rename(tmp, n.path); err != nil {
+	if err := durable.WriteFile(n.path, data, 0o600); err != nil {
 		return fmt.Errorf("write the preemption notice: %w", err)
 	}
 	n.mu.Lock()
@@ -175,11 +173,7 @@ const maxReason = 1 << 10
 
 // WriteReason writes why a job is stopped to path (0600, replaced whole).
 func WriteReason(path, why string) error {
-	tmp := path + ".new"
-	if err := os.WriteFile(tmp, []byte(why), 0o600); err != nil {
-		return fmt.Errorf("write the stop reason: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := durable.WriteFile(path, []byte(why), 0o600); err != nil {
 		return fmt.Errorf("write the stop reason: %w", err)
 	}
 	return nil
