@@ -193,20 +193,25 @@ func (b *bench) floorToRunning(ctx context.Context, name string) (time.Duration,
 	if err != nil {
 		return 0, err
 	}
-	a.Job.OwnerReferences, a.Service.OwnerReferences = nil, nil
+	a.Service.OwnerReferences = nil
+	pods := a.Pods()
 	start := time.Now()
 	if _, err := b.cl.Client.CoreV1().Services("default").Create(ctx, a.Service, metav1.CreateOptions{}); err != nil {
 		return 0, err
 	}
-	if _, err := b.cl.Client.BatchV1().Jobs("default").Create(ctx, a.Job, metav1.CreateOptions{}); err != nil {
-		return 0, err
+	for _, p := range pods {
+		p.OwnerReferences = nil
+		if _, err := b.cl.Client.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			return 0, err
+		}
 	}
-	if err := poll(3*time.Minute, name+" running", func() bool { return b.running(ctx, a.Job.Name+"-") == 2 }); err != nil {
+	if err := poll(3*time.Minute, name+" running", func() bool { return b.running(ctx, a.Service.Name+"-") == 2 }); err != nil {
 		return 0, err
 	}
 	d := time.Since(start)
-	bg := metav1.DeletePropagationBackground
-	_ = b.cl.Client.BatchV1().Jobs("default").Delete(ctx, a.Job.Name, metav1.DeleteOptions{PropagationPolicy: &bg})
+	for _, p := range pods {
+		_ = b.cl.Client.CoreV1().Pods("default").Delete(ctx, p.Name, metav1.DeleteOptions{})
+	}
 	_ = b.cl.Client.CoreV1().Services("default").Delete(ctx, a.Service.Name, metav1.DeleteOptions{})
 	return d, b.settle(ctx, name)
 }

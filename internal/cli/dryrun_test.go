@@ -2,11 +2,11 @@ package cli
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
@@ -33,13 +33,13 @@ func TestSubmitKubeDryRunClient(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	docs := strings.Split(out, "\n---\n")
-	if len(docs) != 3 {
-		t.Fatalf("%d documents, want the TrainJob, the Job and the Service:\n%s", len(docs), out)
+	if len(docs) != 5 {
+		t.Fatalf("%d documents, want the TrainJob, the Service and 3 pods:\n%s", len(docs), out)
 	}
 	var job v1.TrainJob
-	var batch batchv1.Job
 	var svc corev1.Service
-	for i, into := range []any{&job, &batch, &svc} {
+	var pods [3]corev1.Pod
+	for i, into := range []any{&job, &svc, &pods[0], &pods[1], &pods[2]} {
 		if err := yaml.UnmarshalStrict([]byte(docs[i]), into); err != nil {
 			t.Fatalf("document %d: %v\n%s", i, err, docs[i])
 		}
@@ -47,12 +47,13 @@ func TestSubmitKubeDryRunClient(t *testing.T) {
 	if job.Name != "pytorch-dist" || job.Namespace != "research" || job.Spec.WorkerCount() != 3 {
 		t.Errorf("TrainJob %s/%s with %d workers", job.Namespace, job.Name, job.Spec.WorkerCount())
 	}
-	if batch.Name != "pytorch-dist-a1" || *batch.Spec.Completions != 3 || *batch.Spec.Parallelism != 3 ||
-		*batch.Spec.CompletionMode != batchv1.IndexedCompletion {
-		t.Errorf("Job %s: completions %d, parallelism %d, mode %s", batch.Name, *batch.Spec.Completions,
-			*batch.Spec.Parallelism, *batch.Spec.CompletionMode)
+	for i, p := range pods {
+		if want := fmt.Sprintf("pytorch-dist-a1-%d", i); p.Name != want || p.Spec.Hostname != want || p.Spec.Subdomain != "pytorch-dist-a1" {
+			t.Errorf("pod %d: %s, host name %s, subdomain %s; want %s under pytorch-dist-a1", i, p.Name, p.Spec.Hostname, p.Spec.Subdomain, want)
+		}
 	}
-	pod := batch.Spec.Template.Spec
+	w1 := pods[1]
+	pod := w1.Spec
 	if len(pod.InitContainers) != 1 || pod.InitContainers[0].Image != install.DefaultImage(Version) {
 		t.Errorf("init containers %+v, want one of %s", pod.InitContainers, install.DefaultImage(Version))
 	}
@@ -63,8 +64,8 @@ func TestSubmitKubeDryRunClient(t *testing.T) {
 	if svc.Name != "pytorch-dist-a1" || svc.Spec.ClusterIP != corev1.ClusterIPNone {
 		t.Errorf("Service %s, cluster IP %q", svc.Name, svc.Spec.ClusterIP)
 	}
-	if uid := batch.Labels["trainyard.dev/job-uid"]; uid != kubecli.PlaceholderUID || batch.OwnerReferences[0].UID != kubecli.PlaceholderUID {
-		t.Errorf("the Job's job-uid label %q and owner UID %q, want the placeholder", uid, batch.OwnerReferences[0].UID)
+	if uid := w1.Labels["trainyard.dev/job-uid"]; uid != kubecli.PlaceholderUID || w1.OwnerReferences[0].UID != kubecli.PlaceholderUID {
+		t.Errorf("the pod's job-uid label %q and owner UID %q, want the placeholder", uid, w1.OwnerReferences[0].UID)
 	}
 	if strings.Contains(out, "pytorch-dist-\"") || !strings.Contains(out, `"runName":"pytorch-dist-00000000"`) {
 		t.Errorf("the run name ends in a dash, or lacks the placeholder UID:\n%s", out)
@@ -76,7 +77,7 @@ func TestSubmitKubeDryRunClient(t *testing.T) {
 		Items []struct{ Kind string }
 	}
 	if err := json.Unmarshal([]byte(out), &list); code != 0 || err != nil || list.Kind != "List" || len(list.Items) != 3 ||
-		list.Items[0].Kind != "TrainJob" || list.Items[1].Kind != "Job" || list.Items[2].Kind != "Service" {
+		list.Items[0].Kind != "TrainJob" || list.Items[1].Kind != "Service" || list.Items[2].Kind != "Pod" {
 		t.Errorf("-o json: exit %d, %v, %s%s", code, err, out, errOut)
 	}
 	code, _, errOut = trainyard("submit", "--kube", "-o", "yaml", "--image", "img:1", "--", "python", "train.py")
@@ -133,11 +134,11 @@ func TestSubmitData(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	var batch batchv1.Job
-	if err := yaml.Unmarshal([]byte(strings.Split(out, "\n---\n")[1]), &batch); err != nil {
+	var worker corev1.Pod
+	if err := yaml.Unmarshal([]byte(strings.Split(out, "\n---\n")[2]), &worker); err != nil {
 		t.Fatal(err)
 	}
-	pod := batch.Spec.Template.Spec
+	pod := worker.Spec
 	claims := map[string]string{}
 	for _, v := range pod.Volumes {
 		if v.PersistentVolumeClaim != nil {

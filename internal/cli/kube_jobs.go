@@ -233,7 +233,10 @@ func printFirstAttempt(g *globals, k *kubeOptions, job *v1.TrainJob, output stri
 	}
 	objs := []any{j}
 	if children {
-		objs = append(objs, a.Job, a.Service)
+		objs = append(objs, a.Service)
+		for _, p := range a.Pods() {
+			objs = append(objs, p)
+		}
 		r := j.DeepCopy()
 		r.UID = kubecli.PlaceholderUID
 		if tb, err := workload.RenderTensorBoard(r); err == nil && tb != nil {

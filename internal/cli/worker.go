@@ -20,18 +20,19 @@ const envTerminationLog = "TRAINYARD_TERMINATION_LOG"
 const workerLong = `Run one worker of a TrainJob inside a Kubernetes pod.
 
 This is the entrypoint the Trainyard operator puts in worker pods
-(` + workload.BinPath + ` worker); it is not meant to be run by hand. Each pod of an
-attempt's Indexed Job runs one worker of the gang with the same launcher as
+(` + workload.BinPath + ` worker); it is not meant to be run by hand. Each pod the
+operator makes for an attempt runs one worker of the gang with the same launcher as
 'trainyard run'. Worker 0 also coordinates the gang on port 29502: it starts each
 attempt once every worker is connected, and when a rank fails (or the gang hangs) it
 stops every worker's processes and starts the next attempt on the same pods, from the
 latest checkpoint, while the job has restarts left (spec.maxRestarts). A worker whose
-pod is lost is waited for (a disruption, not a restart).
+pod is lost is waited for (a disruption, not a restart) while the operator replaces
+its pod under the same name.
 
 It reads, from the environment:
   TRAINYARD_JOB              the TrainJob as JSON, defaulted, with spec.runName and spec.storagePath
   TRAINYARD_ATTEMPT          the number of the attempt that made the pod, 1-based
-  JOB_COMPLETION_INDEX       the worker's index (set by the Job controller)
+  JOB_COMPLETION_INDEX       the worker's index (0 is worker 0; named as in an Indexed Job)
   MASTER_ADDR, MASTER_PORT   worker 0's address and rendezvous port (the same for every attempt)
   TRAINYARD_RESTARTS, TRAINYARD_DISRUPTIONS
                              the run's restarts so far, and how many were disruptions (default 0)
@@ -99,7 +100,7 @@ func runWorker(ctx context.Context, g *globals) error {
 }
 
 // leaveSummary writes the summary for the operator; failing to is only a warning, as the
-// exit code still tells the Job controller how the worker ended.
+// exit code still tells the operator how the worker ended.
 func leaveSummary(g *globals, path string, sum workload.Summary) {
 	if err := podworker.WriteSummary(path, sum); err != nil {
 		fmt.Fprintf(g.io.Err, "trainyard: warning: %v\n", err)

@@ -60,22 +60,8 @@ func sortPods(pods []corev1.Pod) {
 	})
 }
 
-// workerIndex is a pod's worker index: the Indexed Job's completion index, from its
-// label (or the annotation older Job controllers set); -1 when it has none.
-func workerIndex(p *corev1.Pod) int {
-	v, ok := p.Labels[workload.LabelCompletionIndex]
-	if !ok {
-		v, ok = p.Annotations[workload.LabelCompletionIndex]
-	}
-	if !ok {
-		return -1
-	}
-	i, err := strconv.Atoi(v)
-	if err != nil {
-		return -1
-	}
-	return i
-}
+// workerIndex is a pod's worker index, or -1 when it has none.
+func workerIndex(p *corev1.Pod) int { return workload.WorkerIndex(p.Labels) }
 
 // podAttempt is the attempt a pod belongs to, 0 when unlabelled.
 func podAttempt(p *corev1.Pod) int {
@@ -263,7 +249,7 @@ func (c *Cluster) WorkerNodes(ctx context.Context, jobs []v1.TrainJob, allNamesp
 	if allNamespaces {
 		ns = ""
 	}
-	sel := labels.Set{workload.LabelManagedBy: workload.ManagedBy, workload.LabelCompletionIndex: "0"}.String()
+	sel := labels.Set{workload.LabelManagedBy: workload.ManagedBy, workload.LabelWorkerIndex: "0"}.String()
 	list, err := c.Core.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
 	if err != nil {
 		return out, c.explain(err)

@@ -59,7 +59,7 @@ func (c *Cluster) CheckAccess(ctx context.Context, job *v1.TrainJob, kf *JobFlag
 	if err != nil {
 		return nil, err
 	}
-	pod := &a.Job.Spec.Template.Spec
+	pod := &a.Template.Spec
 	refs := podpolicy.Referenced(pod)
 	access := &podpolicy.Access{Secrets: []string{SecretPlaceholder}}
 	core := c.Core.CoreV1()

@@ -95,7 +95,7 @@ func workerPod(job *v1.TrainJob, worker int, node string, state corev1.Container
 	attempt := int(job.Status.Attempt)
 	p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: job.Namespace, Name: workload.AttemptName(job.Name, attempt) + "-" + string(rune('0'+worker)) + "-abcde",
 		CreationTimestamp: ago(20 * time.Minute),
-		Labels:            map[string]string{workload.LabelJob: job.Name, workload.LabelAttempt: "2", workload.LabelCompletionIndex: string(rune('0' + worker))}},
+		Labels:            map[string]string{workload.LabelJob: job.Name, workload.LabelAttempt: "2", workload.LabelWorkerIndex: string(rune('0' + worker))}},
 		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: workload.WorkerContainer,
 			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{GPUResource: resource.MustParse("4")},
 				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("16"), corev1.ResourceMemory: resource.MustParse("128Gi")}}}}},

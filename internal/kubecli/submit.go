@@ -355,7 +355,7 @@ func BuildJob(flags *jobspec.Flags, kf *JobFlags, command []string) (job *v1.Tra
 	if err != nil {
 		return nil, nil, &InputError{Err: err}
 	}
-	if err := checkPolicy(job, &a.Job.Spec.Template.Spec, level, nil); err != nil {
+	if err := checkPolicy(job, &a.Template.Spec, level, nil); err != nil {
 		return nil, nil, err
 	}
 	if _, err := workload.RenderTensorBoard(job); err != nil {

@@ -50,7 +50,7 @@ func (s *step) admit(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, s.fail(v1.ReasonInvalidPodTemplate, err.Error())
 	}
-	pod := &a.Job.Spec.Template.Spec
+	pod := &a.Template.Spec
 	access, waits, err := s.r.access(ctx, s.job, podpolicy.Referenced(pod), s.now)
 	if err != nil {
 		return false, err

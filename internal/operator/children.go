@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strconv"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -17,7 +16,7 @@ import (
 	"github.com/trainyard/trainyard/internal/workload"
 )
 
-// uidIndex is the cache index of Jobs, Services and pods by the TrainJob UID label, so
+// uidIndex is the cache index of Services and pods by the TrainJob UID label, so
 // that finding a job's children does not scan every object of its namespace.
 const uidIndex = "trainyard.dev/job-uid"
 
@@ -29,7 +28,7 @@ func indexChildren(ctx context.Context, indexer client.FieldIndexer) error {
 		}
 		return nil
 	}
-	for _, obj := range []client.Object{&batchv1.Job{}, &corev1.Service{}, &corev1.Pod{}} {
+	for _, obj := range []client.Object{&corev1.Service{}, &corev1.Pod{}} {
 		if err := indexer.IndexField(ctx, obj, uidIndex, byUID); err != nil {
 			return fmt.Errorf("operator: index %T by TrainJob: %w", obj, err)
 		}
@@ -37,43 +36,34 @@ func indexChildren(ctx context.Context, indexer client.FieldIndexer) error {
 	return nil
 }
 
-// listChildren lists the Jobs, Services and pods of every attempt of job.
+// listChildren lists the Services and pods of every attempt of job.
 func (r *Reconciler) listChildren(ctx context.Context, job *v1.TrainJob) (children, error) {
 	opts := []client.ListOption{client.InNamespace(job.Namespace), client.MatchingFields{uidIndex: string(job.UID)}}
 	var (
 		c    children
-		jobs batchv1.JobList
 		svcs corev1.ServiceList
 		pods corev1.PodList
 	)
-	for _, l := range []client.ObjectList{&jobs, &svcs, &pods} {
+	for _, l := range []client.ObjectList{&svcs, &pods} {
 		if err := r.Client.List(ctx, l, opts...); err != nil {
 			return c, fmt.Errorf("list the objects of TrainJob %s: %w", job.Name, err)
 		}
 	}
-	c.jobs, c.services, c.pods = jobs.Items, svcs.Items, pods.Items
+	c.services, c.pods = svcs.Items, pods.Items
 	return c, nil
 }
 
-// teardown deletes what is left of attempt n: its Job, its Service and its pods. Pods are
-// deleted directly, not left to the garbage collector, so that a gang stops in seconds and
-// the next attempt need not wait for a collector's pass. Objects already being deleted
-// are not asked again, so polling a teardown costs the API server nothing.
+// teardown deletes what is left of attempt n: its Service and its pods. Pods are deleted
+// directly, not left to the garbage collector, so that a gang stops in seconds and the
+// next attempt need not wait for a collector's pass. Objects already being deleted are
+// not asked again, so polling a teardown costs the API server nothing.
 func (r *Reconciler) teardown(ctx context.Context, job *v1.TrainJob, kids children, n int) error {
-	bg := client.PropagationPolicy(metav1.DeletePropagationBackground)
-	var objs []client.Object
-	for i := range kids.jobs {
-		if j := &kids.jobs[i]; attemptLabel(j.Labels) == n && j.DeletionTimestamp == nil {
-			objs = append(objs, j)
-		}
-	}
 	for i := range kids.services {
-		if svc := &kids.services[i]; attemptLabel(svc.Labels) == n && svc.DeletionTimestamp == nil {
-			objs = append(objs, svc)
+		svc := &kids.services[i]
+		if attemptLabel(svc.Labels) != n || svc.DeletionTimestamp != nil {
+			continue
 		}
-	}
-	for _, obj := range objs {
-		if err := r.Client.Delete(ctx, obj, bg); err != nil && !apierrors.IsNotFound(err) {
+		if err := r.Client.Delete(ctx, svc); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("delete attempt %d of TrainJob %s: %w", n, job.Name, err)
 		}
 	}
@@ -89,20 +79,9 @@ func (r *Reconciler) teardown(ctx context.Context, job *v1.TrainJob, kids childr
 }
 
 // stopAttempt stops what still runs of a job that failed for good: its running pods are
-// deleted and its Job suspended (so no pod replaces them), while pods that ended stay
-// with their logs.
+// deleted (a finished job's pods are never made again), while pods that ended stay with
+// their logs.
 func (r *Reconciler) stopAttempt(ctx context.Context, kids children) error {
-	for i := range kids.jobs {
-		j := &kids.jobs[i]
-		if j.Spec.Suspend != nil && *j.Spec.Suspend || finishedJob(j) {
-			continue
-		}
-		patch := client.MergeFrom(j.DeepCopy())
-		j.Spec.Suspend = ptr(true)
-		if err := r.Client.Patch(ctx, j, patch); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("suspend Job %s: %w", j.Name, err)
-		}
-	}
 	for i := range kids.pods {
 		p := &kids.pods[i]
 		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || p.DeletionTimestamp != nil {
@@ -118,15 +97,6 @@ func (r *Reconciler) stopAttempt(ctx context.Context, kids children) error {
 		}
 	}
 	return nil
-}
-
-func finishedJob(j *batchv1.Job) bool {
-	for _, c := range j.Status.Conditions {
-		if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
-			return true
-		}
-	}
-	return false
 }
 
 // configProblem finds what keeps a job's pods from starting that the API can tell before

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"strconv"
@@ -12,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,20 +23,29 @@ import (
 	"github.com/trainyard/trainyard/internal/workload"
 )
 
-// progressServer plays worker 0's progress endpoint with a summary the test sets.
+// progressServer plays worker 0's progress endpoint with a summary the test sets. It
+// listens on the port a worker serves progress on (the operator reads it from the pod,
+// whose spec it made), at a loopback address of its own, which the test gives the pod.
 type progressServer struct {
-	port int
-	mu   sync.Mutex
-	sum  workload.Summary
+	ip  string
+	mu  sync.Mutex
+	sum workload.Summary
 }
 
 func startProgressServer(t *testing.T) *progressServer {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	var ln net.Listener
+	var err error
+	for range 20 {
+		ip := fmt.Sprintf("127.%d.%d.%d", 1+rand.IntN(250), rand.IntN(250), 1+rand.IntN(250))
+		if ln, err = net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(workload.ProgressPort))); err == nil {
+			break
+		}
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &progressServer{port: ln.Addr().(*net.TCPAddr).Port, sum: workload.Summary{Outcome: workload.OutcomeRunning}}
+	p := &progressServer{ip: ln.Addr().(*net.TCPAddr).IP.String(), sum: workload.Summary{Outcome: workload.OutcomeRunning}}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		p.mu.Lock()
 		defer p.mu.Unlock()
@@ -53,36 +62,16 @@ func (p *progressServer) set(s workload.Summary) {
 	p.sum = s
 }
 
-// startPodsServing makes the Job's pods, worker 0's progress served by p, and reports
-// them running at 127.0.0.1.
-func (k *cluster) startPodsServing(job *batchv1.Job, p *progressServer) []*corev1.Pod {
+// servePods reports the pods running, worker 0's progress served by p.
+func (k *cluster) servePods(pods []*corev1.Pod, p *progressServer) []*corev1.Pod {
 	k.t.Helper()
-	var out []*corev1.Pod
-	for i := range int(*job.Spec.Completions) {
-		tmpl := job.Spec.Template.DeepCopy()
-		idx := strconv.Itoa(i)
-		pod := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d-x", job.Name, i), Namespace: job.Namespace,
-				Labels: tmpl.Labels, Annotations: map[string]string{workload.LabelCompletionIndex: idx},
-				OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(job, batchv1.SchemeGroupVersion.WithKind("Job"))}},
-			Spec: tmpl.Spec,
-		}
-		pod.Labels[workload.LabelCompletionIndex] = idx
-		for j, cp := range pod.Spec.Containers[0].Ports {
-			if cp.Name == "progress" {
-				pod.Spec.Containers[0].Ports[j].ContainerPort = int32(p.port)
-			}
-		}
-		if err := k.c.Create(context.Background(), pod); err != nil {
-			k.t.Fatalf("create pod: %v", err)
-		}
+	for _, pod := range pods {
 		k.setPod(pod, func(st *corev1.PodStatus) {
 			running(st)
-			st.PodIP = "127.0.0.1"
+			st.PodIP = p.ip
 		})
-		out = append(out, pod)
 	}
-	return out
+	return pods
 }
 
 // The gang restarts in place on its pods, as worker 0's progress says: the status goes
@@ -94,7 +83,7 @@ func testInPlace(k *cluster) {
 	t := k.t
 	progress := startProgressServer(t)
 	k.newJob("gang", 2, func(j *v1.TrainJob) { j.Spec.MaxRestarts = 2 })
-	pods := k.startPodsServing(k.attemptJob("gang", 1), progress)
+	pods := k.servePods(k.attempt("gang", 1), progress)
 	progress.set(workload.Summary{Outcome: workload.OutcomeRunning, Attempt: 1})
 	k.waitStatus("gang", "running", func(st *v1.TrainJobStatus) bool { return st.Phase == v1.PhaseRunning })
 
@@ -128,17 +117,18 @@ func testInPlace(k *cluster) {
 		}
 	}
 	for _, n := range []int{2, 3} {
-		if err := k.c.Get(context.Background(), client.ObjectKey{Namespace: k.ns, Name: workload.AttemptName("gang", n)}, &batchv1.Job{}); !apierrors.IsNotFound(err) {
-			t.Errorf("Job of attempt %d: %v; want none (the gang restarted in place)", n, err)
+		if err := k.c.Get(context.Background(), client.ObjectKey{Namespace: k.ns, Name: workload.AttemptName("gang", n)}, &corev1.Service{}); !apierrors.IsNotFound(err) {
+			t.Errorf("Service of attempt %d: %v; want none (the gang restarted in place)", n, err)
 		}
 	}
 
-	// A pod lost: the operator recreates the gang, as attempt 3.
+	// A worker that failed in a way its gang could not restart in place (its launcher
+	// exited): the operator recreates the gang, as attempt 3.
 	k.setPod(pods[1], exited(137, ""))
-	job := k.attemptJob("gang", 3)
+	next := k.attempt("gang", 3)
 	k.gone("gang", 1)
 	env3 := map[string]string{}
-	for _, e := range job.Spec.Template.Spec.Containers[0].Env {
+	for _, e := range next[0].Spec.Containers[0].Env {
 		env3[e.Name] = e.Value
 	}
 	if env3[workload.EnvAttempt] != "3" || env3[workload.EnvRestarts] != "2" {
@@ -149,7 +139,7 @@ func testInPlace(k *cluster) {
 	}
 
 	// The gang fails for good in place: the job fails, nothing is recreated.
-	pods = k.startPodsServing(job, progress)
+	pods = k.servePods(next, progress)
 	final := "rank 0 (worker 0, pid 7) exited with code 1 in attempt 4; no restarts left (maxRestarts 2)"
 	k.setPod(pods[1], exited(1, string(workload.Summary{Worker: 1, Outcome: "failed", Reason: final, Final: "WorkerFailed",
 		Attempt: 4, Restarts: 2}.Encode())))
@@ -164,8 +154,8 @@ func testInPlace(k *cluster) {
 		return len(left) == 1, fmt.Sprintf("%d pods", len(left))
 	})
 	for _, n := range []int{4, 5} {
-		if err := k.c.Get(context.Background(), client.ObjectKey{Namespace: k.ns, Name: workload.AttemptName("gang", n)}, &batchv1.Job{}); !apierrors.IsNotFound(err) {
-			t.Errorf("Job of attempt %d: %v; want none after the gang failed for good", n, err)
+		if err := k.c.Get(context.Background(), client.ObjectKey{Namespace: k.ns, Name: workload.AttemptName("gang", n)}, &corev1.Service{}); !apierrors.IsNotFound(err) {
+			t.Errorf("Service of attempt %d: %v; want none after the gang failed for good", n, err)
 		}
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 
 	"github.com/go-logr/logr"
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -65,10 +64,9 @@ func NewManager(cfg *rest.Config, opts Options, logger *slog.Logger) (manager.Ma
 	ctrl.SetLogger(logr.FromSlogHandler(logger.Handler()))
 	managed := labels.SelectorFromSet(labels.Set{workload.LabelManagedBy: workload.ManagedBy})
 	cacheOpts := cache.Options{
-		// Only what the operator made: a cluster's other pods and Jobs stay out of memory.
+		// Only what the operator made: a cluster's other pods stay out of memory.
 		ByObject: map[client.Object]cache.ByObject{
 			&corev1.Pod{}:     {Label: managed, Transform: slimPod},
-			&batchv1.Job{}:    {Label: managed, Transform: slimJob},
 			&corev1.Service{}: {Label: managed},
 			&corev1.Node{}:    {Transform: slimNode},
 		},
@@ -129,8 +127,7 @@ func NewManager(cfg *rest.Config, opts Options, logger *slog.Logger) (manager.Ma
 	return mgr, nil
 }
 
-// SetupWithManager registers the reconciler, watching TrainJobs, their Jobs and the pods
-// of those Jobs.
+// SetupWithManager registers the reconciler, watching TrainJobs and their pods.
 func (r *Reconciler) SetupWithManager(mgr manager.Manager, workers int) error {
 	if workers <= 0 {
 		workers = DefaultWorkers
@@ -146,7 +143,6 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager, workers int) error {
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named("trainjob").
 		For(&v1.TrainJob{}).
-		Owns(&batchv1.Job{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToJob)).
 		WatchesRawSource(source.Channel(r.poller.events, &handler.EnqueueRequestForObject{})).
 		// A process runs one manager, but tests start several in one process.
@@ -167,16 +163,22 @@ func podToJob(_ context.Context, obj client.Object) []reconcile.Request {
 	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: obj.GetNamespace(), Name: name}}}
 }
 
-// slimNode keeps what the operator reads of a node (its name and allocatable resources),
-// dropping its image list and the rest of its status.
+// slimNode keeps what the operator reads of a node (its name, allocatable resources and
+// Ready condition), dropping its image list and the rest of its status.
 func slimNode(obj any) (any, error) {
 	n, ok := obj.(*corev1.Node)
 	if !ok {
 		return obj, nil
 	}
+	var ready []corev1.NodeCondition
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			ready = append(ready, corev1.NodeCondition{Type: c.Type, Status: c.Status, LastTransitionTime: c.LastTransitionTime})
+		}
+	}
 	return &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: n.Name, Namespace: n.Namespace, UID: n.UID, ResourceVersion: n.ResourceVersion, Labels: n.Labels},
-		Status:     corev1.NodeStatus{Allocatable: n.Status.Allocatable, Capacity: n.Status.Capacity},
+		Status:     corev1.NodeStatus{Allocatable: n.Status.Allocatable, Capacity: n.Status.Capacity, Conditions: ready},
 	}, nil
 }
 
@@ -192,15 +194,6 @@ func slimPod(obj any) (any, error) {
 			slim.Containers = append(slim.Containers, corev1.Container{Name: c.Name, Ports: c.Ports})
 		}
 		p.Spec = slim
-	}
-	return obj, nil
-}
-
-// slimJob keeps of a cached Job what the reconciler reads: metadata, suspend and status.
-func slimJob(obj any) (any, error) {
-	if j, ok := obj.(*batchv1.Job); ok {
-		j.ManagedFields = nil
-		j.Spec = batchv1.JobSpec{Suspend: j.Spec.Suspend, Completions: j.Spec.Completions}
 	}
 	return obj, nil
 }

@@ -7,22 +7,26 @@ import (
 	"strconv"
 	"strings"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/trainyard/trainyard/internal/workload"
 )
 
-// observation is what an attempt's Job and pods say about it.
+// observation is what an attempt's pods say about it.
 type observation struct {
 	workers   int
-	queued    bool // the Job waits for Kueue to admit it (suspended)
-	running   int  // workers whose container runs
+	running   int // workers whose container runs
 	succeeded int
-	failure   *failure // the first worker that failed, if any
-	blocked   *problem // why a worker does not start, if it does not
-	summary   *workload.Summary
-	progress  string // where worker 0 serves its progress, while it runs
+	failure   *failure // the first worker that failed in a way its pod cannot be replaced for
+	// lost are workers whose pod is gone from the gang or going (evicted, OOM-killed, its
+	// node lost, deleted, left on SIGTERM): each is replaced, keeping its index and host
+	// name, while the others wait for it.
+	lost []*failure
+	// missing are the indexes of workers that have no pod: not made yet, or gone.
+	missing  []int
+	blocked  *problem // why a worker does not start, if it does not
+	summary  *workload.Summary
+	progress string // where worker 0 serves its progress, while it runs
 	// clones are the commits of the job's git source the workers' init containers
 	// cloned, in worker order.
 	clones []clone
@@ -44,6 +48,11 @@ type failure struct {
 	// fatal is a worker that refused its input (`trainyard worker` exit code 2: a command
 	// missing from the image, too few GPUs): a restart would fail the same way.
 	fatal bool
+	// deleting: the pod is being deleted already (by us, an eviction, a user).
+	deleting bool
+	// nodeDown: the pod's node is not ready, so no kubelet will confirm the pod's end: it
+	// is deleted at once (grace period 0).
+	nodeDown bool
 }
 
 // exitBadInput is `trainyard worker`'s exit code for input no restart can fix.
@@ -66,30 +75,16 @@ var waitingReasons = map[string]bool{
 // disruptionReasons are pod status reasons of pods the node or the cluster took away.
 var disruptionReasons = []string{"Evicted", "Preempting", "Preempted", "Shutdown", "NodeShutdown", "NodeLost", "Terminated", "DeadlineExceeded"}
 
-// observe sums up an attempt from its Job and its pods.
-func observe(job *batchv1.Job, pods []corev1.Pod, workers int) observation {
+// observe sums up an attempt from its pods; nodeDown says whether a node is lost (not
+// ready, or gone).
+func observe(pods []corev1.Pod, workers int, nodeDown func(string) bool) observation {
 	o := observation{workers: workers}
-	if job != nil && job.Spec.Suspend != nil && *job.Spec.Suspend {
-		o.queued = true
-	}
 	slices.SortFunc(pods, func(a, b corev1.Pod) int { return workerIndex(&a) - workerIndex(&b) })
+	present := map[int]bool{}
 	for i := range pods {
 		p := &pods[i]
-		switch {
-		case p.Status.Phase == corev1.PodSucceeded:
-			o.succeeded++
-		case p.Status.Phase == corev1.PodFailed || isDisrupted(p):
-			if o.failure == nil {
-				o.failure = podFailure(p)
-			}
-		case p.DeletionTimestamp != nil:
-		case p.Status.Phase == corev1.PodRunning:
-			o.running++
-		default:
-			if o.blocked == nil {
-				o.blocked = podProblem(p)
-			}
-		}
+		present[workerIndex(p)] = true
+		o.add(p, nodeDown(p.Spec.NodeName))
 		if c := clonedCommit(p); c != "" {
 			o.clones = append(o.clones, clone{worker: workerIndex(p), pod: p.Name, commit: c})
 		}
@@ -100,10 +95,70 @@ func observe(job *batchv1.Job, pods []corev1.Pod, workers int) observation {
 			o.progress = progressURL(p)
 		}
 	}
-	if o.failure == nil && job != nil {
-		o.failure = jobFailure(job)
+	for i := range workers {
+		if !present[i] {
+			o.missing = append(o.missing, i)
+		}
 	}
 	return o
+}
+
+// add counts one worker's pod.
+func (o *observation) add(p *corev1.Pod, nodeDown bool) {
+	sum := summary(p)
+	final := sum != nil && sum.Final != ""
+	switch {
+	case p.DeletionTimestamp != nil:
+		f := lostPod(p, "is being deleted")
+		f.deleting, f.nodeDown = !nodeDown, nodeDown
+		o.lost = append(o.lost, f)
+	case p.Status.Phase == corev1.PodSucceeded && sum != nil && sum.Outcome == "interrupted" && !final:
+		o.lost = append(o.lost, lostPod(p, "left the gang: "+sum.Reason))
+	case p.Status.Phase == corev1.PodSucceeded:
+		o.succeeded++
+	case (p.Status.Phase == corev1.PodFailed || isDisrupted(p)) && !final && replaceable(p):
+		o.lost = append(o.lost, podFailure(p))
+	case p.Status.Phase == corev1.PodFailed || isDisrupted(p):
+		if o.failure == nil {
+			o.failure = podFailure(p)
+		}
+	case nodeDown && p.Spec.NodeName != "":
+		f := lostPod(p, "is on node "+p.Spec.NodeName+", which is lost (not ready)")
+		f.nodeDown, f.disruption = true, true
+		o.lost = append(o.lost, f)
+	case p.Status.Phase == corev1.PodRunning:
+		o.running++
+	default:
+		if o.blocked == nil {
+			o.blocked = podProblem(p)
+		}
+	}
+}
+
+// replaceable reports whether a pod that ended ended because of where it ran, not of
+// what it ran: evicted, preempted, its node shut down, killed for memory. Its worker is
+// replaced alone; the others wait for it.
+func replaceable(p *corev1.Pod) bool {
+	if isDisrupted(p) || slices.Contains(disruptionReasons, p.Status.Reason) {
+		return true
+	}
+	for _, cs := range p.Status.ContainerStatuses {
+		if t := cs.State.Terminated; cs.Name == workload.WorkerContainer && t != nil && t.Reason == "OOMKilled" {
+			return true
+		}
+	}
+	return false
+}
+
+// lostPod is a worker whose pod is going away for the reason what says.
+func lostPod(p *corev1.Pod, what string) *failure {
+	f := &failure{worker: workerIndex(p), pod: p.Name, disruption: true}
+	f.reason = fmt.Sprintf("worker %d (pod %s", f.worker, p.Name)
+	if p.Spec.NodeName != "" {
+		f.reason += " on " + p.Spec.NodeName
+	}
+	f.reason += ") " + what
+	return f
 }
 
 // done reports whether every worker succeeded.
@@ -112,17 +167,7 @@ func (o observation) done() bool { return o.succeeded >= o.workers && o.failure 
 // allRunning reports whether every worker has started (running or already done).
 func (o observation) allRunning() bool { return o.running+o.succeeded >= o.workers }
 
-func workerIndex(p *corev1.Pod) int {
-	v := p.Labels[workload.LabelCompletionIndex]
-	if v == "" {
-		v = p.Annotations[workload.LabelCompletionIndex]
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil {
-		return -1
-	}
-	return n
-}
+func workerIndex(p *corev1.Pod) int { return workload.WorkerIndex(p.Labels) }
 
 func isDisrupted(p *corev1.Pod) bool {
 	for _, c := range p.Status.Conditions {
@@ -255,15 +300,6 @@ func exitText(p *corev1.Pod) string {
 		return "failed: " + p.Status.Message
 	}
 	return "failed"
-}
-
-func jobFailure(job *batchv1.Job) *failure {
-	for _, c := range job.Status.Conditions {
-		if c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue {
-			return &failure{worker: -1, reason: fmt.Sprintf("Job %s failed (%s): %s", job.Name, c.Reason, c.Message)}
-		}
-	}
-	return nil
 }
 
 // podProblem says why a pending pod does not start, or nil when it is on its way.

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -18,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
@@ -71,7 +71,6 @@ func TestOperator(t *testing.T) {
 		{"pre-running reasons and deadline", testPreRunning},
 		{"config problems", testConfigProblems},
 		{"ttl after finished", testTTL},
-		{"kueue", testKueue},
 		{"bad pod template", testBadTemplate},
 		{"bad input is not restarted", testBadInput},
 		{"git source and tensorboard", testGitAndTensorBoard},
@@ -160,32 +159,33 @@ func hasCond(st *v1.TrainJobStatus, kind string, status metav1.ConditionStatus, 
 	return c != nil && c.Status == status && (reason == "" || c.Reason == reason)
 }
 
-// attemptJob waits for attempt n's Job (and Service) and returns the Job.
-func (k *cluster) attemptJob(name string, n int) *batchv1.Job {
+// attempt waits for attempt n's Service and every worker's pod, and returns the pods in
+// worker order.
+func (k *cluster) attempt(name string, n int) []*corev1.Pod {
 	k.t.Helper()
-	var j batchv1.Job
+	workers := int(k.get(name).Spec.WorkerCount())
+	out := make([]*corev1.Pod, workers)
 	key := client.ObjectKey{Namespace: k.ns, Name: workload.AttemptName(name, n)}
-	k.eventually(key.Name+" Job and Service", func() (bool, string) {
-		if err := k.c.Get(context.Background(), key, &j); err != nil {
+	k.eventually(key.Name+" Service and pods", func() (bool, string) {
+		if err := k.c.Get(context.Background(), key, &corev1.Service{}); err != nil {
 			return false, fmt.Sprintf("%v; TrainJob status %+v", err, k.get(name).Status)
 		}
-		var svc corev1.Service
-		if err := k.c.Get(context.Background(), key, &svc); err != nil {
-			return false, err.Error()
+		pods := k.pods(name, n)
+		for i := range pods {
+			if w := workload.WorkerIndex(pods[i].Labels); w >= 0 && w < workers {
+				out[w] = &pods[i]
+			}
 		}
-		return true, ""
+		return len(pods) == workers, fmt.Sprintf("%d of %d pods", len(pods), workers)
 	})
-	return &j
+	return out
 }
 
-// gone waits until attempt n has no Job, Service or pod left.
+// gone waits until attempt n has no Service or pod left.
 func (k *cluster) gone(name string, n int) {
 	k.t.Helper()
 	key := client.ObjectKey{Namespace: k.ns, Name: workload.AttemptName(name, n)}
 	k.eventually(key.Name+" gone", func() (bool, string) {
-		if err := k.c.Get(context.Background(), key, &batchv1.Job{}); !apierrors.IsNotFound(err) {
-			return false, "Job still there"
-		}
 		if err := k.c.Get(context.Background(), key, &corev1.Service{}); !apierrors.IsNotFound(err) {
 			return false, "Service still there"
 		}
@@ -201,29 +201,6 @@ func (k *cluster) pods(name string, n int) []corev1.Pod {
 		k.t.Fatal(err)
 	}
 	return l.Items
-}
-
-// startPods makes the Job's pods as the Job controller would, and returns them.
-func (k *cluster) startPods(job *batchv1.Job) []*corev1.Pod {
-	k.t.Helper()
-	var out []*corev1.Pod
-	for i := range int(*job.Spec.Completions) {
-		tmpl := job.Spec.Template.DeepCopy()
-		idx := strconv.Itoa(i)
-		p := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d-x", job.Name, i), Namespace: job.Namespace,
-				Labels: tmpl.Labels, Annotations: map[string]string{workload.LabelCompletionIndex: idx},
-				OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(job, batchv1.SchemeGroupVersion.WithKind("Job"))}},
-			Spec: tmpl.Spec,
-		}
-		p.Labels[workload.LabelCompletionIndex] = idx
-		p.Spec.Hostname = fmt.Sprintf("%s-%d", job.Name, i)
-		if err := k.c.Create(context.Background(), p); err != nil {
-			k.t.Fatalf("create pod: %v", err)
-		}
-		out = append(out, p)
-	}
-	return out
 }
 
 // setPod sets a pod's status as the kubelet would.
@@ -269,7 +246,7 @@ func exited(code int32, msg string) func(*corev1.PodStatus) {
 
 func (k *cluster) runAll(name string, n int) []*corev1.Pod {
 	k.t.Helper()
-	pods := k.startPods(k.attemptJob(name, n))
+	pods := k.attempt(name, n)
 	for _, p := range pods {
 		k.setPod(p, running)
 	}
@@ -300,13 +277,13 @@ func (k *cluster) event(name, reason string) string {
 
 func testCreation(k *cluster) {
 	tj := k.newJob("mnist", 3, func(j *v1.TrainJob) { j.Spec.Resources.GPU = 2 })
-	job := k.attemptJob("mnist", 1)
-	if *job.Spec.Completions != 3 || *job.Spec.Parallelism != 3 || *job.Spec.CompletionMode != batchv1.IndexedCompletion {
-		k.t.Errorf("Job spec: completions %d parallelism %d mode %s", *job.Spec.Completions, *job.Spec.Parallelism, *job.Spec.CompletionMode)
-	}
-	owner := metav1.GetControllerOf(job)
-	if owner == nil || owner.UID != k.get("mnist").UID {
-		k.t.Errorf("the Job's controller is %v, want the TrainJob", owner)
+	for i, p := range k.attempt("mnist", 1) {
+		if owner := metav1.GetControllerOf(p); owner == nil || owner.UID != k.get("mnist").UID {
+			k.t.Errorf("pod %s's controller is %v, want the TrainJob", p.Name, owner)
+		}
+		if want := fmt.Sprintf("mnist-a1-%d", i); p.Name != want || p.Spec.Hostname != want || p.Spec.Subdomain != "mnist-a1" {
+			k.t.Errorf("pod %d: name %s host name %s subdomain %s; want %s under mnist-a1", i, p.Name, p.Spec.Hostname, p.Spec.Subdomain, want)
+		}
 	}
 	got := k.waitStatus("mnist", "created", func(st *v1.TrainJobStatus) bool {
 		return st.Attempt == 1 && st.Phase == v1.PhasePending && hasCond(st, v1.CondCreated, metav1.ConditionTrue, "AttemptCreated")
@@ -330,7 +307,7 @@ func testRestart(k *cluster) {
 	pods := k.runAll("flaky", 1)
 	msg := workload.Summary{Worker: 1, Outcome: "failed", Reason: "rank 1 (worker 1, pid 42) exited with code 3"}
 	k.setPod(pods[1], exited(3, string(msg.Encode())))
-	k.attemptJob("flaky", 2)
+	k.attempt("flaky", 2)
 	k.gone("flaky", 1)
 	got := k.waitStatus("flaky", "restarting", func(st *v1.TrainJobStatus) bool {
 		return st.Attempt == 2 && st.Restarts == 1 && st.Phase == v1.PhaseRestarting &&
@@ -361,39 +338,59 @@ func testMaxRestarts(k *cluster) {
 		k.t.Errorf("status %+v", got.Status)
 	}
 	// The worker still running is stopped (it would hold GPUs), the failed one stays with
-	// its logs, and the Job is suspended so nothing replaces it.
-	k.eventually("running pod deleted", func() (bool, string) {
+	// its logs, and nothing replaces it.
+	k.eventually("running pod deleted, Service deleted", func() (bool, string) {
 		left := k.pods("doomed", 2)
-		return len(left) == 1 && left[0].Name == pods[0].Name, fmt.Sprintf("%d pods", len(left))
-	})
-	var job batchv1.Job
-	k.eventually("Job suspended, Service deleted", func() (bool, string) {
 		key := client.ObjectKey{Namespace: k.ns, Name: workload.AttemptName("doomed", 2)}
-		if err := k.c.Get(context.Background(), key, &job); err != nil {
-			return false, err.Error()
-		}
 		svcErr := k.c.Get(context.Background(), key, &corev1.Service{})
-		return job.Spec.Suspend != nil && *job.Spec.Suspend && apierrors.IsNotFound(svcErr), "not suspended"
+		return len(left) == 1 && left[0].Name == pods[0].Name && apierrors.IsNotFound(svcErr), fmt.Sprintf("%d pods, Service: %v", len(left), svcErr)
 	})
+	for range 6 { // a negative check: long enough for several reconciles
+		if left := k.pods("doomed", 2); len(left) != 1 {
+			k.t.Fatalf("%d pods after the job failed; want the failed one alone", len(left))
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
 	k.event("doomed", "WorkerFailed")
 }
 
+// testEviction: an evicted worker's pod is replaced alone, under the same name, while
+// the others keep theirs; worker 0's loss (its gang's coordinator) counts as a
+// disruption, not a restart.
 func testEviction(k *cluster) {
 	k.newJob("evicted", 2, nil) // maxRestarts 0: only disruptions may restart it
 	pods := k.runAll("evicted", 1)
-	k.setPod(pods[1], func(st *corev1.PodStatus) {
+	evict := func(st *corev1.PodStatus) {
 		st.Phase, st.Reason, st.Message = corev1.PodFailed, "Evicted", "The node was low on resource: memory."
 		st.Conditions = append(st.Conditions, corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue,
 			Reason: "TerminationByKubelet", Message: "The node was low on resource: memory."})
-	})
-	got := k.waitStatus("evicted", "restarted without counting", func(st *v1.TrainJobStatus) bool {
-		return st.Attempt == 2 && st.Restarts == 1 && st.Disruptions == 1 && hasCond(st, v1.CondRestarting, metav1.ConditionTrue, "WorkerDisrupted")
-	})
-	if c := cond(&got.Status, v1.CondRestarting); !strings.Contains(c.Message, "low on resource") {
-		k.t.Errorf("restarting message %q", c.Message)
 	}
-	k.attemptJob("evicted", 2)
-	k.event("evicted", "WorkerDisrupted")
+	k.setPod(pods[1], evict)
+	k.eventually("worker 1's pod replaced", func() (bool, string) {
+		var p corev1.Pod
+		err := k.c.Get(context.Background(), client.ObjectKeyFromObject(pods[1]), &p)
+		return err == nil && p.UID != pods[1].UID, fmt.Sprintf("%v (uid %s)", err, p.UID)
+	})
+	if note := k.event("evicted", "ReplacingWorker"); !strings.Contains(note, "low on resource") || !strings.Contains(note, "evicted-a1-1") {
+		k.t.Errorf("ReplacingWorker event: %q", note)
+	}
+	now := k.attempt("evicted", 1)
+	if now[0].UID != pods[0].UID {
+		k.t.Error("worker 0's pod was replaced too; want it kept")
+	}
+	if st := k.get("evicted").Status; st.Attempt != 1 || st.Restarts != 0 || st.Phase == v1.PhaseFailed {
+		k.t.Errorf("status after replacing worker 1: attempt %d restarts %d phase %s; want attempt 1 (its gang counts the loss)", st.Attempt, st.Restarts, st.Phase)
+	}
+	k.setPod(now[1], running)
+	k.setPod(now[0], evict)
+	k.waitStatus("evicted", "worker 0's loss counted as a disruption", func(st *v1.TrainJobStatus) bool {
+		return st.Attempt == 1 && st.Restarts == 1 && st.Disruptions == 1 && st.Phase != v1.PhaseFailed
+	})
+	k.eventually("worker 0's pod replaced", func() (bool, string) {
+		var p corev1.Pod
+		err := k.c.Get(context.Background(), client.ObjectKeyFromObject(now[0]), &p)
+		return err == nil && p.UID != now[0].UID, fmt.Sprintf("%v", err)
+	})
 }
 
 func testSuccess(k *cluster) {
@@ -422,7 +419,7 @@ func testSuspend(k *cluster) {
 		return st.Phase == v1.PhaseSuspended && hasCond(st, v1.CondSuspended, metav1.ConditionTrue, "Suspended") && st.WorkersReady == 0
 	})
 	k.patchSpec("pausable", func(s *v1.TrainJobSpec) { s.Suspend = false })
-	k.attemptJob("pausable", 2)
+	k.attempt("pausable", 2)
 	k.waitStatus("pausable", "resumed", func(st *v1.TrainJobStatus) bool {
 		return st.Attempt == 2 && st.Restarts == 0 && hasCond(st, v1.CondSuspended, metav1.ConditionFalse, "Resumed")
 	})
@@ -453,7 +450,7 @@ func testActiveDeadline(k *cluster) {
 
 func testPreRunning(k *cluster) {
 	k.newJob("badimage", 2, func(j *v1.TrainJob) { j.Spec.PreRunningDeadlineSeconds = ptr(int64(3)) })
-	pods := k.startPods(k.attemptJob("badimage", 1))
+	pods := k.attempt("badimage", 1)
 	k.setPod(pods[0], running)
 	k.setPod(pods[1], func(st *corev1.PodStatus) {
 		st.Phase = corev1.PodPending
@@ -473,7 +470,7 @@ func testPreRunning(k *cluster) {
 	})
 
 	k.newJob("unschedulable", 1, nil)
-	pods = k.startPods(k.attemptJob("unschedulable", 1))
+	pods = k.attempt("unschedulable", 1)
 	k.setPod(pods[0], func(st *corev1.PodStatus) {
 		st.Phase = corev1.PodPending
 		st.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
@@ -502,7 +499,7 @@ func testConfigProblems(k *cluster) {
 	}
 	// The scheduler then says Unschedulable for the same cause (as a real one does): the
 	// precise reason stays.
-	pods := k.startPods(k.attemptJob("nopvc", 1))
+	pods := k.attempt("nopvc", 1)
 	k.setPod(pods[0], func(st *corev1.PodStatus) {
 		st.Phase = corev1.PodPending
 		st.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
@@ -548,64 +545,17 @@ func testTTL(k *cluster) {
 	}
 }
 
-func testKueue(k *cluster) {
-	k.newJob("queued", 4, func(j *v1.TrainJob) { j.Spec.Kubernetes.QueueName = "team-a" })
-	job := k.attemptJob("queued", 1)
-	if job.Spec.Suspend == nil || !*job.Spec.Suspend || job.Labels[workload.LabelQueue] != "team-a" {
-		k.t.Fatalf("the Job must be created suspended with Kueue's queue label: suspend %v labels %v", job.Spec.Suspend, job.Labels)
-	}
-	got := k.waitStatus("queued", "queued", func(st *v1.TrainJobStatus) bool {
-		return st.Phase == v1.PhasePending && hasCond(st, v1.CondRunning, metav1.ConditionFalse, "Queued")
-	})
-	if got.Status.AttemptStartTime != nil {
-		k.t.Error("a queued attempt has not started")
-	}
-	// Kueue admits the whole gang: it unsuspends the Job.
-	patch := client.MergeFrom(job.DeepCopy())
-	job.Spec.Suspend = ptr(false)
-	if err := k.c.Patch(context.Background(), job, patch); err != nil {
-		k.t.Fatal(err)
-	}
-	for _, p := range k.startPods(job) {
-		k.setPod(p, running)
-	}
-	k.waitStatus("queued", "running after admission", func(st *v1.TrainJobStatus) bool {
-		return st.Phase == v1.PhaseRunning && st.WorkersReady == 4 && st.AttemptStartTime != nil
-	})
-
-	// Kueue preempts the gang: it suspends the Job, whose pods end by SIGTERM. That is a
-	// disruption, not a failure (maxRestarts is 0): the next attempt waits in the queue.
-	k.get("queued") // the job as it is now
-	patch = client.MergeFrom(job.DeepCopy())
-	job.Spec.Suspend = ptr(true)
-	if err := k.c.Patch(context.Background(), job, patch); err != nil {
-		k.t.Fatal(err)
-	}
-	var pods corev1.PodList
-	if err := k.c.List(context.Background(), &pods, client.InNamespace(k.ns)); err != nil {
-		k.t.Fatal(err)
-	}
-	for i := range pods.Items { // the operator may be deleting them already
-		if err := k.trySetPod(&pods.Items[i], exited(143, "")); err != nil && !apierrors.IsNotFound(err) {
-			k.t.Fatal(err)
-		}
-	}
-	got = k.waitStatus("queued", "requeued after preemption", func(st *v1.TrainJobStatus) bool {
-		return st.Attempt == 2 && st.Restarts == 1 && st.Disruptions == 1 && st.Phase != v1.PhaseFailed
-	})
-	if c := cond(&got.Status, v1.CondRestarting); c == nil || !strings.Contains(c.Message, "Kueue") {
-		k.t.Errorf("restarting condition %+v; want it to name Kueue's preemption", c)
-	}
-	next := k.attemptJob("queued", 2)
-	if next.Spec.Suspend == nil || !*next.Spec.Suspend || next.Labels[workload.LabelQueue] != "team-a" {
-		k.t.Errorf("attempt 2's Job must wait for Kueue again: suspend %v labels %v", next.Spec.Suspend, next.Labels)
-	}
-}
-
 func testMaxDisruptions(k *cluster) {
 	k.newJob("fragile", 1, func(j *v1.TrainJob) { j.Spec.MaxDisruptions = ptr(int32(1)) })
-	for attempt := 1; attempt <= 2; attempt++ {
-		pods := k.runAll("fragile", attempt)
+	uid := types.UID("")
+	for range 2 {
+		var pods []*corev1.Pod
+		k.eventually("a new worker 0", func() (bool, string) {
+			pods = k.attempt("fragile", 1)
+			return pods[0].UID != uid, "the evicted pod is still there"
+		})
+		uid = pods[0].UID
+		k.setPod(pods[0], running)
 		k.setPod(pods[0], func(st *corev1.PodStatus) {
 			st.Phase, st.Reason, st.Message = corev1.PodFailed, "Evicted", "The node was low on resource: memory."
 		})

@@ -4,7 +4,6 @@ import (
 	"context"
 	"strings"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -34,16 +33,16 @@ func (k *cluster) refused(name, reason string, fields ...string) {
 			k.t.Errorf("%s: the condition %q, the Event %q or the reason %q does not name %s", name, c.Message, note, got.Status.Reason, f)
 		}
 	}
-	var jobs batchv1.JobList
+	var pods corev1.PodList
 	var svcs corev1.ServiceList
 	var nps networkingv1.NetworkPolicyList
-	for _, l := range []client.ObjectList{&jobs, &svcs, &nps} {
+	for _, l := range []client.ObjectList{&pods, &svcs, &nps} {
 		if err := k.c.List(context.Background(), l, client.InNamespace(k.ns), client.MatchingLabels{workload.LabelJob: name}); err != nil {
 			k.t.Fatal(err)
 		}
 	}
-	if n := len(jobs.Items) + len(svcs.Items) + len(nps.Items); n != 0 {
-		k.t.Errorf("%s: %d Jobs, %d Services and %d NetworkPolicies were created for a refused job", name, len(jobs.Items), len(svcs.Items), len(nps.Items))
+	if n := len(pods.Items) + len(svcs.Items) + len(nps.Items); n != 0 {
+		k.t.Errorf("%s: %d pods, %d Services and %d NetworkPolicies were created for a refused job", name, len(pods.Items), len(svcs.Items), len(nps.Items))
 	}
 }
 
@@ -86,7 +85,7 @@ func testPodPolicy(k *cluster) {
 		j.Spec.Source = &v1.SourceSpec{Git: &v1.GitSource{URL: "https://git.example.com/r.git", Revision: strings.Repeat("a", 40),
 			CredentialsSecret: "team-git"}}
 	})
-	if pod := k.attemptJob("allowed", 1).Spec.Template.Spec; pod.ServiceAccountName != "trainer" {
+	if pod := k.attempt("allowed", 1)[0].Spec; pod.ServiceAccountName != "trainer" {
 		k.t.Errorf("service account %q", pod.ServiceAccountName)
 	}
 
@@ -111,7 +110,7 @@ func testPodPolicy(k *cluster) {
 		k.t.Fatal(err)
 	}
 	k.create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "later", Namespace: k.ns, Labels: open}})
-	k.attemptJob("submitted", 1)
+	k.attempt("submitted", 1)
 }
 
 // Before its first attempt's pods, a job gets a NetworkPolicy that it owns, selecting its
@@ -121,7 +120,7 @@ func testNetworkPolicy(k *cluster) {
 	tj := k.newJob("fenced", 2, func(j *v1.TrainJob) {
 		j.Spec.Kubernetes.PodTemplate = &runtime.RawExtension{Raw: []byte(`{"metadata": {"labels": {"trainyard.dev/job-uid": "other"}}}`)}
 	})
-	job := k.attemptJob("fenced", 1)
+	pods := k.attempt("fenced", 1)
 	var np networkingv1.NetworkPolicy
 	if err := k.c.Get(context.Background(), client.ObjectKey{Namespace: k.ns, Name: workload.NetworkPolicyName("fenced")}, &np); err != nil {
 		k.t.Fatalf("the workers' NetworkPolicy: %v", err)
@@ -131,8 +130,8 @@ func testNetworkPolicy(k *cluster) {
 		k.t.Errorf("the NetworkPolicy's controller %v, want the TrainJob", owner)
 	}
 	sel := np.Spec.PodSelector.MatchLabels
-	if len(sel) != 1 || sel[workload.LabelJobUID] != string(tj.UID) || job.Spec.Template.Labels[workload.LabelJobUID] != string(tj.UID) {
-		t := job.Spec.Template.Labels
+	if len(sel) != 1 || sel[workload.LabelJobUID] != string(tj.UID) || pods[0].Labels[workload.LabelJobUID] != string(tj.UID) {
+		t := pods[0].Labels
 		k.t.Errorf("NetworkPolicy selector %v, pod labels %v: the selector must match the pods by the TrainJob's UID", sel, t)
 	}
 	in := np.Spec.Ingress
@@ -141,7 +140,7 @@ func testNetworkPolicy(k *cluster) {
 		k.t.Errorf("ingress %+v: with no operator pod and no API server address known, the gang's own pods only", in)
 	}
 	// A restart keeps it.
-	pods := k.runAll("fenced", 1)
+	pods = k.runAll("fenced", 1)
 	k.setPod(pods[0], exited(1, ""))
 	k.waitStatus("fenced", "failed", func(st *v1.TrainJobStatus) bool { return st.Phase == v1.PhaseFailed })
 	if err := k.c.Get(context.Background(), client.ObjectKeyFromObject(&np), &networkingv1.NetworkPolicy{}); err != nil {

@@ -12,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -28,8 +27,10 @@ import (
 // teardownPoll is how often a reconcile looks again while an attempt's pods go away.
 const teardownPoll = time.Second
 
-// Reconciler drives TrainJobs: one Indexed Job and one headless Service per attempt,
-// the whole gang restarted after a failure, and a status that says what happens.
+// Reconciler drives TrainJobs: a headless Service and one pod per worker for each
+// attempt, a lost worker's pod replaced alone, the whole gang restarted on new pods after
+// a failure its launchers could not restart in place, and a status that says what
+// happens.
 type Reconciler struct {
 	Client client.Client
 	// Reader reads what the operator does not cache (PVCs) from the API server.
@@ -56,6 +57,8 @@ type Reconciler struct {
 	uids sync.Map
 	// poller reads running jobs' progress outside Reconcile (set up by SetupWithManager).
 	poller *poller
+	// expect holds the pods created and deleted that the cache does not show yet.
+	expect expectations
 }
 
 // forget drops what the reconciler remembers of a TrainJob that is gone or going.
@@ -68,6 +71,7 @@ func (r *Reconciler) forget(key types.NamespacedName) {
 	r.polled.Delete(uid)
 	r.checked.Delete(uid)
 	r.tensorboards.Delete(uid)
+	r.expect.forget(uid.(types.UID))
 	if r.poller != nil {
 		r.poller.forget(uid.(types.UID))
 	}
@@ -117,6 +121,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		err = errors.Join(err, werr)
 	} else {
 		s.emit()
+		for _, f := range s.written {
+			f()
+		}
 	}
 	if err != nil {
 		return ctrl.Result{}, err
@@ -134,7 +141,13 @@ type step struct {
 	kids  children
 	// events wait for the status write (emit).
 	events []pendingEvent
+	// written are run once the status is written.
+	written []func()
 }
+
+// afterWrite runs f once the step's status is written (right away when it does not
+// change): what must follow a recorded decision, never precede it.
+func (s *step) afterWrite(f func()) { s.written = append(s.written, f) }
 
 func (s *step) run(ctx context.Context) error {
 	st := &s.job.Status
@@ -169,11 +182,12 @@ func (s *step) run(ctx context.Context) error {
 	if s.kids.before(s.podsAttempt()) {
 		return s.waitTeardown(ctx)
 	}
-	cur := s.kids.job(s.podsAttempt())
-	if cur == nil {
+	if !s.kids.made(s.podsAttempt()) {
 		return s.create(ctx)
 	}
-	o := observe(cur, s.kids.podsOf(s.podsAttempt()), s.job.Spec.WorkerCount())
+	pods := s.kids.podsOf(s.podsAttempt())
+	s.r.expect.settle(s.job.UID, pods)
+	o := observe(pods, s.job.Spec.WorkerCount(), s.r.nodeDown(ctx))
 	return s.track(ctx, o)
 }
 
@@ -192,7 +206,7 @@ func (s *step) deadlineExceeded() (string, bool) {
 	return fmt.Sprintf("the job ran longer than activeDeadlineSeconds (%s)", limit), true
 }
 
-// create makes the current attempt's Service and Job.
+// create makes the current attempt's Service and its workers' pods.
 func (s *step) create(ctx context.Context) error {
 	st := &s.job.Status
 	n := s.podsAttempt()
@@ -200,24 +214,21 @@ func (s *step) create(ctx context.Context) error {
 		s.requeue(staleRetry) // a newer attempt exists: this TrainJob was read stale
 		return nil
 	}
-	a, err := workload.Render(s.job, n, workload.Options{Image: s.r.Options.Image})
+	a, err := s.render(n)
 	if err != nil {
 		return s.fail(v1.ReasonInvalidPodTemplate, err.Error())
 	}
 	if err := s.networkPolicy(ctx); err != nil {
 		return err
 	}
-	for _, obj := range []client.Object{a.Service, a.Job} {
-		if err := s.r.Client.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("create %s %s: %w", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName(), err)
-		}
+	if err := s.r.Client.Create(ctx, a.Service); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create Service %s: %w", a.Service.Name, err)
 	}
-	msg := fmt.Sprintf("attempt %d: created Job and Service %s for %d worker(s)", n, a.Job.Name, s.job.Spec.WorkerCount())
-	if q := s.queue(); q != "" {
-		msg += fmt.Sprintf("; waiting for Kueue to admit the gang through queue %q", q)
-	} else {
-		st.AttemptStartTime = s.time()
+	if _, err := s.createPods(ctx, a, seq(a.Workers)); err != nil {
+		return err
 	}
+	msg := fmt.Sprintf("attempt %d: created Service %s and %d worker pod(s)", n, a.Service.Name, a.Workers)
+	st.AttemptStartTime = s.time()
 	st.Reason = msg
 	s.condition(v1.CondCreated, true, "AttemptCreated", msg)
 	s.event(corev1.EventTypeNormal, "AttemptCreated", msg)
@@ -227,6 +238,20 @@ func (s *step) create(ctx context.Context) error {
 			workload.Defaulted(s.job).Spec.StoragePath))
 	}
 	return nil
+}
+
+// render renders attempt n of the job.
+func (s *step) render(n int) (*workload.Attempt, error) {
+	return workload.Render(s.job, n, workload.Options{Image: s.r.Options.Image})
+}
+
+// seq is 0, 1, ..., n-1.
+func seq(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
 }
 
 func (s *step) queue() string {
@@ -249,24 +274,13 @@ func (s *step) track(ctx context.Context, o observation) error {
 	if o.failure == nil && !o.done() {
 		o.failure = o.splitCommits(st.SourceCommit)
 	}
-	if o.queued && st.AttemptStartTime != nil {
-		// Admitted once and suspended again, not by us (a suspended TrainJob never gets
-		// here): Kueue evicted or preempted the gang. Its pods end by SIGTERM, which is not
-		// the user's code failing; the next attempt waits to be admitted again.
-		o.failure = &failure{worker: -1, disruption: true, reason: "the attempt's Job was suspended by its queue (Kueue evicted or preempted the gang)"}
-	}
 	switch {
 	case o.failure != nil:
 		return s.attemptEnded(ctx, o.failure)
 	case o.done():
 		return s.succeed()
-	case o.queued:
-		st.WorkersReady = 0
-		s.condition(v1.CondRunning, false, "Queued", fmt.Sprintf("attempt %d waits for Kueue to admit the gang through queue %q", st.Attempt, s.queue()))
-		return nil
-	}
-	if st.AttemptStartTime == nil {
-		st.AttemptStartTime = s.time() // Kueue admitted the Job
+	case len(o.lost) > 0 || len(o.missing) > 0:
+		return s.replaceLost(ctx, o)
 	}
 	st.WorkersReady = int32(o.running)
 	if o.allRunning() {
@@ -610,17 +624,23 @@ func attemptLabel(labels map[string]string) int {
 
 // children are the objects a TrainJob's attempts consist of.
 type children struct {
-	jobs     []batchv1.Job
 	services []corev1.Service
 	pods     []corev1.Pod
 }
 
-func (c children) empty() bool { return len(c.jobs)+len(c.services)+len(c.pods) == 0 }
+func (c children) empty() bool { return len(c.services)+len(c.pods) == 0 }
 
-func (c children) job(n int) *batchv1.Job {
-	for i := range c.jobs {
-		if attemptLabel(c.jobs[i].Labels) == n {
-			return &c.jobs[i]
+// made reports whether attempt n was created: its Service or a pod of it exists.
+func (c children) made(n int) bool {
+	return slices.ContainsFunc(c.services, func(s corev1.Service) bool { return attemptLabel(s.Labels) == n }) ||
+		len(c.podsOf(n)) > 0
+}
+
+// pod is worker i's pod in attempt n, or nil.
+func (c children) pod(n, i int) *corev1.Pod {
+	for j := range c.pods {
+		if p := &c.pods[j]; attemptLabel(p.Labels) == n && workerIndex(p) == i {
+			return p
 		}
 	}
 	return nil
@@ -645,9 +665,6 @@ func (c children) attempts() []int {
 			seen[n] = true
 			out = append(out, n)
 		}
-	}
-	for _, j := range c.jobs {
-		add(j.Labels)
 	}
 	for _, s := range c.services {
 		add(s.Labels)

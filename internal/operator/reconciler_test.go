@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -37,7 +36,7 @@ func fakeReconciler(t *testing.T, job *v1.TrainJob, conflict *bool) (*Reconciler
 		return nil
 	}
 	c := fake.NewClientBuilder().WithScheme(Scheme()).WithObjects(job).WithStatusSubresource(job).
-		WithIndex(&batchv1.Job{}, uidIndex, byUID).WithIndex(&corev1.Service{}, uidIndex, byUID).WithIndex(&corev1.Pod{}, uidIndex, byUID).
+		WithIndex(&corev1.Service{}, uidIndex, byUID).WithIndex(&corev1.Pod{}, uidIndex, byUID).
 		WithInterceptorFuncs(interceptor.Funcs{SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
 			if *conflict {
 				return apierrors.NewConflict(schema.GroupResource{Group: v1.GroupVersion.Group, Resource: "trainjobs"}, obj.GetName(), errors.New("changed"))
@@ -187,7 +186,7 @@ func TestPodPolicyLevels(t *testing.T) {
 		if _, err := r.Reconcile(context.Background(), req); err != nil {
 			t.Fatal(err)
 		}
-		var jobs batchv1.JobList
+		var jobs corev1.PodList
 		if err := r.Client.List(context.Background(), &jobs); err != nil {
 			t.Fatal(err)
 		}
@@ -196,7 +195,7 @@ func TestPodPolicyLevels(t *testing.T) {
 			t.Fatal(err)
 		}
 		if (len(jobs.Items) > 0) != wantJob {
-			t.Errorf("pod policy %q: %d Jobs created, want them: %v (status %+v)", level, len(jobs.Items), wantJob, got.Status)
+			t.Errorf("pod policy %q: %d pods created, want them: %v (status %+v)", level, len(jobs.Items), wantJob, got.Status)
 		}
 		if wantJob {
 			continue

@@ -65,22 +65,22 @@ func testGitAndTensorBoard(k *cluster) {
 		k.t.Errorf("TensorBoardCreated event: %q", note)
 	}
 
-	first := k.attemptJob("arena", 1)
-	if args := first.Spec.Template.Spec.InitContainers[0].Command; slices.Contains(args, "--git-rev") {
+	first := k.attempt("arena", 1)
+	if args := first[0].Spec.InitContainers[0].Command; slices.Contains(args, "--git-rev") {
 		k.t.Errorf("attempt 1 of a job with no commit pinned clones the branch's tip: %q", args)
 	}
-	pods := k.startPods(first)
+	pods := first
 	for _, p := range pods {
 		k.setPod(p, cloned(commit))
 	}
 	k.waitStatus("arena", "the cloned commit recorded", func(st *v1.TrainJobStatus) bool { return st.SourceCommit == commit })
 	k.setPod(pods[1], exited(1, ""))
-	second := k.attemptJob("arena", 2)
-	if args := second.Spec.Template.Spec.InitContainers[0].Command; !slices.Contains(args, commit) {
+	second := k.attempt("arena", 2)
+	if args := second[0].Spec.InitContainers[0].Command; !slices.Contains(args, commit) {
 		k.t.Errorf("attempt 2 must check out the commit attempt 1 cloned: %q", args)
 	}
 	k.gone("arena", 1)
-	for _, p := range k.startPods(second) {
+	for _, p := range second {
 		k.setPod(p, exited(0, ""))
 	}
 	k.waitStatus("arena", "succeeded", func(st *v1.TrainJobStatus) bool { return st.Phase == v1.PhaseSucceeded })
@@ -98,11 +98,11 @@ func testSplitClone(k *cluster) {
 	k.newJob("moving", 2, func(j *v1.TrainJob) {
 		j.Spec.Source = &v1.SourceSpec{Git: &v1.GitSource{URL: "https://git.example.com/t/r.git", Branch: "main"}}
 	})
-	pods := k.startPods(k.attemptJob("moving", 1))
+	pods := k.attempt("moving", 1)
 	k.setPod(pods[0], cloned(a))
 	k.setPod(pods[1], cloned(b))
-	second := k.attemptJob("moving", 2)
-	if args := second.Spec.Template.Spec.InitContainers[0].Command; !slices.Contains(args, a) {
+	second := k.attempt("moving", 2)
+	if args := second[0].Spec.InitContainers[0].Command; !slices.Contains(args, a) {
 		k.t.Errorf("attempt 2 must check out worker 0's commit: %q", args)
 	}
 	st := k.waitStatus("moving", "restarted", func(st *v1.TrainJobStatus) bool { return st.Restarts == 1 }).Status
@@ -123,7 +123,7 @@ func testCloneFails(k *cluster) {
 		j.Spec.MaxRestarts = 3
 		j.Spec.Source = &v1.SourceSpec{Git: &v1.GitSource{URL: "https://git.example.com/t/r.git", Branch: "nope"}}
 	})
-	pods := k.startPods(k.attemptJob("no-branch", 1))
+	pods := k.attempt("no-branch", 1)
 	k.setPod(pods[0], func(st *corev1.PodStatus) {
 		st.Phase = corev1.PodFailed
 		st.InitContainerStatuses = []corev1.ContainerStatus{{Name: workload.InitContainer, State: corev1.ContainerState{

@@ -39,7 +39,7 @@ func check(t *testing.T, j *v1.TrainJob, access *podpolicy.Access) podpolicy.Vio
 	if err != nil {
 		t.Fatal(err)
 	}
-	return podpolicy.CheckTrainJob(j, &a.Job.Spec.Template.Spec, access)
+	return podpolicy.CheckTrainJob(j, &a.Template.Spec, access)
 }
 
 func hostPath(j *v1.TrainJob) {

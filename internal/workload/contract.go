@@ -1,5 +1,5 @@
 // Package workload renders what the Kubernetes operator creates for one attempt of a
-// TrainJob (an Indexed batch/v1 Job and a headless Service) and holds the contract between
+// TrainJob (a headless Service and one pod per worker) and holds the contract between
 // the operator and the in-pod launcher (`trainyard worker`): labels, paths, variables and
 // the summary a worker leaves in its termination message.
 package workload
@@ -24,7 +24,10 @@ const (
 	ManagedBy      = "trainyard"
 	// LabelQueue is Kueue's label naming the local queue that admits a batch/v1 Job.
 	LabelQueue = "kueue.x-k8s.io/queue-name"
-	// LabelCompletionIndex is the label the Job controller puts on an Indexed Job's pods.
+	// LabelWorkerIndex is a worker pod's index in its gang (0 is worker 0).
+	LabelWorkerIndex = "trainyard.dev/worker-index"
+	// LabelCompletionIndex is the label the Job controller puts on an Indexed Job's pods,
+	// where earlier operators (which made Indexed Jobs) kept the index; read when LabelWorkerIndex is absent.
 	LabelCompletionIndex = "batch.kubernetes.io/job-completion-index"
 )
 
@@ -60,14 +63,14 @@ const (
 	TerminationLogMax = 4096
 )
 
-// Variables the operator sets in the worker container. The Job controller sets
-// EnvWorker (the completion index) itself.
+// Variables the operator sets in the worker container.
 const (
 	// EnvJob holds the TrainJob, defaulted, as JSON.
 	EnvJob = "TRAINYARD_JOB"
 	// EnvAttempt is the attempt number, 1-based.
 	EnvAttempt = "TRAINYARD_ATTEMPT"
-	// EnvWorker is the worker's index, from the Indexed Job.
+	// EnvWorker is the worker's index, named as an Indexed Job's pods name it (Kubeflow's
+	// and Arena's scripts read it).
 	EnvWorker = "JOB_COMPLETION_INDEX"
 	// EnvProgressAddr overrides the address worker 0 serves progress on (tests).
 	EnvProgressAddr = "TRAINYARD_PROGRESS_ADDR"
@@ -154,13 +157,13 @@ func DecodeSummary(msg string) (Summary, error) {
 	return s, nil
 }
 
-// AttemptName is the name of an attempt's Job and Service: "<job>-a<N>".
+// AttemptName is the name of an attempt's headless Service: "<job>-a<N>".
 func AttemptName(job string, attempt int) string {
 	return job + "-a" + strconv.Itoa(attempt)
 }
 
-// MasterAddr is worker 0's stable DNS name within the namespace: the Indexed Job's pod
-// host name under the attempt's headless Service.
+// MasterAddr is worker 0's stable DNS name within the namespace: its pod's host name
+// under the attempt's headless Service.
 func MasterAddr(job string, attempt int) string {
 	name := AttemptName(job, attempt)
 	return name + "-0." + name
@@ -183,4 +186,21 @@ type GPUSample struct {
 	UtilizationPercent int    `json:"utilizationPercent"`
 	MemoryUsedBytes    int64  `json:"memoryUsedBytes"`
 	MemoryTotalBytes   int64  `json:"memoryTotalBytes"`
+}
+
+// WorkerIndex is a worker pod's index in its gang (LabelWorkerIndex, or an earlier
+// operator's Indexed Job's completion index), or -1 when it has none.
+func WorkerIndex(labels map[string]string) int {
+	v, ok := labels[LabelWorkerIndex]
+	if !ok {
+		v, ok = labels[LabelCompletionIndex]
+	}
+	if !ok {
+		return -1
+	}
+	i, err := strconv.Atoi(v)
+	if err != nil {
+		return -1
+	}
+	return i
 }

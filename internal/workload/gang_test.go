@@ -16,7 +16,7 @@ func TestRenderGang(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := a.Job.Spec.Template.Spec.Containers[0]
+	c := a.Template.Spec.Containers[0]
 	env := envMap(c.Env)
 	if env[EnvRestarts] != "3" || env[EnvDisruptions] != "1" {
 		t.Errorf("env %v: want %s=3 and %s=1", env, EnvRestarts, EnvDisruptions)
@@ -29,7 +29,7 @@ func TestRenderGang(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if env := envMap(a.Job.Spec.Template.Spec.Containers[0].Env); env[EnvRestarts] != "" || env[EnvDisruptions] != "" {
+	if env := envMap(a.Template.Spec.Containers[0].Env); env[EnvRestarts] != "" || env[EnvDisruptions] != "" {
 		t.Errorf("the first attempt's env %v: want no restarts", env)
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -36,13 +35,58 @@ type Options struct {
 	Image string
 }
 
-// Attempt is what the operator creates for one attempt of a TrainJob.
+// Attempt is what the operator creates for one attempt of a TrainJob: a headless Service,
+// and one pod per worker (Pod), all made from the same template.
 type Attempt struct {
-	Job     *batchv1.Job
 	Service *corev1.Service
+	// Template is every worker's pod; Pod gives it its name, host name and index.
+	Template *corev1.PodTemplateSpec
+	// Workers is the gang's size: Pod(0) to Pod(Workers-1).
+	Workers int
 	// EphemeralStorage is true when no volume is mounted at the storage path, so the run
 	// folder (checkpoints, logs) lives in an emptyDir that goes with the pod.
 	EphemeralStorage bool
+
+	job     string
+	attempt int
+	meta    metav1.ObjectMeta // the attempt's namespace, labels and owner
+}
+
+// PodName is the name of worker i's pod in attempt n of job, which is also its host name
+// under the attempt's headless Service: "<job>-a<N>-<i>". The name is fixed, so a pod is
+// never made twice (the API server refuses a second), and a replaced worker keeps its DNS
+// name: its replacement is created only once the pod before it is gone.
+func PodName(job string, n, i int) string {
+	return AttemptName(job, n) + "-" + strconv.Itoa(i)
+}
+
+// Pod is worker i's pod: the template with its name, host name, index label and
+// EnvWorker.
+func (a *Attempt) Pod(i int) *corev1.Pod {
+	t := a.Template.DeepCopy()
+	name := PodName(a.job, a.attempt, i)
+	p := &corev1.Pod{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}, ObjectMeta: t.ObjectMeta, Spec: t.Spec}
+	p.Name, p.Namespace, p.OwnerReferences = name, a.meta.Namespace, a.meta.OwnerReferences
+	if p.Labels == nil {
+		p.Labels = map[string]string{}
+	}
+	p.Labels[LabelWorkerIndex] = strconv.Itoa(i)
+	p.Spec.Hostname = name
+	for c := range p.Spec.Containers {
+		if p.Spec.Containers[c].Name == WorkerContainer {
+			p.Spec.Containers[c].Env = append(p.Spec.Containers[c].Env, corev1.EnvVar{Name: EnvWorker, Value: strconv.Itoa(i)})
+		}
+	}
+	return p
+}
+
+// Pods are every worker's pod.
+func (a *Attempt) Pods() []*corev1.Pod {
+	out := make([]*corev1.Pod, a.Workers)
+	for i := range out {
+		out[i] = a.Pod(i)
+	}
+	return out
 }
 
 // Defaulted returns a copy of job with the defaults the workers need: those of every
@@ -83,8 +127,9 @@ func Labels(job *v1.TrainJob, n int) map[string]string {
 		LabelManagedBy: ManagedBy}
 }
 
-// Render returns the Indexed Job and the headless Service of attempt n of job. Both are
-// owned by job. It fails only on a pod template override that does not apply.
+// Render returns attempt n of job: its headless Service and its workers' pod template.
+// Everything is owned by job. It fails only on a pod template override that does not
+// apply.
 func Render(job *v1.TrainJob, n int, opts Options) (*Attempt, error) {
 	d := Defaulted(job)
 	name := AttemptName(job.Name, n)
@@ -94,24 +139,6 @@ func Render(job *v1.TrainJob, n int, opts Options) (*Attempt, error) {
 	pod, ephemeral, err := podTemplate(d, n, opts)
 	if err != nil {
 		return nil, err
-	}
-	workers := ptr(int32(d.Spec.WorkerCount()))
-	batch := &batchv1.Job{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
-		ObjectMeta: *meta.DeepCopy(),
-		Spec: batchv1.JobSpec{
-			CompletionMode: ptr(batchv1.IndexedCompletion),
-			Completions:    workers,
-			Parallelism:    workers,
-			// One failed worker fails the attempt: the operator restarts the whole gang.
-			BackoffLimit: ptr(int32(0)),
-			Template:     *pod,
-		},
-	}
-	if q := d.Spec.Kubernetes.QueueName; q != "" {
-		// Kueue admits a suspended Job as a whole: the gang starts together or not at all.
-		batch.Labels[LabelQueue] = q
-		batch.Spec.Suspend = ptr(true)
 	}
 	svc := &corev1.Service{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
@@ -124,7 +151,8 @@ func Render(job *v1.TrainJob, n int, opts Options) (*Attempt, error) {
 				TargetPort: intstr.FromInt32(MasterPort)}},
 		},
 	}
-	return &Attempt{Job: batch, Service: svc, EphemeralStorage: ephemeral}, nil
+	return &Attempt{Service: svc, Template: pod, Workers: d.Spec.WorkerCount(), EphemeralStorage: ephemeral,
+		job: job.Name, attempt: n, meta: meta}, nil
 }
 
 // podLabels are a worker pod's labels: the user's, with Trainyard's over them.

@@ -90,7 +90,7 @@ func TestRenderGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			objs := []any{a.Job, a.Service}
+			objs := []any{a.Service, a.Pod(0)}
 			tb, err := RenderTensorBoard(job)
 			if err != nil {
 				t.Fatal(err)
@@ -138,7 +138,7 @@ func TestRenderWiring(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pod := a.Job.Spec.Template.Spec
+	pod := a.Template.Spec
 	w := pod.Containers[0]
 	if got := w.Resources.Limits[GPUResource]; got.Value() != 8 {
 		t.Errorf("GPU limit = %v, want 8", got.String())
@@ -159,8 +159,15 @@ func TestRenderWiring(t *testing.T) {
 	if a.EphemeralStorage {
 		t.Error("the storage path /mnt/runs is under the PVC mount /mnt, yet rendered as ephemeral")
 	}
-	if *a.Job.Spec.Suspend != true || a.Job.Labels[LabelQueue] != "team-a" {
-		t.Error("a job with a queue name must be created suspended and labelled for Kueue")
+	p := a.Pod(2)
+	if p.Name != "llm-a3-2" || p.Spec.Hostname != p.Name || p.Labels[LabelWorkerIndex] != "2" || envMap(p.Spec.Containers[0].Env)[EnvWorker] != "2" {
+		t.Errorf("pod 2: name %s, hostname %s, labels %v: want llm-a3-2 as both, index 2 in the label and %s", p.Name, p.Spec.Hostname, p.Labels, EnvWorker)
+	}
+	if len(p.OwnerReferences) != 1 || p.OwnerReferences[0].Name != "llm" || p.Namespace != a.Service.Namespace {
+		t.Errorf("pod 2: owners %v in %q: want the TrainJob, in its namespace", p.OwnerReferences, p.Namespace)
+	}
+	if _, ok := envMap(pod.Containers[0].Env)[EnvWorker]; ok || a.Template.Labels[LabelWorkerIndex] != "" {
+		t.Error("the template itself must not carry a worker index")
 	}
 	if pod.Subdomain != a.Service.Name || a.Service.Spec.ClusterIP != corev1.ClusterIPNone || !a.Service.Spec.PublishNotReadyAddresses {
 		t.Error("the pods' subdomain must be the headless Service publishing not-ready addresses")
@@ -170,11 +177,11 @@ func TestRenderWiring(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if env := envMap(cpu.Job.Spec.Template.Spec.Containers[0].Env); env["NVIDIA_VISIBLE_DEVICES"] != "void" {
+	if env := envMap(cpu.Template.Spec.Containers[0].Env); env["NVIDIA_VISIBLE_DEVICES"] != "void" {
 		t.Error("a worker without GPUs must get NVIDIA_VISIBLE_DEVICES=void")
 	}
-	if !cpu.EphemeralStorage || cpu.Job.Spec.Suspend != nil {
-		t.Error("no volume at the storage path must be reported as ephemeral; no queue, not suspended")
+	if !cpu.EphemeralStorage || len(cpu.Pods()) != 2 {
+		t.Errorf("no volume at the storage path must be reported as ephemeral; %d pods, want 2", len(cpu.Pods()))
 	}
 	d := Defaulted(baseJob())
 	if d.Spec.RunName != "mnist-0f1e2d3c" || d.Spec.StoragePath != DefaultStoragePath {
@@ -242,7 +249,7 @@ func TestRenderHardened(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, pod := range map[string]corev1.PodSpec{"worker": a.Job.Spec.Template.Spec, "tensorboard": tb.Deployment.Spec.Template.Spec} {
+	for name, pod := range map[string]corev1.PodSpec{"worker": a.Template.Spec, "tensorboard": tb.Deployment.Spec.Template.Spec} {
 		if sc := pod.SecurityContext; sc == nil || sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
 			t.Errorf("%s pod securityContext %+v, want seccomp RuntimeDefault", name, sc)
 		}
@@ -257,11 +264,11 @@ func TestRenderHardened(t *testing.T) {
 			}
 		}
 	}
-	w := a.Job.Spec.Template.Spec.Containers[0].SecurityContext
+	w := a.Template.Spec.Containers[0].SecurityContext
 	if w.RunAsUser == nil || *w.RunAsUser != 1000 {
 		t.Errorf("the template's runAsUser was lost: %+v", w)
 	}
-	if l := a.Job.Spec.Template.Labels; l[LabelJobUID] != string(j.UID) || l["x"] != "y" {
+	if l := a.Template.Labels; l[LabelJobUID] != string(j.UID) || l["x"] != "y" {
 		t.Errorf("pod labels %v: want the template's x=y and Trainyard's own job-uid", l)
 	}
 }

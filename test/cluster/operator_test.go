@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/trainyard/trainyard/internal/testcluster"
+	"github.com/trainyard/trainyard/internal/workload"
 )
 
 // sharedDir is the host folder every worker pod mounts at /shared: the example's code and
@@ -266,8 +267,8 @@ func TestOperatorTrainsOnRealPods(t *testing.T) {
 			t.Errorf("status %+v, want Succeeded on attempt 2 after 1 restart, at iteration 3", s)
 		}
 		// The pod kept running: worker 0's launcher restarted the gang in place.
-		if _, err := cl.Client.BatchV1().Jobs("default").Get(ctx, "mnist-kill-a2", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-			t.Errorf("Job mnist-kill-a2: %v; want none: the gang restarts in place on attempt 1's pods", err)
+		if _, err := cl.Client.CoreV1().Services("default").Get(ctx, "mnist-kill-a2", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("Service mnist-kill-a2: %v; want none: the gang restarts in place on attempt 1's pods", err)
 		}
 		if p, err := cl.Client.CoreV1().Pods("default").Get(ctx, pod, metav1.GetOptions{}); err != nil || p.Status.Phase != corev1.PodSucceeded {
 			t.Errorf("pod %s, whose Python was killed: %v; want it to have gone on to succeed", pod, err)
@@ -338,15 +339,21 @@ func testLifecycle(t *testing.T, ctx context.Context) {
 		// The operator records Failed first and stops what still runs in the next reconcile
 		// (a worker of the last attempt may not have reached its own exit yet).
 		waitFor(t, "the failed job's running pods to be stopped", time.Minute, func() bool { return livePods(t, ctx, "crash") == 0 })
-		// ttlSecondsAfterFinished deletes the job's Jobs, Services and pods; the TrainJob
-		// and its logs stay (see the field's documentation).
-		waitFor(t, "the ended job's Jobs to go after its TTL", 2*time.Minute, func() bool {
-			jobs, err := cl.Client.BatchV1().Jobs("default").List(ctx, metav1.ListOptions{})
-			if err != nil {
+		// ttlSecondsAfterFinished deletes the job's Services and pods; the TrainJob and its
+		// logs stay (see the field's documentation).
+		waitFor(t, "the ended job's pods and Services to go after its TTL", 2*time.Minute, func() bool {
+			pods, err := cl.Client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+			svcs, serr := cl.Client.CoreV1().Services("default").List(ctx, metav1.ListOptions{})
+			if err != nil || serr != nil {
 				return false
 			}
-			for _, j := range jobs.Items {
-				if strings.HasPrefix(j.Name, "crash-a") {
+			for _, p := range pods.Items {
+				if strings.HasPrefix(p.Name, "crash-a") {
+					return false
+				}
+			}
+			for _, s := range svcs.Items {
+				if strings.HasPrefix(s.Name, "crash-a") {
 					return false
 				}
 			}
@@ -404,7 +411,7 @@ func waitFor(t *testing.T, what string, timeout time.Duration, ok func() bool) {
 func workerPod(t *testing.T, ctx context.Context, job string, index int) string {
 	t.Helper()
 	pods, err := cl.Client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{
-		LabelSelector: fmt.Sprintf("batch.kubernetes.io/job-completion-index=%d", index),
+		LabelSelector: fmt.Sprintf("%s=%d", workload.LabelWorkerIndex, index),
 	})
 	if err != nil {
 		t.Fatal(err)

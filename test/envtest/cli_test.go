@@ -3,7 +3,7 @@ package envtest_test
 // The command line with --kube against a real kube-apiserver and etcd. The control plane
 // has no scheduler, kubelet or controllers, so the tests play their parts: they set the
 // TrainJobs' status as the operator would, create the worker pods (labelled as the
-// operator's Indexed Jobs label them) on nodes they create, set the pods' status as a
+// operator labels them) on nodes they create, set the pods' status as a
 // kubelet would, and serve the pods' logs from a stand-in kubelet that the API server
 // proxies `pods/log` to.
 
@@ -133,7 +133,7 @@ func (k *cliCluster) workerPod(job *v1alpha1.TrainJob, attempt, worker int, node
 		ObjectMeta: metav1.ObjectMeta{Namespace: k.ns, Name: fmt.Sprintf("%s-%d-x%d", workload.AttemptName(job.Name, attempt), worker, attempt),
 			Labels: map[string]string{workload.LabelJob: job.Name, workload.LabelJobUID: string(job.UID),
 				workload.LabelAttempt: strconv.Itoa(attempt), workload.LabelManagedBy: workload.ManagedBy,
-				workload.LabelCompletionIndex: strconv.Itoa(worker)}},
+				workload.LabelWorkerIndex: strconv.Itoa(worker)}},
 		Spec: corev1.PodSpec{NodeName: node, RestartPolicy: corev1.RestartPolicyNever,
 			Containers: []corev1.Container{{Name: workload.WorkerContainer, Image: "img:1", Resources: corev1.ResourceRequirements{
 				Limits:   corev1.ResourceList{"nvidia.com/gpu": *resource.NewQuantity(gpus, resource.DecimalSI)},

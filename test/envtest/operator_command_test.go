@@ -12,7 +12,6 @@ import (
 
 	authv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
-	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -103,26 +102,26 @@ func (o *operatorRun) stop(t *testing.T) {
 	t.Logf("the operator's log:\n%s", o.stderr.String())
 }
 
-// waitForBatchJob waits for the batch Job the operator makes for a TrainJob.
-func waitForBatchJob(t *testing.T, env *testkube.Env, o *operatorRun, ns, name string) {
+// waitForPods waits for the worker pods the operator makes for a TrainJob.
+func waitForPods(t *testing.T, env *testkube.Env, o *operatorRun, ns, name string) {
 	t.Helper()
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		var jobs batchv1.JobList
-		if err := env.Client.List(context.Background(), &jobs, client.InNamespace(ns), client.MatchingLabels{workload.LabelJob: name}); err != nil {
+		var pods corev1.PodList
+		if err := env.Client.List(context.Background(), &pods, client.InNamespace(ns), client.MatchingLabels{workload.LabelJob: name}); err != nil {
 			t.Fatal(err)
 		}
-		if len(jobs.Items) > 0 {
+		if len(pods.Items) > 0 {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the operator made no batch Job for TrainJob %s/%s in 30s; its log:\n%s", ns, name, o.stderr.String())
+			t.Fatalf("the operator made no pod for TrainJob %s/%s in 30s; its log:\n%s", ns, name, o.stderr.String())
 		}
 	}
 }
 
 // `trainyard operator` as the Deployment runs it, against a real API server, with only
 // the permissions `trainyard install` gives its ServiceAccount: it becomes ready, takes
-// the leader Lease, runs a TrainJob's first attempt as a batch Job (and its
+// the leader Lease, runs a TrainJob's first attempt (its pods, and its
 // NetworkPolicy) without being refused anything, and stops cleanly on its context's end
 // (SIGTERM). Its metrics are served over HTTPS to those the API server authenticates and
 // allows: none without a token (401), none for a ServiceAccount without the right (403),
@@ -139,7 +138,7 @@ func TestOperatorCommand(t *testing.T) {
 	if err := env.Client.Create(context.Background(), validJob("default", "rbac")); err != nil {
 		t.Fatal(err)
 	}
-	waitForBatchJob(t, env, o, "default", "rbac")
+	waitForPods(t, env, o, "default", "rbac")
 	checkMetricsAuth(t, env, "https://"+metricsAddr+"/metrics")
 	o.stop(t)
 }
@@ -225,7 +224,7 @@ func TestOperatorCommandOneNamespace(t *testing.T) {
 	if err := env.Client.Create(ctx, validJob("team-a", "rbac")); err != nil {
 		t.Fatal(err)
 	}
-	waitForBatchJob(t, env, o, "team-a", "rbac")
+	waitForPods(t, env, o, "team-a", "rbac")
 
 	cs, err := kubernetes.NewForConfig(env.Config)
 	if err != nil {

@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,16 +23,17 @@ import (
 	"github.com/trainyard/trainyard/internal/workload"
 )
 
-// podRunner plays the Job controller and the kubelet for the operator's Jobs in one
-// namespace, on this machine: for each attempt's Job it makes the pods, runs each pod's
-// worker container as a local process (the trainyard binary for the one the init
+// podRunner plays the scheduler and the kubelet for the operator's pods in one namespace,
+// on this machine: it binds each pod the operator makes, runs its worker container as a
+// local process (the trainyard binary for the one the init
 // container would copy, with the pod's environment), reports them Running, and when a
 // process exits sets the pod's phase, exit code and termination message as a kubelet
 // would. The pods are bound to a Node of their own whose kubelet port answers nothing, so
 // the API server cannot proxy their logs. A pod the operator deletes gets its process
 // stopped with SIGTERM, and its deletion is completed once the process is gone, as a
-// kubelet does. DNS is the one thing it fakes: MASTER_ADDR becomes 127.0.0.1 and each Job
-// gets free ports for the rendezvous and worker 0's gang coordinator.
+// kubelet does. DNS is the one thing it fakes: MASTER_ADDR becomes 127.0.0.1 and each
+// attempt gets free ports for the rendezvous and worker 0's gang coordinator; each pod
+// gets a loopback address of its own as its IP, where worker 0 serves its progress.
 type podRunner struct {
 	t      *testing.T
 	c      client.Client
@@ -41,13 +41,16 @@ type podRunner struct {
 	binary string
 	dir    string // termination logs
 
-	mu    sync.Mutex
-	procs map[string]*exec.Cmd // pod name → its worker process
-	jobs  map[string]bool      // Jobs whose pods were made
+	mu       sync.Mutex
+	procs    map[string]*exec.Cmd // pod name → its worker process
+	started  map[string]bool      // pods (by UID) whose process was started
+	attempts map[string][2]int    // an attempt's rendezvous and gang ports, by TrainJob UID and attempt
+	ips      int                  // loopback addresses given out
 }
 
 func startPodRunner(t *testing.T, c client.Client, ns, binary string) *podRunner {
-	k := &podRunner{t: t, c: c, ns: ns, binary: binary, dir: t.TempDir(), procs: map[string]*exec.Cmd{}, jobs: map[string]bool{}}
+	k := &podRunner{t: t, c: c, ns: ns, binary: binary, dir: t.TempDir(), procs: map[string]*exec.Cmd{},
+		started: map[string]bool{}, attempts: map[string][2]int{}}
 	k.makeNode(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -93,92 +96,84 @@ func (k *podRunner) makeNode(t *testing.T) {
 }
 
 func (k *podRunner) sync(ctx context.Context) error {
-	var jobs batchv1.JobList
-	if err := k.c.List(ctx, &jobs, client.InNamespace(k.ns), client.MatchingLabels{workload.LabelManagedBy: workload.ManagedBy}); err != nil {
+	var pods corev1.PodList
+	if err := k.c.List(ctx, &pods, client.InNamespace(k.ns), client.MatchingLabels{workload.LabelManagedBy: workload.ManagedBy}); err != nil {
 		return err
 	}
-	for i := range jobs.Items {
-		j := &jobs.Items[i]
+	for i := range pods.Items {
+		p := &pods.Items[i]
 		k.mu.Lock()
-		seen := k.jobs[string(j.UID)]
-		k.jobs[string(j.UID)] = true
+		seen := k.started[string(p.UID)]
+		k.started[string(p.UID)] = true
 		k.mu.Unlock()
-		if seen || j.DeletionTimestamp != nil || (j.Spec.Suspend != nil && *j.Spec.Suspend) {
+		if seen || p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodPending && p.Status.Phase != "" {
 			continue
 		}
-		if err := k.startJob(ctx, j); err != nil {
+		if err := k.startPod(ctx, p); err != nil {
 			return err
 		}
 	}
 	return k.stopDeleted(ctx)
 }
 
-// startJob makes the Job's pods and starts their worker containers.
-func (k *podRunner) startJob(ctx context.Context, j *batchv1.Job) error {
-	port, err := freePort()
-	if err != nil {
-		return err
+// ports are the rendezvous and gang ports of the pod's attempt, the same for every pod
+// of it (a replaced one too).
+func (k *podRunner) ports(p *corev1.Pod) ([2]int, error) {
+	key := p.Labels[workload.LabelJobUID] + "/" + p.Labels[workload.LabelAttempt]
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if ports, ok := k.attempts[key]; ok {
+		return ports, nil
 	}
-	gang, err := freePort()
-	if err != nil {
-		return err
-	}
-	for i := range int(*j.Spec.Completions) {
-		pod, err := k.makePod(ctx, j, i)
+	var ports [2]int
+	for i := range ports {
+		port, err := freePort()
 		if err != nil {
-			return err
+			return ports, err
 		}
-		if err := k.startPod(ctx, pod, i, port, gang); err != nil {
-			return err
-		}
+		ports[i] = port
 	}
-	return nil
+	k.attempts[key] = ports
+	return ports, nil
 }
 
-func (k *podRunner) makePod(ctx context.Context, j *batchv1.Job, i int) (*corev1.Pod, error) {
-	tmpl := j.Spec.Template.DeepCopy()
-	idx := strconv.Itoa(i)
-	p := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d-%s", j.Name, i, string(j.UID)[:5]), Namespace: j.Namespace,
-			Labels: tmpl.Labels, Annotations: map[string]string{workload.LabelCompletionIndex: idx},
-			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(j, batchv1.SchemeGroupVersion.WithKind("Job"))}},
-		Spec: tmpl.Spec,
-	}
-	p.Labels[workload.LabelCompletionIndex] = idx
-	p.Spec.Hostname = fmt.Sprintf("%s-%d", j.Name, i)
-	p.Spec.NodeName = nodeName
-	// Every pod here shares one network: give worker 0's progress port a free number.
-	port, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	for i, cp := range p.Spec.Containers[0].Ports {
-		if cp.Name == "progress" {
-			p.Spec.Containers[0].Ports[i].ContainerPort = int32(port)
-		}
-	}
-	if err := k.c.Create(ctx, p); err != nil {
-		return nil, fmt.Errorf("create pod: %w", err)
-	}
-	return p, nil
+// ip gives a pod a loopback address of its own, as its IP.
+func (k *podRunner) ip() string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.ips++
+	return fmt.Sprintf("127.0.%d.%d", 10+k.ips/250, 1+k.ips%250)
 }
 
-// startPod runs the pod's worker container as a process.
-func (k *podRunner) startPod(ctx context.Context, p *corev1.Pod, index, port, gang int) error {
+// startPod binds the pod to the runner's node and runs its worker container as a process.
+func (k *podRunner) startPod(ctx context.Context, p *corev1.Pod) error {
 	c := p.Spec.Containers[0]
 	if c.Command[0] != workload.BinPath {
 		return fmt.Errorf("pod %s runs %q, not the binary the init container copies", p.Name, c.Command[0])
 	}
+	binding := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace},
+		Target: corev1.ObjectReference{Kind: "Node", Name: nodeName}}
+	if err := k.c.SubResource("binding").Create(ctx, p, binding); err != nil {
+		return fmt.Errorf("bind pod %s: %w", p.Name, err)
+	}
+	ports, err := k.ports(p)
+	if err != nil {
+		return err
+	}
+	port, gang := ports[0], ports[1]
+	index := workload.WorkerIndex(p.Labels)
+	ip := k.ip()
 	msgPath := filepath.Join(k.dir, p.Name+".msg")
 	cmd := exec.Command(k.binary, c.Command[1:]...)
 	cmd.Dir = c.WorkingDir
 	// The pods share this machine's loopback: worker 0 serves its progress where the
-	// operator reads it, the others (which serve only their GPUs) on any free port.
+	// operator reads it (its own address), the others (which serve only their GPUs) on any
+	// free port.
 	progress := "127.0.0.1:0"
 	if index == 0 {
-		progress = "127.0.0.1:" + strconv.Itoa(progressPort(p))
+		progress = net.JoinHostPort(ip, strconv.Itoa(workload.ProgressPort))
 	}
-	cmd.Env = append(os.Environ(), "JOB_COMPLETION_INDEX="+strconv.Itoa(index), "TRAINYARD_TERMINATION_LOG="+msgPath,
+	cmd.Env = append(os.Environ(), "TRAINYARD_TERMINATION_LOG="+msgPath,
 		workload.EnvProgressAddr+"="+progress, workload.EnvGangAddr+"=127.0.0.1:"+strconv.Itoa(gang))
 	for _, e := range c.Env {
 		switch e.Name {
@@ -202,7 +197,7 @@ func (k *podRunner) startPod(ctx context.Context, p *corev1.Pod, index, port, ga
 	k.procs[p.Name] = cmd
 	k.mu.Unlock()
 	k.setStatus(ctx, p, func(st *corev1.PodStatus) {
-		st.Phase, st.PodIP = corev1.PodRunning, "127.0.0.1"
+		st.Phase, st.PodIP = corev1.PodRunning, ip
 		st.ContainerStatuses = []corev1.ContainerStatus{{Name: c.Name, Ready: true, Image: c.Image,
 			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}}}
 	})

@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -80,8 +79,8 @@ spec:
 	if after := podUIDs(t, env.Client, "fmnist"); after != pods {
 		t.Errorf("pods after the restart in place: %s; want the same as before: %s", after, pods)
 	}
-	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: "default", Name: "fmnist-a2"}, &batchv1.Job{}); !apierrors.IsNotFound(err) {
-		t.Errorf("Job fmnist-a2: %v; want none (the gang restarted in place)", err)
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: "default", Name: "fmnist-a2"}, &corev1.Service{}); !apierrors.IsNotFound(err) {
+		t.Errorf("Service fmnist-a2: %v; want none (the gang restarted in place)", err)
 	}
 	waitPath(t, filepath.Join(job.Status.RunDir, "checkpoint_000002"), 3*time.Minute)
 	if !runner.kill("fmnist-a1-1", syscall.SIGKILL) {
