@@ -93,6 +93,11 @@ func (r *Reconciler) access(ctx context.Context, job *v1.TrainJob, refs podpolic
 		}
 	}
 	for _, name := range refs.Secrets {
+		if name == workload.GangSecretName(job.Name) {
+			// The operator makes it, owned by the job, before the pods (gangSecret).
+			acc.Secrets = append(acc.Secrets, name)
+			continue
+		}
 		m, err := r.metadata(ctx, "Secret", job.Namespace, name)
 		switch {
 		case apierrors.IsNotFound(err):

@@ -285,6 +285,27 @@ func testCreation(k *cluster) {
 			k.t.Errorf("pod %d: name %s host name %s subdomain %s; want %s under mnist-a1", i, p.Name, p.Spec.Hostname, p.Spec.Subdomain, want)
 		}
 	}
+	var gang corev1.Secret
+	if err := k.c.Get(context.Background(), client.ObjectKey{Namespace: k.ns, Name: workload.GangSecretName("mnist")}, &gang); err != nil {
+		k.t.Fatalf("the gang Secret: %v", err)
+	}
+	if owner := metav1.GetControllerOf(&gang); owner == nil || owner.UID != k.get("mnist").UID || len(gang.Data[workload.GangSecretKey]) != 64 {
+		k.t.Errorf("the gang Secret: owner %v, %d bytes of key; want the TrainJob's, 64 hex digits", owner, len(gang.Data[workload.GangSecretKey]))
+	}
+	for _, e := range k.attempt("mnist", 1)[2].Spec.Containers[0].Env {
+		if e.Name == workload.EnvGangSecret && (e.ValueFrom == nil || e.ValueFrom.SecretKeyRef.Name != gang.Name) {
+			k.t.Errorf("worker 2's %s: %+v; want it from the Secret %s", e.Name, e, gang.Name)
+		}
+	}
+	// A Secret of the gang's name that the job does not own would give its workers a key
+	// someone else chose: the job fails, saying so, with no pods.
+	k.create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: workload.GangSecretName("squatted"), Namespace: k.ns},
+		StringData: map[string]string{workload.GangSecretKey: "chosen"}})
+	k.newJob("squatted", 1, nil)
+	st := k.waitStatus("squatted", "refused", func(st *v1.TrainJobStatus) bool { return st.Phase == v1.PhaseFailed })
+	if !hasCond(&st.Status, v1.CondFailed, metav1.ConditionTrue, "GangSecretConflict") || len(k.pods("squatted", 1)) != 0 {
+		k.t.Errorf("a job whose gang Secret is someone else's: %+v, %d pods", st.Status, len(k.pods("squatted", 1)))
+	}
 	got := k.waitStatus("mnist", "created", func(st *v1.TrainJobStatus) bool {
 		return st.Attempt == 1 && st.Phase == v1.PhasePending && hasCond(st, v1.CondCreated, metav1.ConditionTrue, "AttemptCreated")
 	})

@@ -59,6 +59,8 @@ type Reconciler struct {
 	poller *poller
 	// expect holds the pods created and deleted that the cache does not show yet.
 	expect expectations
+	// gangSecrets holds, per TrainJob UID, that its gang Secret exists.
+	gangSecrets sync.Map
 }
 
 // forget drops what the reconciler remembers of a TrainJob that is gone or going.
@@ -72,6 +74,7 @@ func (r *Reconciler) forget(key types.NamespacedName) {
 	r.checked.Delete(uid)
 	r.tensorboards.Delete(uid)
 	r.expect.forget(uid.(types.UID))
+	r.gangSecrets.Delete(uid)
 	if r.poller != nil {
 		r.poller.forget(uid.(types.UID))
 	}
@@ -219,6 +222,9 @@ func (s *step) create(ctx context.Context) error {
 		return s.fail(v1.ReasonInvalidPodTemplate, err.Error())
 	}
 	if err := s.networkPolicy(ctx); err != nil {
+		return err
+	}
+	if ok, err := s.gangSecret(ctx); !ok || err != nil {
 		return err
 	}
 	if err := s.r.Client.Create(ctx, a.Service); err != nil && !apierrors.IsAlreadyExists(err) {

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
+	"github.com/trainyard/trainyard/internal/workload"
 )
 
 // templatePrefix starts the path of a field of spec.kubernetes.podTemplate's pod spec.
@@ -22,8 +23,8 @@ func CheckTrainJob(job *v1.TrainJob, pod *corev1.PodSpec, access *Access) Violat
 	tmpl := userTemplate(job)
 	var out Violations
 	for _, f := range findings(pod) {
-		if f.allowed(access) {
-			continue
+		if f.allowed(access) || f.secret != "" && f.secret == workload.GangSecretName(job.Name) {
+			continue // the job's own gang Secret, which the operator makes for it
 		}
 		out = append(out, Violation{Field: jobPath(job, tmpl, pod, f.at), Detail: f.detail})
 	}

@@ -176,6 +176,13 @@ func (k *podRunner) startPod(ctx context.Context, p *corev1.Pod) error {
 	cmd.Env = append(os.Environ(), "TRAINYARD_TERMINATION_LOG="+msgPath,
 		workload.EnvProgressAddr+"="+progress, workload.EnvGangAddr+"=127.0.0.1:"+strconv.Itoa(gang))
 	for _, e := range c.Env {
+		if ref := e.ValueFrom; ref != nil && ref.SecretKeyRef != nil {
+			var sec corev1.Secret
+			if err := k.c.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: ref.SecretKeyRef.Name}, &sec); err != nil {
+				return fmt.Errorf("pod %s: %s from Secret %s: %w", p.Name, e.Name, ref.SecretKeyRef.Name, err)
+			}
+			e.Value = string(sec.Data[ref.SecretKeyRef.Key])
+		}
 		switch e.Name {
 		case workload.EnvMasterAddr:
 			e.Value = "127.0.0.1"
