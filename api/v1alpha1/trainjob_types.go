@@ -315,7 +315,7 @@ type TrainJobStatus struct {
 	// Attempt is the number of the current or last attempt, starting at 1.
 	Attempt int32 `json:"attempt,omitempty"`
 
-	// PodsAttempt is the attempt whose Job, Service and pods the gang runs on: the
+	// PodsAttempt is the attempt whose Service and pods the gang runs on: the
 	// attempts after it, up to Attempt, restarted in place on them. 0: Attempt.
 	// +optional
 	PodsAttempt int32 `json:"podsAttempt,omitempty"`
@@ -347,6 +347,12 @@ type TrainJobStatus struct {
 	// they do not count against maxRestarts.
 	// +optional
 	Disruptions int32 `json:"disruptions,omitempty"`
+
+	// WorkerReplacements is, by worker index, how many times the operator replaced that
+	// worker's pod alone (evicted, OOM-killed, deleted, its node lost) while the rest of
+	// the gang kept theirs.
+	// +optional
+	WorkerReplacements []int32 `json:"workerReplacements,omitempty"`
 
 	// AttemptStartTime is when the current attempt was created (or admitted by Kueue).
 	// +optional

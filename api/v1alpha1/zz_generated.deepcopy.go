@@ -331,6 +331,11 @@ func (in *TrainJobStatus) DeepCopyInto(out *TrainJobStatus) {
 		in, out := &in.CompletionTime, &out.CompletionTime
 		*out = (*in).DeepCopy()
 	}
+	if in.WorkerReplacements != nil {
+		in, out := &in.WorkerReplacements, &out.WorkerReplacements
+		*out = make([]int32, len(*in))
+		copy(*out, *in)
+	}
 	if in.AttemptStartTime != nil {
 		in, out := &in.AttemptStartTime, &out.AttemptStartTime
 		*out = (*in).DeepCopy()

@@ -297,7 +297,7 @@ func printWorkers(v View, d *Detail) error {
 	}
 	fmt.Fprintf(v.Out, "\nWorkers of attempt %d (%s):\n", attempt, workload.AttemptName(d.Job.Name, int(attempt)))
 	tw := v.table()
-	fmt.Fprintln(tw, "  WORKER\tRANKS\tPOD\tPHASE\tSTATE\tRESTARTS\tGPUS\tNODE\tIP\tAGE\tMESSAGE")
+	fmt.Fprintln(tw, "  WORKER\tRANKS\tPOD\tPHASE\tSTATE\tRESTARTS\tREPLACED\tGPUS\tNODE\tIP\tAGE\tMESSAGE")
 	for i := range d.Pods {
 		p := &d.Pods[i]
 		w := workerIndex(p)
@@ -306,11 +306,19 @@ func printWorkers(v View, d *Detail) error {
 			worker = fmt.Sprint(w)
 		}
 		state, msg := podState(p)
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", worker, rankRange(&d.Job.Spec, w), p.Name,
-			orDash(string(p.Status.Phase)), cell(state), podRestarts(p), gpus(podRequests(p)), orDash(p.Spec.NodeName),
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", worker, rankRange(&d.Job.Spec, w), p.Name,
+			orDash(string(p.Status.Phase)), cell(state), podRestarts(p), replaced(&d.Job.Status, w), gpus(podRequests(p)), orDash(p.Spec.NodeName),
 			orDash(p.Status.PodIP), v.age(p.CreationTimestamp), orDash(shorten(cell(msg), messageWidth)))
 	}
 	return tw.Flush()
+}
+
+// replaced is how many times the operator replaced worker w's pod.
+func replaced(st *v1.TrainJobStatus, w int) int32 {
+	if w < 0 || w >= len(st.WorkerReplacements) {
+		return 0
+	}
+	return st.WorkerReplacements[w]
 }
 
 // printGPUs writes Arena's line of the GPUs the job's pods hold (those on a node that have

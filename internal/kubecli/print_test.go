@@ -78,7 +78,7 @@ func (b *jobBuilder) obj() v1.TrainJob { return *b.j.DeepCopy() }
 func running() v1.TrainJob {
 	start := ago(150 * time.Minute)
 	return makeJob("bert-large").workers(2).gpus(4).status(v1.TrainJobStatus{Phase: v1.PhaseRunning, Attempt: 2, Restarts: 1,
-		Disruptions: 1, WorkersReady: 1, Reason: "attempt 2: 1 of 2 workers running; worker 1 waits for its image",
+		Disruptions: 1, WorkerReplacements: []int32{0, 2}, WorkersReady: 1, Reason: "attempt 2: 1 of 2 workers running; worker 1 waits for its image",
 		StartTime: &start, Iteration: 1200, LastMetrics: map[string]string{"loss": "1.873", "lr": "0.0001", "tokens_per_s": "81234"},
 		LatestCheckpoint: "checkpoint_001200", RunDir: "/trainyard/results/bert-large-6f1c2a90",
 		Conditions: []metav1.Condition{

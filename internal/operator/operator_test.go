@@ -404,9 +404,12 @@ func testEviction(k *cluster) {
 	}
 	k.setPod(now[1], running)
 	k.setPod(now[0], evict)
-	k.waitStatus("evicted", "worker 0's loss counted as a disruption", func(st *v1.TrainJobStatus) bool {
+	got := k.waitStatus("evicted", "worker 0's loss counted as a disruption", func(st *v1.TrainJobStatus) bool {
 		return st.Attempt == 1 && st.Restarts == 1 && st.Disruptions == 1 && st.Phase != v1.PhaseFailed
 	})
+	if r := got.Status.WorkerReplacements; len(r) != 2 || r[0] != 1 || r[1] != 1 {
+		k.t.Errorf("workerReplacements %v; want [1 1]", r)
+	}
 	k.eventually("worker 0's pod replaced", func() (bool, string) {
 		var p corev1.Pod
 		err := k.c.Get(context.Background(), client.ObjectKeyFromObject(now[0]), &p)

@@ -130,29 +130,26 @@ func (s *step) createPods(ctx context.Context, a *workload.Attempt, missing []in
 }
 
 // replace deletes the pods of workers that are lost, so that their replacements (same
-// name, same index) can be made once they are gone, and says so. A pod on a lost node is
-// deleted with no grace period: its kubelet will never confirm the end. Worker 0's loss
-// is counted as a disruption here, in the status, before its pod is deleted (a later
-// reconcile deletes it, once the count is written); the others' are counted by worker 0's
-// launcher, whose gang waits for them (internal/gang).
+// name, same index) can be made once they are gone, and says so. Status first: a reconcile
+// counts the loss (status.workerReplacements, and for worker 0 a disruption: its loss
+// takes the gang's coordinator, while the others' are counted by that coordinator as the
+// gang waits for them, internal/gang) and a later one, once the count is written, deletes
+// the pod. A pod on a lost node is deleted with no grace period: its kubelet will never
+// confirm the end.
 func (s *step) replace(ctx context.Context, lost []*failure) error {
-	st := &s.job.Status
 	for _, f := range lost {
 		p := s.kids.pod(s.podsAttempt(), f.worker)
-		if p == nil || f.deleting || s.r.expect.pending(s.job.UID, deletionKey(p.UID), s.now) {
+		if p == nil {
 			continue
 		}
-		if f.worker == 0 && !s.r.expect.has(s.job.UID, countedKey(p.UID)) {
-			if st.Disruptions >= s.job.Spec.DisruptionLimit() {
-				return s.fail("TooManyDisruptions", fmt.Sprintf("attempt %d: %s; not replacing it: %d disruptions already (maxDisruptions %d)",
-					st.Attempt, f.reason, st.Disruptions, s.job.Spec.DisruptionLimit()))
+		if !s.r.expect.has(s.job.UID, countedKey(p.UID)) {
+			if err := s.countLoss(f, p); err != nil || s.job.Status.Phase.Finished() {
+				return err
 			}
-			st.Disruptions++
-			st.Restarts++
-			uid := p.UID
-			s.afterWrite(func() { s.r.expect.add(s.job.UID, countedKey(uid), s.now) })
-			s.requeue(staleRetry)
 			continue
+		}
+		if f.deleting || s.r.expect.pending(s.job.UID, deletionKey(p.UID), s.now) {
+			continue // being deleted already (by us, or by whoever made it lost)
 		}
 		opts := []client.DeleteOption{client.Preconditions{UID: &p.UID}}
 		if f.nodeDown {
@@ -162,12 +159,36 @@ func (s *step) replace(ctx context.Context, lost []*failure) error {
 			return fmt.Errorf("delete lost pod %s: %w", p.Name, err)
 		}
 		s.r.expect.add(s.job.UID, deletionKey(p.UID), s.now)
-		msg := fmt.Sprintf("attempt %d: %s; replacing it (worker %d keeps its index and host name %s; the others wait for it)",
-			st.Attempt, f.reason, f.worker, p.Name)
-		st.Reason = msg
-		s.condition(v1.CondRunning, false, ReasonReplacingWorker, msg)
-		s.event(corev1.EventTypeWarning, ReasonReplacingWorker, msg)
 	}
+	return nil
+}
+
+// countLoss records in the status that worker f.worker's pod p is lost and will be
+// replaced; p is marked counted once the status is written.
+func (s *step) countLoss(f *failure, p *corev1.Pod) error {
+	st := &s.job.Status
+	if f.worker == 0 {
+		if st.Disruptions >= s.job.Spec.DisruptionLimit() {
+			return s.fail("TooManyDisruptions", fmt.Sprintf("attempt %d: %s; not replacing it: %d disruptions already (maxDisruptions %d)",
+				st.Attempt, f.reason, st.Disruptions, s.job.Spec.DisruptionLimit()))
+		}
+		st.Disruptions++
+		st.Restarts++
+	}
+	if f.worker >= 0 && f.worker < s.job.Spec.WorkerCount() {
+		for len(st.WorkerReplacements) <= f.worker {
+			st.WorkerReplacements = append(st.WorkerReplacements, 0)
+		}
+		st.WorkerReplacements[f.worker]++
+	}
+	uid := p.UID
+	s.afterWrite(func() { s.r.expect.add(s.job.UID, countedKey(uid), s.now) })
+	s.requeue(staleRetry)
+	msg := fmt.Sprintf("attempt %d: %s; replacing it (worker %d keeps its index and host name %s; the others wait for it)",
+		st.Attempt, f.reason, f.worker, p.Name)
+	st.Reason = msg
+	s.condition(v1.CondRunning, false, ReasonReplacingWorker, msg)
+	s.event(corev1.EventTypeWarning, ReasonReplacingWorker, msg)
 	return nil
 }
 
