@@ -291,11 +291,15 @@ func printWorkers(v View, d *Detail) error {
 	if attempt == 0 {
 		return nil
 	}
+	pods := workload.AttemptName(d.Job.Name, int(attempt))
+	if n := d.Job.Status.PodsAttempt; n > 0 && n != attempt {
+		pods = fmt.Sprintf("restarted in place on the pods of attempt %d, %s", n, workload.AttemptName(d.Job.Name, int(n)))
+	}
 	if len(d.Pods) == 0 {
-		_, err := fmt.Fprintf(v.Out, "\nWorkers of attempt %d (%s): no pods\n", attempt, workload.AttemptName(d.Job.Name, int(attempt)))
+		_, err := fmt.Fprintf(v.Out, "\nWorkers of attempt %d (%s): no pods\n", attempt, pods)
 		return err
 	}
-	fmt.Fprintf(v.Out, "\nWorkers of attempt %d (%s):\n", attempt, workload.AttemptName(d.Job.Name, int(attempt)))
+	fmt.Fprintf(v.Out, "\nWorkers of attempt %d (%s):\n", attempt, pods)
 	tw := v.table()
 	fmt.Fprintln(tw, "  WORKER\tRANKS\tPOD\tPHASE\tSTATE\tRESTARTS\tREPLACED\tGPUS\tNODE\tIP\tAGE\tMESSAGE")
 	for i := range d.Pods {

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -47,15 +48,21 @@ func TestInPlaceRestartsAndReplacesALostPod(t *testing.T) {
 		t.Errorf("worker 0's pod %s: uid %s, was %s; want it kept while worker 1 is replaced", w0, now[w0], before[w0])
 	}
 	s = waitStatus(t, name, 8*time.Minute, func(s trainJobStatus) bool { return s.Phase == "Succeeded" || s.Phase == "Failed" })
-	if s.Phase != "Succeeded" || s.Iteration != 4 || s.Disruptions < 1 {
-		t.Errorf("status %+v; want Succeeded at iteration 4 with the lost pod counted as a disruption", s)
+	// The example reports each epoch, and once more when its pod is stopped (a checkpoint
+	// at the preemption notice).
+	if s.Phase != "Succeeded" || fmt.Sprint(s.LastMetrics["epoch"]) != "4" || s.Disruptions < 1 ||
+		len(s.WorkerReplacements) != 2 || s.WorkerReplacements[1] != 1 {
+		t.Errorf("status %+v; want Succeeded after epoch 4, the lost pod counted as a disruption and as worker 1's replacement", s)
 	}
 	_, logs, _ := trainyardCmd(t, ctx, "logs", "--kube", name)
 	if !strings.Contains(logs, "resuming from checkpoint_") {
 		t.Errorf("the gang did not resume from a checkpoint after worker 1's pod was replaced:\n%s", logs)
 	}
-	_, events, _ := trainyardCmd(t, ctx, "describe", "--kube", name)
-	t.Logf("describe:\n%s", events)
+	_, described, _ := trainyardCmd(t, ctx, "describe", "--kube", name)
+	t.Logf("describe:\n%s", described)
+	if !strings.Contains(described, "ReplacingWorker") || !strings.Contains(described, lost+" on ") {
+		t.Errorf("describe does not tell that worker 1's pod was replaced:\n%s", described)
+	}
 	trainyardCmd(t, ctx, "delete", "--kube", name)
 }
 

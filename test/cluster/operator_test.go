@@ -159,16 +159,18 @@ func (j job) submit(t *testing.T, ctx context.Context) {
 
 // trainJobStatus is the part of a TrainJob's status the tests read.
 type trainJobStatus struct {
-	Phase            string         `json:"phase"`
-	Reason           string         `json:"reason"`
-	Attempt          int            `json:"attempt"`
-	Restarts         int            `json:"restarts"`
-	Disruptions      int            `json:"disruptions"`
-	Iteration        int            `json:"iteration"`
-	LatestCheckpoint string         `json:"latestCheckpoint"`
-	LastMetrics      map[string]any `json:"lastMetrics"`
-	Message          string         `json:"message"`
-	Conditions       []struct {
+	Phase       string `json:"phase"`
+	Reason      string `json:"reason"`
+	Attempt     int    `json:"attempt"`
+	Restarts    int    `json:"restarts"`
+	Disruptions int    `json:"disruptions"`
+	// WorkerReplacements counts each worker's pods replaced alone.
+	WorkerReplacements []int          `json:"workerReplacements"`
+	Iteration          int            `json:"iteration"`
+	LatestCheckpoint   string         `json:"latestCheckpoint"`
+	LastMetrics        map[string]any `json:"lastMetrics"`
+	Message            string         `json:"message"`
+	Conditions         []struct {
 		Type, Status, Reason, Message string
 	} `json:"conditions"`
 }
