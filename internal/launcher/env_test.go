@@ -240,20 +240,20 @@ func TestPlaceProcs(t *testing.T) {
 	}{
 		"two workers on this machine, one GPU each": {workers: 2, procs: 1,
 			placement: Placement{Slots: []Slot{{Worker: 0, GPUs: gpus(1)}, {Worker: 1, GPUs: gpus(3)}}},
-			want: []row{{0, 0, 0, 2, 0, 1, "1,3", 0}, {1, 1, 1, 2, 0, 1, "1,3", 1}}},
+			want:      []row{{0, 0, 0, 2, 0, 1, "1,3", 0}, {1, 1, 1, 2, 0, 1, "1,3", 1}}},
 		"two workers of two processes, two GPUs each": {workers: 2, procs: 2,
 			placement: Placement{Slots: []Slot{{Worker: 0, GPUs: gpus(0, 1)}, {Worker: 1, GPUs: gpus(2, 3)}}},
 			want: []row{{0, 0, 0, 4, 0, 1, "0,1,2,3", 0}, {1, 0, 1, 4, 0, 1, "0,1,2,3", 1},
 				{2, 1, 2, 4, 0, 1, "0,1,2,3", 2}, {3, 1, 3, 4, 0, 1, "0,1,2,3", 3}}},
 		"one process with two GPUs per worker": {workers: 2, procs: 1,
 			placement: Placement{Slots: []Slot{{Worker: 0, GPUs: gpus(0, 1)}, {Worker: 1, GPUs: gpus(2, 3)}}},
-			want: []row{{0, 0, 0, 2, 0, 1, "0,1,2,3", 0}, {1, 1, 1, 2, 0, 1, "0,1,2,3", 2}}},
+			want:      []row{{0, 0, 0, 2, 0, 1, "0,1,2,3", 0}, {1, 1, 1, 2, 0, 1, "0,1,2,3", 2}}},
 		"no GPUs": {workers: 2, procs: 1,
 			placement: Placement{Slots: []Slot{{Worker: 0}, {Worker: 1}}},
-			want: []row{{0, 0, 0, 2, 0, 1, "", 0}, {1, 1, 1, 2, 0, 1, "", 0}}},
+			want:      []row{{0, 0, 0, 2, 0, 1, "", 0}, {1, 1, 1, 2, 0, 1, "", 0}}},
 		"a pod of its own (Kubernetes), worker 1 of 3": {workers: 3, procs: 2,
 			placement: Placement{Slots: []Slot{{Worker: 1, GPUs: gpus(0, 1)}}, NodePerWorker: true},
-			want: []row{{2, 1, 0, 2, 1, 3, "0,1", 0}, {3, 1, 1, 2, 1, 3, "0,1", 1}}},
+			want:      []row{{2, 1, 0, 2, 1, 3, "0,1", 0}, {3, 1, 1, 2, 1, 3, "0,1", 1}}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
