@@ -27,6 +27,9 @@ type Proc struct {
 	// workers on this machine, in worker order, so that with one GPU per process
 	// cuda:LOCAL_RANK is its own, as under torchrun and Ray.
 	GPUs []device.GPU
+	// WorkerGPUs are the GPUs reserved for the process's worker: what the attempt's record
+	// says it uses (run.json; `get` and `top` show it).
+	WorkerGPUs []device.GPU
 	// Device is the index in GPUs of the process's own GPU (TRAINYARD_CUDA_DEVICE, which
 	// the helper's get_device uses); unused without GPUs.
 	Device int

@@ -43,14 +43,16 @@ func TestDevicesCommand(t *testing.T) {
 func TestGPUAssignment(t *testing.T) {
 	show := []string{"--", "sh", "-c", `echo "rank $RANK worker $TRAINYARD_WORKER node $NODE_RANK local $LOCAL_RANK of $LOCAL_WORLD_SIZE sees [$CUDA_VISIBLE_DEVICES] own ${TRAINYARD_CUDA_DEVICE:-none}"`}
 	cases := map[string]struct {
-		env  []string
-		args []string
-		want []string
+		env      []string
+		args     []string
+		want     []string
+		recorded []string // each rank's GPUs in run.json (what get and top show): its worker's own
 	}{
 		"two workers, two GPUs each": {
 			args: []string{"--workers", "2", "--gpus-per-worker", "2", "--procs-per-worker", "2"},
 			want: []string{"rank 0 worker 0 node 0 local 0 of 4 sees [0,1,2,3] own 0", "rank 1 worker 0 node 0 local 1 of 4 sees [0,1,2,3] own 1",
 				"rank 2 worker 1 node 0 local 2 of 4 sees [0,1,2,3] own 2", "rank 3 worker 1 node 0 local 3 of 4 sees [0,1,2,3] own 3"},
+			recorded: []string{"0,1", "0,1", "2,3", "2,3"},
 		},
 		"restricted by CUDA_VISIBLE_DEVICES": {
 			env:  []string{"CUDA_VISIBLE_DEVICES=1,3"},
@@ -69,7 +71,8 @@ func TestGPUAssignment(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			env := append(fakeSMI(t), tc.env...)
-			args := append(append([]string{"run", "--storage-path", t.TempDir()}, tc.args...), show...)
+			storage := t.TempDir()
+			args := append(append([]string{"run", "--storage-path", storage, "--name", "g"}, tc.args...), show...)
 			code, out := run(t, t.TempDir(), env, args...)
 			if code != 0 {
 				t.Fatalf("exit %d:\n%s", code, out)
@@ -77,6 +80,15 @@ func TestGPUAssignment(t *testing.T) {
 			for _, w := range tc.want {
 				if !strings.Contains(out, w) {
 					t.Errorf("output lacks %q:\n%s", w, out)
+				}
+			}
+			if tc.recorded != nil {
+				var got []string
+				for _, r := range readRecord(t, filepath.Join(storage, "g")).Attempts[0].Ranks {
+					got = append(got, r.GPUs)
+				}
+				if strings.Join(got, " ") != strings.Join(tc.recorded, " ") {
+					t.Errorf("run.json's GPUs per rank: %q, want %q", got, tc.recorded)
 				}
 			}
 		})
