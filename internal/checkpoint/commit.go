@@ -7,6 +7,7 @@ import (
 	"maps"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -22,6 +23,7 @@ var steps = []string{"taken", "staged", "synced", "manifest", "dirs-synced", "pu
 type commit struct {
 	s         *Store
 	t         *Taken
+	extra     []*Taken // more folders whose files are merged into t's (SubmitMerged)
 	name      string
 	index     int
 	staging   *dir    // the store's .staging when the commit began
@@ -31,6 +33,8 @@ type commit struct {
 	files     []File  // the manifest's files, once known
 	dirs      []entry // the folders of the checkpoint
 	buf       []byte
+	// collisions are the files of extra that the checkpoint already held, not kept.
+	collisions []Collision
 }
 
 // Commit takes the checkpoint folder src (see Take) and commits it (see CommitTaken).
@@ -56,17 +60,28 @@ func (s *Store) CommitTaken(t *Taken, meta Meta) (Info, error) {
 
 // commitTaken commits t as the checkpoint with the given (reserved) index.
 func (s *Store) commitTaken(t *Taken, index int, meta Meta) (Info, error) {
-	defer t.release()
+	info, _, err := s.commitMerged([]*Taken{t}, index, meta)
+	return info, err
+}
+
+// commitMerged commits the taken folders ts, merged into the first, as the checkpoint with
+// the given (reserved) index, and returns it with the files of later folders that were not
+// kept because an earlier one held them. The later folders are removed once it is
+// committed.
+func (s *Store) commitMerged(ts []*Taken, index int, meta Meta) (Info, []Collision, error) {
+	for _, t := range ts {
+		defer t.release()
+	}
 	start := time.Now()
-	c := &commit{s: s, t: t, name: checkpointName(index), index: index, buf: make([]byte, bufSize)}
+	c := &commit{s: s, t: ts[0], extra: ts[1:], name: checkpointName(index), index: index, buf: make([]byte, bufSize)}
 	defer c.close()
 	meta.Metrics = maps.Clone(meta.Metrics)
 	m := Manifest{Version: ManifestVersion, Name: c.name, Index: index, Meta: meta}
 	if err := c.prepare(&m); err != nil {
-		return Info{}, fmt.Errorf("commit %s: %w", c.name, c.abort(err))
+		return Info{}, nil, fmt.Errorf("commit %s: %w", c.name, c.abort(err))
 	}
 	if err := c.publish(); err != nil {
-		return Info{}, fmt.Errorf("commit %s: %w", c.name, c.abort(err))
+		return Info{}, nil, fmt.Errorf("commit %s: %w", c.name, c.abort(err))
 	}
 	c.finish()
 	var size int64
@@ -74,8 +89,8 @@ func (s *Store) commitTaken(t *Taken, index int, meta Meta) (Info, error) {
 		size += f.Size
 	}
 	s.logger.Info("committed checkpoint", "checkpoint", c.name, "files", len(m.Files), "bytes", size,
-		"copied", !c.moved, "took", time.Since(start).Round(time.Millisecond))
-	return Info{Name: c.name, Index: index, Dir: filepath.Join(s.dir, c.name), Manifest: m}, nil
+		"copied", !c.moved, "merged", len(c.extra), "took", time.Since(start).Round(time.Millisecond))
+	return Info{Name: c.name, Index: index, Dir: filepath.Join(s.dir, c.name), Manifest: m}, c.collisions, nil
 }
 
 // prepare stages the files, syncs and hashes them, and writes the manifest m.
@@ -94,12 +109,18 @@ func (c *commit) prepare(m *Manifest) error {
 	if err := c.s.step("staged"); err != nil {
 		return err
 	}
+	if len(c.extra) > 0 {
+		if c.collisions, err = c.mergeShards(); err != nil {
+			return err
+		}
+	}
 	if err := c.syncFiles(); err != nil {
 		return err
 	}
 	if err := c.s.step("synced"); err != nil {
 		return err
 	}
+	slices.SortFunc(c.files, func(a, b File) int { return strings.Compare(a.Path, b.Path) })
 	m.Files = c.files
 	if err := writeManifest(c.staged, *m); err != nil {
 		return err
@@ -225,6 +246,11 @@ func (c *commit) finish() {
 	if err := c.s.step("published"); err != nil {
 		warn(err)
 		return
+	}
+	for _, t := range c.extra {
+		if err := t.parent.root.RemoveAll(t.name); err != nil {
+			warn(fmt.Errorf("remove the merged folder %s: %w", t.Dir, err))
+		}
 	}
 	if !c.moved {
 		if err := c.t.parent.root.RemoveAll(c.t.name); err != nil {

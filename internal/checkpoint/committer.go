@@ -21,6 +21,7 @@ type Committer struct {
 	err         error         // errors of finished commits not yet returned by Err or Wait
 	scoreWarned map[string]bool
 	onCommit    func(Info) // called after each commit that succeeded; nil for none
+	onCollision func(name string, collisions []Collision)
 }
 
 // OnCommit sets a function called after each commit that succeeds, with the committed
@@ -64,16 +65,24 @@ func (c *Committer) Submit(src string, meta Meta) (string, error) {
 // kept for Err; retention problems are only logged (a missing score metric once), as the
 // new checkpoint is committed all the same.
 func (c *Committer) run(t *Taken, index int, meta Meta, done chan struct{}) {
+	c.runMerged([]*Taken{t}, index, meta, done)
+}
+
+// runMerged is run for the taken folders ts, merged into one checkpoint.
+func (c *Committer) runMerged(ts []*Taken, index int, meta Meta, done chan struct{}) {
 	defer close(done)
-	info, err := c.store.commitTaken(t, index, meta)
+	info, collisions, err := c.store.commitMerged(ts, index, meta)
 	if err != nil {
 		c.logger.Error("checkpoint commit failed", "err", err)
 		c.record(err)
 		return
 	}
 	c.mu.Lock()
-	f := c.onCommit
+	f, onCollision := c.onCommit, c.onCollision
 	c.mu.Unlock()
+	if len(collisions) > 0 && onCollision != nil {
+		onCollision(info.Name, collisions)
+	}
 	if f != nil {
 		f(info)
 	}

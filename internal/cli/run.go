@@ -29,8 +29,13 @@ const runLong = `Run a training job on this machine, in the foreground.
 
 Every worker process gets the environment torch.distributed and torchrun users expect
 (MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK,
-TORCHELASTIC_RESTART_COUNT, ...), its own GPUs through CUDA_VISIBLE_DEVICES, and
-Trainyard's own TRAINYARD_RUN_NAME, TRAINYARD_RUN_DIR and TRAINYARD_ATTEMPT.
+TORCHELASTIC_RESTART_COUNT, ...), and Trainyard's own TRAINYARD_RUN_NAME, TRAINYARD_RUN_DIR
+and TRAINYARD_ATTEMPT. This machine is one torchrun node: LOCAL_RANK numbers all the gang's
+processes here (0 to LOCAL_WORLD_SIZE-1), NODE_RANK and GROUP_RANK are 0, and
+TRAINYARD_WORKER is the worker's index. Every process sees the GPUs of all the gang's
+workers through CUDA_VISIBLE_DEVICES, in worker order, so that with one GPU per process
+torch.cuda.set_device(LOCAL_RANK) picks its own; TRAINYARD_CUDA_DEVICE names it in any case
+(the trainyard helper's get_device() uses it).
 Variables given with --env (or the job file's env) win over all of them.
 
 Lines the workers print reach the console prefixed with their rank and pid, and are

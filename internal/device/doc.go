@@ -4,8 +4,9 @@
 // It is modelled on Nomad's device plugins: [Discover] fingerprints the
 // machine and returns an [Inventory]; [Inventory.Visible] applies the
 // launcher's own CUDA_VISIBLE_DEVICES restriction, as Ray does; [Assign]
-// gives each worker a disjoint set of GPUs; and [Env] turns one worker's
-// reservation into the environment variables its process needs.
+// gives each worker a disjoint set of GPUs; and [Env] turns GPUs into the
+// environment variables a process needs to see them (the launcher passes the
+// GPUs of all the gang's workers on the machine, see launcher.Proc).
 //
 // Discovery runs nvidia-smi, the command-line front end of NVML that ships
 // with every NVIDIA driver, so the package needs neither cgo nor dlopen and

@@ -5,8 +5,9 @@ import (
 	"strings"
 )
 
-// Env returns the environment variables that give a worker exactly the
-// GPUs reserved for it. With GPUs, CUDA_VISIBLE_DEVICES lists their NVML
+// Env returns the environment variables that give a process exactly the
+// GPUs gpus (the launcher passes those reserved for the gang's workers on
+// this machine). With GPUs, CUDA_VISIBLE_DEVICES lists their NVML
 // indices and CUDA_DEVICE_ORDER=PCI_BUS_ID makes CUDA number devices in the
 // same PCI bus order as NVML. Without any, CUDA_VISIBLE_DEVICES is empty and
 // NVIDIA_VISIBLE_DEVICES=void keeps a container runtime from adding GPUs.

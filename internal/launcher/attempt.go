@@ -75,7 +75,7 @@ func (a *attempt) run(ctx context.Context) AttemptResult {
 
 func (a *attempt) startOne(i int, p Proc) (*process, error) {
 	a.records[i] = rundir.Rank{Rank: p.Rank, Worker: p.Worker, LocalRank: p.LocalRank,
-		GPUs: gpuList(p.GPUs), Log: rundir.LogPath(a.number, p.Rank), Started: time.Now()}
+		GPUs: gpuList(p.WorkerGPUs), Log: rundir.LogPath(a.number, p.Rank), Started: time.Now()}
 	rec := &a.records[i]
 	log, err := a.l.Folder.CreateLog(a.number, p.Rank)
 	if err != nil {

@@ -12,17 +12,33 @@ import (
 	"github.com/trainyard/trainyard/internal/secrets"
 )
 
-// Proc identifies one process of an attempt.
+// Proc identifies one process of an attempt. Its local rank, node and the GPUs it sees are
+// torchrun's: they count machines, not workers (see Placement.NodePerWorker).
 type Proc struct {
-	Attempt    int // 1-based
-	Worker     int // GROUP_RANK
+	Attempt int // 1-based
+	Worker  int // TRAINYARD_WORKER
+	// LocalRank is the process's index among the gang's processes on this machine
+	// (LOCAL_RANK), in worker order.
 	LocalRank  int
 	Rank       int
 	MasterAddr string
 	MasterPort int
-	GPUs       []device.GPU
-	// HostProcs is the number of the gang's processes on this machine, which share its cores.
+	// GPUs are the GPUs the process sees (CUDA_VISIBLE_DEVICES): those of all the gang's
+	// workers on this machine, in worker order, so that with one GPU per process
+	// cuda:LOCAL_RANK is its own, as under torchrun and Ray.
+	GPUs []device.GPU
+	// WorkerGPUs are the GPUs reserved for the process's worker: what the attempt's record
+	// says it uses (run.json; `get` and `top` show it).
+	WorkerGPUs []device.GPU
+	// Device is the index in GPUs of the process's own GPU (TRAINYARD_CUDA_DEVICE, which
+	// the helper's get_device uses); unused without GPUs.
+	Device int
+	// HostProcs is the number of the gang's processes on this machine (LOCAL_WORLD_SIZE),
+	// which share its cores.
 	HostProcs int
+	// Node is this machine's index among the gang's machines (NODE_RANK, GROUP_RANK), and
+	// Nodes their number (GROUP_WORLD_SIZE; 0 counts as 1).
+	Node, Nodes int
 }
 
 // RankOf returns the global rank of a worker's local process.
@@ -75,10 +91,10 @@ func TorchEnv(job *v1.TrainJob, p Proc) map[string]string {
 		"WORLD_SIZE":                 itoa(s.WorldSize()),
 		"RANK":                       itoa(p.Rank),
 		"LOCAL_RANK":                 itoa(p.LocalRank),
-		"LOCAL_WORLD_SIZE":           itoa(s.ProcCount()),
-		"GROUP_RANK":                 itoa(p.Worker),
-		"NODE_RANK":                  itoa(p.Worker),
-		"GROUP_WORLD_SIZE":           itoa(s.WorkerCount()),
+		"LOCAL_WORLD_SIZE":           itoa(max(1, p.HostProcs)),
+		"GROUP_RANK":                 itoa(p.Node),
+		"NODE_RANK":                  itoa(p.Node),
+		"GROUP_WORLD_SIZE":           itoa(max(1, p.Nodes)),
 		"ROLE_NAME":                  "default",
 		"ROLE_RANK":                  itoa(p.Rank),
 		"ROLE_WORLD_SIZE":            itoa(s.WorldSize()),
@@ -92,7 +108,7 @@ func TorchEnv(job *v1.TrainJob, p Proc) map[string]string {
 
 func trainyardEnv(job *v1.TrainJob, p Proc, runDir string) map[string]string {
 	s := &job.Spec
-	return map[string]string{
+	env := map[string]string{
 		"TRAINYARD_RUN_NAME":     s.RunName,
 		"TRAINYARD_STORAGE_PATH": s.StoragePath,
 		"TRAINYARD_RUN_DIR":      runDir,
@@ -100,6 +116,10 @@ func trainyardEnv(job *v1.TrainJob, p Proc, runDir string) map[string]string {
 		"TRAINYARD_MAX_RESTARTS": strconv.Itoa(int(s.MaxRestarts)),
 		"TRAINYARD_WORKER":       strconv.Itoa(p.Worker),
 	}
+	if len(p.GPUs) > 0 {
+		env["TRAINYARD_CUDA_DEVICE"] = strconv.Itoa(p.Device)
+	}
+	return env
 }
 
 // ompThreads shares a worker's CPUs among its processes: the job's cpu request if set,

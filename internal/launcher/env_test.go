@@ -1,6 +1,7 @@
 package launcher
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 
@@ -29,7 +30,7 @@ func TestEnvWiring(t *testing.T) {
 	job := envJob(2, 4)
 	gpus := []device.GPU{{Index: 4}, {Index: 5}, {Index: 6}, {Index: 7}}
 	p := Proc{Attempt: 2, Worker: 1, LocalRank: 3, Rank: RankOf(job, 1, 3), MasterAddr: "10.0.0.1",
-		MasterPort: 29500, GPUs: gpus, HostProcs: 8}
+		MasterPort: 29500, GPUs: gpus, Device: 3, HostProcs: 4, Node: 1, Nodes: 2}
 	got := envMap(Env(job, p, "/data/runs/mnist", []string{"HOME=/root", "CUDA_VISIBLE_DEVICES=0"}, nil))
 	want := map[string]string{
 		"HOME":                       "/root",
@@ -56,6 +57,7 @@ func TestEnvWiring(t *testing.T) {
 		"TRAINYARD_ATTEMPT":          "2",
 		"TRAINYARD_MAX_RESTARTS":     "3",
 		"TRAINYARD_WORKER":           "1",
+		"TRAINYARD_CUDA_DEVICE":      "3",
 		"CUDA_VISIBLE_DEVICES":       "4,5,6,7",
 		"CUDA_DEVICE_ORDER":          "PCI_BUS_ID",
 	}
@@ -211,5 +213,70 @@ func TestPlaceLocalRefusesTooManyCPUs(t *testing.T) {
 		if (err == nil) != (want == "") || (err != nil && err.Error() != want) {
 			t.Errorf("cpu %s: %v, want %q", cpu, err, want)
 		}
+	}
+}
+
+// Processes are numbered per machine as torchrun numbers them per node: on one machine the
+// whole gang is one node (local ranks 0..N-1, node 0) and every process sees the gang's
+// GPUs, cuda:LOCAL_RANK being its own with one GPU each; on Kubernetes each worker's pod is
+// a node of its own.
+func TestPlaceProcs(t *testing.T) {
+	gpus := func(idx ...int) []device.GPU {
+		var out []device.GPU
+		for _, i := range idx {
+			out = append(out, device.GPU{Index: i})
+		}
+		return out
+	}
+	type row struct {
+		Rank, Worker, LocalRank, LocalWorldSize, Node, Nodes int
+		Visible                                              string
+		Device                                               int
+	}
+	cases := map[string]struct {
+		workers, procs int32
+		placement      Placement
+		want           []row
+	}{
+		"two workers on this machine, one GPU each": {workers: 2, procs: 1,
+			placement: Placement{Slots: []Slot{{Worker: 0, GPUs: gpus(1)}, {Worker: 1, GPUs: gpus(3)}}},
+			want:      []row{{0, 0, 0, 2, 0, 1, "1,3", 0}, {1, 1, 1, 2, 0, 1, "1,3", 1}}},
+		"two workers of two processes, two GPUs each": {workers: 2, procs: 2,
+			placement: Placement{Slots: []Slot{{Worker: 0, GPUs: gpus(0, 1)}, {Worker: 1, GPUs: gpus(2, 3)}}},
+			want: []row{{0, 0, 0, 4, 0, 1, "0,1,2,3", 0}, {1, 0, 1, 4, 0, 1, "0,1,2,3", 1},
+				{2, 1, 2, 4, 0, 1, "0,1,2,3", 2}, {3, 1, 3, 4, 0, 1, "0,1,2,3", 3}}},
+		"one process with two GPUs per worker": {workers: 2, procs: 1,
+			placement: Placement{Slots: []Slot{{Worker: 0, GPUs: gpus(0, 1)}, {Worker: 1, GPUs: gpus(2, 3)}}},
+			want:      []row{{0, 0, 0, 2, 0, 1, "0,1,2,3", 0}, {1, 1, 1, 2, 0, 1, "0,1,2,3", 2}}},
+		"no GPUs": {workers: 2, procs: 1,
+			placement: Placement{Slots: []Slot{{Worker: 0}, {Worker: 1}}},
+			want:      []row{{0, 0, 0, 2, 0, 1, "", 0}, {1, 1, 1, 2, 0, 1, "", 0}}},
+		"a pod of its own (Kubernetes), worker 1 of 3": {workers: 3, procs: 2,
+			placement: Placement{Slots: []Slot{{Worker: 1, GPUs: gpus(0, 1)}}, NodePerWorker: true},
+			want:      []row{{2, 1, 0, 2, 1, 3, "0,1", 0}, {3, 1, 1, 2, 1, 3, "0,1", 1}}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			job := envJob(tc.workers, tc.procs)
+			var got []row
+			for _, p := range placeProcs(job, tc.placement, 1, 29500) {
+				env := envMap(Env(job, p, "/r", nil, nil))
+				var r row
+				for name, dst := range map[string]*int{"RANK": &r.Rank, "TRAINYARD_WORKER": &r.Worker, "LOCAL_RANK": &r.LocalRank,
+					"LOCAL_WORLD_SIZE": &r.LocalWorldSize, "NODE_RANK": &r.Node, "GROUP_WORLD_SIZE": &r.Nodes, "TRAINYARD_CUDA_DEVICE": &r.Device} {
+					if v, ok := env[name]; ok {
+						*dst, _ = strconv.Atoi(v)
+					}
+				}
+				if env["GROUP_RANK"] != env["NODE_RANK"] {
+					t.Errorf("rank %d: GROUP_RANK %s, NODE_RANK %s; want them equal", r.Rank, env["GROUP_RANK"], env["NODE_RANK"])
+				}
+				r.Visible = env["CUDA_VISIBLE_DEVICES"]
+				got = append(got, r)
+			}
+			if d := cmp.Diff(tc.want, got); d != "" {
+				t.Errorf("processes (-want +got):\n%s", d)
+			}
+		})
 	}
 }

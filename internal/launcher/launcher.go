@@ -15,6 +15,7 @@ import (
 	"time"
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
+	"github.com/trainyard/trainyard/internal/device"
 	"github.com/trainyard/trainyard/internal/logstream"
 	"github.com/trainyard/trainyard/internal/preempt"
 	"github.com/trainyard/trainyard/internal/rundir"
@@ -312,15 +313,34 @@ func (l *Launcher) endAttempt(res AttemptResult) error {
 	})
 }
 
-// procs lists the processes of an attempt on this machine, in rank order.
+// procs lists the processes of an attempt on this machine, in rank order, numbered on
+// this machine as torchrun numbers them on a node (see Placement.NodePerWorker).
 func (l *Launcher) procs(attempt, port int) []Proc {
-	n := l.Job.Spec.ProcCount()
+	return placeProcs(l.Job, l.Placement, attempt, port)
+}
+
+// placeProcs is procs for a job, placement, attempt and rendezvous port.
+func placeProcs(job *v1.TrainJob, pl Placement, attempt, port int) []Proc {
+	n := job.Spec.ProcCount()
+	var visible []device.GPU // the GPUs of all the workers here, in worker order
+	first := make([]int, len(pl.Slots))
+	for i, slot := range pl.Slots {
+		first[i] = len(visible)
+		visible = append(visible, slot.GPUs...)
+	}
 	var out []Proc
-	for _, slot := range l.Placement.Slots {
+	for i, slot := range pl.Slots {
 		for local := range n {
-			out = append(out, Proc{Attempt: attempt, Worker: slot.Worker, LocalRank: local,
-				Rank: RankOf(l.Job, slot.Worker, local), MasterAddr: l.Placement.MasterAddr,
-				MasterPort: port, GPUs: slot.GPUs, HostProcs: n * len(l.Placement.Slots)})
+			p := Proc{Attempt: attempt, Worker: slot.Worker, LocalRank: i*n + local,
+				Rank: RankOf(job, slot.Worker, local), MasterAddr: pl.MasterAddr, MasterPort: port,
+				GPUs: visible, WorkerGPUs: slot.GPUs, Device: first[i], HostProcs: n * len(pl.Slots), Nodes: 1}
+			if g := len(slot.GPUs); g > 0 {
+				p.Device += local % g // the worker's GPUs are shared by its processes in turn
+			}
+			if pl.NodePerWorker {
+				p.LocalRank, p.HostProcs, p.Node, p.Nodes = local, n, slot.Worker, job.Spec.WorkerCount()
+			}
+			out = append(out, p)
 		}
 	}
 	return out

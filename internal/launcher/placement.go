@@ -27,6 +27,12 @@ type Placement struct {
 	// MasterPort is the rendezvous port; 0 picks a free port on MasterAddr for each
 	// attempt, which only works when rank 0 runs here.
 	MasterPort int
+	// NodePerWorker says that each worker of the gang runs on a machine of its own (a pod
+	// on Kubernetes), which is then torchrun's node: NODE_RANK is the worker's index and
+	// LOCAL_RANK counts its own processes. Without it, all the workers in Slots share this
+	// machine as one node: LOCAL_RANK counts the processes of all of them, and each sees
+	// the GPUs of all of them.
+	NodePerWorker bool
 }
 
 // PlaceLocal places every worker of job on this machine, each with its own GPUs from inv.

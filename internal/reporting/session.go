@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
@@ -48,10 +49,22 @@ type Session struct {
 	iteration int         // the run's last iteration (rank 0's reports, across attempts)
 	base      int         // the run's last iteration when this attempt began
 	ranks     map[int]int // reports per rank in this attempt
-	lastAt    time.Time   // the previous rank-0 report, or the attempt's start
-	total     float64     // seconds of training before this attempt
-	began     time.Time   // this attempt's start
-	warned    map[string]bool
+	// collisionTold is set once the user was told of files that several ranks wrote.
+	collisionTold atomic.Bool
+	here          []int // the ranks that report to this session (ranksOf), as of the attempt's start
+	// groups are the checkpoints of this attempt whose ranks have not all reported yet,
+	// by step (a rank's n-th report of the attempt); see shards.go.
+	groups map[int]*shardGroup
+	// rank0 is rank 0's latest report of this attempt: its step, metrics and time.
+	rank0 struct {
+		step    int
+		metrics map[string]float64
+		at      time.Time
+	}
+	lastAt time.Time // the previous rank-0 report, or the attempt's start
+	total  float64   // seconds of training before this attempt
+	began  time.Time // this attempt's start
+	warned map[string]bool
 	// flushTimer writes the TensorBoard events buffered by reports, once a second at most.
 	flushTimer *time.Timer
 	closed     bool
@@ -93,7 +106,8 @@ func StartWith(job *v1.TrainJob, root *os.Root, notify Notifier, logger *slog.Lo
 		logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Session{job: job, dir: filepath.Clean(root.Name()), root: root, notify: notify, logger: logger,
-		touch: func(int) {}, warned: map[string]bool{}, ranks: map[int]int{}, localRanks: opts.Ranks, secondary: opts.Secondary}
+		touch: func(int) {}, warned: map[string]bool{}, ranks: map[int]int{}, localRanks: opts.Ranks, secondary: opts.Secondary,
+		groups: map[int]*shardGroup{}, here: ranksOf(&job.Spec, opts.Ranks)}
 	var err error
 	if opts.Secondary {
 		err = s.openReadOnly()
@@ -110,6 +124,7 @@ func StartWith(job *v1.TrainJob, root *os.Root, notify Notifier, logger *slog.Lo
 		s.preemption = preempt.New(filepath.Dir(s.server.Path))
 		if s.committer != nil {
 			s.committer.OnCommit(func(c checkpoint.Info) { s.preemption.Committed(c.Name, c.Manifest.Meta.Time) })
+			s.committer.OnCollision(s.collided)
 		} else {
 			s.stopWatch = make(chan struct{})
 			go s.watchCommits(s.stopWatch)
@@ -209,6 +224,9 @@ func (s *Session) AttemptEnv(attempt int) (map[string]string, error) {
 		preempt.EnvFile:                s.preemption.Path(),
 		"TRAINYARD_PG_TIMEOUT_SECONDS": strconv.FormatInt(s.job.Spec.PGTimeout(), 10),
 	}
+	s.mu.Lock()
+	s.endGroups() // the previous attempt's processes are gone
+	s.mu.Unlock()
 	latest, skipped, err := s.resumeFrom(attempt)
 	if err != nil && !errors.Is(err, checkpoint.ErrNoCheckpoint) {
 		return nil, fmt.Errorf("find the latest checkpoint: %w", err)
@@ -236,6 +254,7 @@ func (s *Session) AttemptEnv(attempt int) (map[string]string, error) {
 		s.iteration = base
 	}
 	s.attempt, s.base, s.ranks, s.began, s.lastAt = attempt, s.iteration, map[int]int{}, time.Now(), time.Now()
+	s.here, s.rank0.step = ranksOf(&s.job.Spec, s.localRanks), 0
 	return env, nil
 }
 
@@ -307,7 +326,8 @@ func readDirIn(root *os.Root, name string) []os.DirEntry {
 	return entries
 }
 
-// Report records one rank's report; it is the Server's Handler.
+// Report records one rank's report; it is the Server's Handler. Rank 0's metrics are the
+// run's; every rank's checkpoint folder goes into the checkpoint of its step (shards.go).
 func (s *Session) Report(rep Report) (Reply, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -316,12 +336,8 @@ func (s *Session) Report(rep Report) (Reply, error) {
 		return Reply{}, nil
 	}
 	s.touch(rep.Rank)
-	s.ranks[rep.Rank]++
 	if rep.Rank != 0 {
-		if rep.Checkpoint != "" {
-			return Reply{}, errors.New("only rank 0's checkpoint is kept: pass checkpoint=None on other ranks")
-		}
-		return Reply{Iteration: s.base + s.ranks[rep.Rank]}, nil // rank 0's for the same step
+		return s.reportOther(rep)
 	}
 	if s.secondary {
 		return Reply{}, errors.New("rank 0 reports to worker 0's trainyard; this one serves other ranks only")
@@ -330,19 +346,50 @@ func (s *Session) Report(rep Report) (Reply, error) {
 		return Reply{}, fmt.Errorf("an earlier checkpoint could not be committed: %w", err)
 	}
 	now := time.Now()
+	step := s.ranks[0] + 1
 	res := Result{Iteration: s.iteration + 1, Timestamp: now, Attempt: s.attempt, Metrics: rep.Metrics,
 		TimeThisIterS: now.Sub(s.lastAt).Seconds(), TimeTotalS: s.total + now.Sub(s.began).Seconds()}
 	if rep.Checkpoint != "" {
-		name, err := s.committer.Submit(rep.Checkpoint, checkpoint.Meta{Iteration: res.Iteration,
-			Attempt: s.attempt, Rank: 0, Metrics: rep.Metrics, Time: now})
-		if err != nil {
+		if _, err := s.handOver(0, step, rep.Checkpoint, now); err != nil {
 			return Reply{}, err
 		}
-		res.Checkpoint = name
+	}
+	s.ranks[0] = step
+	s.rank0.step, s.rank0.metrics, s.rank0.at = step, rep.Metrics, now
+	if g := s.groups[step]; g != nil {
+		g.metrics, res.Checkpoint = rep.Metrics, g.name
+		if now.Before(g.time) {
+			g.time = now
+		}
 	}
 	s.iteration, s.lastAt = res.Iteration, now
 	s.record(res)
+	if err := s.commitReady(); err != nil {
+		return Reply{}, err
+	}
 	return Reply{Iteration: res.Iteration, Checkpoint: res.Checkpoint}, nil
+}
+
+// reportOther records the report of a rank other than 0: its step, and its checkpoint
+// folder. s.mu is held.
+func (s *Session) reportOther(rep Report) (Reply, error) {
+	step := s.ranks[rep.Rank] + 1
+	reply := Reply{Iteration: s.base + step} // rank 0's for the same step
+	if rep.Checkpoint != "" && s.secondary {
+		s.warnOnce("secondary-checkpoint", "warning: rank %d passed a checkpoint with files; on Kubernetes the files "+
+			"of ranks outside worker 0's pod are not kept yet (only those of its ranks are merged)", rep.Rank)
+	} else if rep.Checkpoint != "" {
+		name, err := s.handOver(rep.Rank, step, rep.Checkpoint, time.Now())
+		if err != nil {
+			return Reply{}, err
+		}
+		reply.Checkpoint = name
+	}
+	s.ranks[rep.Rank] = step
+	if s.secondary {
+		return reply, nil
+	}
+	return reply, s.commitReady()
 }
 
 // record writes a result to the results files and TensorBoard; a failure is a notice, not
@@ -405,6 +452,9 @@ func (s *Session) Summary() Summary {
 func (s *Session) Close() error {
 	var errs []error
 	if s.committer != nil {
+		s.mu.Lock()
+		s.endGroups() // the run's processes are gone
+		s.mu.Unlock()
 		if err := s.committer.Wait(); err != nil {
 			errs = append(errs, fmt.Errorf("%w: %w", ErrCommit, err))
 		}

@@ -173,7 +173,7 @@ func TestSessionRefusedCheckpoints(t *testing.T) {
 		prepare func(t *testing.T, src string)
 		wantErr string // a regular expression; SRC stands for the folder
 	}{
-		"other rank": {rank: 1, wantErr: `^only rank 0's checkpoint is kept: pass checkpoint=None on other ranks$`},
+		"rank not of the gang": {rank: 5, wantErr: `^rank 5 is not a rank of this gang \(ranks 0\): its checkpoint is not kept$`},
 		"symbolic link inside": {rank: 0,
 			prepare: func(t *testing.T, src string) {
 				if err := os.Symlink("state.txt", filepath.Join(src, "link")); err != nil {

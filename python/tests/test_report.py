@@ -313,17 +313,14 @@ class OtherRankTest(_ReportTestCase):
         self.assertEqual(self.server.requests[-1]["rank"], 1)
         self.assertEqual(stderr.getvalue(), "")
 
-    def test_checkpoint_with_files_ignored_with_one_warning(self) -> None:
+    def test_checkpoint_with_files_sent(self) -> None:
+        folder = self.folder("shard-1.pt")
         stderr = io.StringIO()
         with contextlib.redirect_stderr(stderr):
-            trainyard.report({"a": 1}, checkpoint=self.folder("model.pt"))
-            trainyard.report({"a": 2}, checkpoint=self.folder("model.pt"))
-        trainyard._report._client.flush()  # the second was pipelined
-        self.assertEqual([r["checkpoint"] for r in self.server.requests], [None, None])
-        self.assertEqual(
-            stderr.getvalue(),
-            "trainyard: rank 1 passed a checkpoint with files; only rank 0's checkpoint is kept\n",
-        )
+            result = trainyard.report({"a": 1}, checkpoint=folder)
+        self.assertEqual(self.server.requests[-1]["checkpoint"], folder)
+        self.assertEqual(result.checkpoint, "checkpoint_000000")
+        self.assertEqual(stderr.getvalue(), "")
 
     def test_missing_checkpoint_still_an_error(self) -> None:
         with self.assertRaisesRegex(ValueError, "does not exist"):

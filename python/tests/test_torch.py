@@ -224,6 +224,11 @@ class PrepareTest(unittest.TestCase):
             "torch.cuda.is_available", return_value=True
         ), mock.patch("torch.cuda.device_count", return_value=1):
             self.assertEqual(trainyard.get_device(), torch.device("cuda", 0))
+        # The launcher says which of the gang's GPUs is this process's own (two per worker).
+        with environment(LOCAL_RANK="1", TRAINYARD_CUDA_DEVICE="2"), mock.patch(
+            "torch.cuda.is_available", return_value=True
+        ), mock.patch("torch.cuda.device_count", return_value=4):
+            self.assertEqual(trainyard.get_device(), torch.device("cuda", 2))
 
     def test_model_in_world_of_one(self) -> None:
         import torch

@@ -19,10 +19,14 @@ A typical script::
     for epoch in range(start, epochs):
         ...
         folder = None
-        if trainyard.get_context().rank == 0:   # only rank 0's checkpoint is kept
+        if trainyard.get_context().rank == 0:   # replicas: one copy is enough
             folder = trainyard.new_checkpoint_dir()
             torch.save({"model": model.state_dict(), "epoch": epoch}, f"{folder}/state.pt")
         trainyard.report({"loss": loss, "epoch": epoch}, checkpoint=folder)
+
+Every rank may pass a folder: the folders of the same report are merged into one
+checkpoint (a sharded model's shards, ``f"{folder}/shard-{rank}.pt"``), committed once every
+rank has made that report.
 
 When the job is preempted (a signal, a job of higher priority, a pod evicted),
 ``trainyard.preemption()`` returns the deadline (None until then): a checkpoint reported

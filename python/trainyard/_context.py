@@ -31,10 +31,12 @@ class Context:
 
     Attributes:
         rank: global rank, 0 .. world_size-1.
-        local_rank: rank on this worker (node), also the index of its GPU.
+        local_rank: index among the job's processes on this machine (torchrun's node: all
+            of ``trainyard run``'s gang, or one pod on Kubernetes); with one GPU per
+            process, also the index of its GPU.
         world_size: number of processes in the job.
-        local_world_size: number of processes on this worker.
-        node_rank: index of this worker (torchrun's GROUP_RANK).
+        local_world_size: number of the job's processes on this machine.
+        node_rank: index of this machine among the job's (torchrun's GROUP_RANK).
         run_name: the run's name, or None when not started by Trainyard.
         storage_path: the folder holding all runs, or None.
         run_dir: this run's folder (logs, checkpoints), or None.

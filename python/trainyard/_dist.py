@@ -79,10 +79,12 @@ def init_process_group(
 
 
 def get_device() -> torch.device:
-    """Return this process's device: ``cuda:<LOCAL_RANK>`` when CUDA is available, else cpu.
+    """Return this process's device: its own GPU when CUDA is available, else cpu.
 
-    When the process sees a single GPU (CUDA_VISIBLE_DEVICES narrowed to one device per
-    process), that GPU is ``cuda:0`` whatever the local rank.
+    Under Trainyard every process sees the GPUs of all the gang's workers on its machine,
+    and TRAINYARD_CUDA_DEVICE says which of them is its own (``cuda:<LOCAL_RANK>`` when each
+    process has one GPU). Elsewhere it is ``cuda:<LOCAL_RANK>``, or ``cuda:0`` when the
+    process sees a single GPU, whatever the local rank.
     """
     import torch
 
@@ -258,10 +260,15 @@ def _pg_timeout() -> datetime.timedelta:
 
 
 def _cuda_index(local_rank: int) -> int:
-    """Return the CUDA device index of the process with this local rank."""
+    """Return the CUDA device index of this process, whose local rank is ``local_rank``:
+    TRAINYARD_CUDA_DEVICE when the launcher set it to a device this process sees."""
     import torch
 
-    return 0 if torch.cuda.device_count() == 1 else local_rank
+    count = torch.cuda.device_count()
+    own = os.environ.get("TRAINYARD_CUDA_DEVICE", "").strip()
+    if own.isdigit() and int(own) < count:
+        return int(own)
+    return 0 if count == 1 else local_rank
 
 
 def _torch_major(version: str) -> int:

@@ -25,8 +25,11 @@ Request::
 - ``rank``: the sender's RANK. Every rank reports; rank 0's metrics are the run's.
 - ``metrics``: non-empty names -> JSON numbers (integers or floats); a non-finite float is
   sent as one of the strings ``"NaN"``, ``"Infinity"``, ``"-Infinity"``.
-- ``checkpoint``: the absolute path of an existing folder to commit, or ``null``. Only rank
-  0 ever sends one; the other ranks always send ``null``.
+- ``checkpoint``: the absolute path of an existing folder to commit, or ``null``. Any rank
+  may send one (rank 0 always sends the folder it was given; the other ranks send ``null``
+  for an empty one). The folders that ranks send with the same report (their n-th of the
+  attempt) are merged into one checkpoint, committed once every rank has made that report;
+  where two hold the same file, the lowest rank's is kept.
 
 A rank that checks for preemption (``trainyard.preemption()``) first sends, once per
 process and on a connection of its own, ``{"op": "listen", "rank": 0}``: the launcher then
@@ -39,8 +42,9 @@ Response, on success and on failure::
     {"ok": false, "error": "message"}
 
 - ``iteration``: the report's 1-based number in the run, as the launcher counts it.
-- ``checkpoint``: the name of the committed checkpoint (the folder has been moved into the
-  run's folder under that name), or ``null`` when the request carried none.
+- ``checkpoint``: the name the checkpoint of this report will have (the folder has been moved
+  out of the way; it is committed in the background, once every rank has made this report),
+  or ``null`` when the request carried none.
 - ``error``: ``report()`` raises ``ReportError(error)``.
 
 When the socket cannot be reached, or the connection breaks before a whole response line
@@ -90,15 +94,18 @@ def report(
 ) -> ReportResult:
     """Report this step's metrics, and optionally a checkpoint folder, to the launcher.
 
-    Every rank calls it, at the same points; rank 0's metrics are the run's. Only rank 0's
-    checkpoint is committed: on the other ranks an empty checkpoint folder is ignored, and
-    one with files is ignored with a one-time warning.
+    Every rank calls it, at the same points; rank 0's metrics are the run's. Every rank may
+    pass a checkpoint folder, as in Ray Train: the folders of the same report are merged into
+    one checkpoint (each rank's shard of a sharded model; where two ranks wrote the same
+    file, the lowest rank's copy is kept), committed once every rank has made that report.
+    On ranks other than 0 an empty folder adds nothing and is not sent.
 
     Args:
         metrics: names (str) -> numbers: int, float, or anything whose ``.item()`` gives
             one (numpy and torch scalars, one-element tensors). bool is not a number here.
-        checkpoint: a folder holding the checkpoint's files, best made with
-            :func:`trainyard.new_checkpoint_dir`. The launcher moves it away.
+        checkpoint: a folder holding this rank's files of the checkpoint, best made with
+            :func:`trainyard.new_checkpoint_dir`. The launcher moves them away (the folder
+            is left empty) before this returns.
 
     Raises:
         TypeError: a metric name is not a str, or a value is not a number.
@@ -109,14 +116,8 @@ def report(
     encoded = _encode_metrics(metrics)
     path = _checkpoint_path(checkpoint)
     ctx = get_context()
-    if path is not None and ctx.rank != 0:
-        if os.listdir(path):
-            _warn_once(
-                "rank-checkpoint",
-                f"rank {ctx.rank} passed a checkpoint with files; "
-                "only rank 0's checkpoint is kept",
-            )
-        path = None
+    if path is not None and ctx.rank != 0 and not os.listdir(path):
+        path = None  # nothing to add to the checkpoint: no need to wait for the launcher
 
     socket_path = os.environ.get("TRAINYARD_REPORT_SOCKET")
     if not socket_path:

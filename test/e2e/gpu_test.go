@@ -35,32 +35,44 @@ func TestDevicesCommand(t *testing.T) {
 	}
 }
 
-// Each worker gets its own GPUs; GPUs the launcher was not given are never used.
+// Each worker gets its own GPUs, and GPUs the launcher was not given are never used. On
+// one machine the gang is one torchrun node: every process sees the gang's GPUs, in
+// worker order, local ranks count the gang's processes, and TRAINYARD_CUDA_DEVICE names
+// the process's own GPU, which with one GPU per process is cuda:LOCAL_RANK (torchrun's
+// torch.cuda.set_device(LOCAL_RANK), and Ray's devices).
 func TestGPUAssignment(t *testing.T) {
-	show := []string{"--", "sh", "-c", `echo "worker $GROUP_RANK local $LOCAL_RANK sees [$CUDA_VISIBLE_DEVICES]"`}
+	show := []string{"--", "sh", "-c", `echo "rank $RANK worker $TRAINYARD_WORKER node $NODE_RANK local $LOCAL_RANK of $LOCAL_WORLD_SIZE sees [$CUDA_VISIBLE_DEVICES] own ${TRAINYARD_CUDA_DEVICE:-none}"`}
 	cases := map[string]struct {
-		env  []string
-		args []string
-		want []string
+		env      []string
+		args     []string
+		want     []string
+		recorded []string // each rank's GPUs in run.json (what get and top show): its worker's own
 	}{
 		"two workers, two GPUs each": {
-			args: []string{"--workers", "2", "--gpus-per-worker", "2"},
-			want: []string{"worker 0 local 0 sees [0,1]", "worker 0 local 1 sees [0,1]", "worker 1 local 0 sees [2,3]", "worker 1 local 1 sees [2,3]"},
+			args: []string{"--workers", "2", "--gpus-per-worker", "2", "--procs-per-worker", "2"},
+			want: []string{"rank 0 worker 0 node 0 local 0 of 4 sees [0,1,2,3] own 0", "rank 1 worker 0 node 0 local 1 of 4 sees [0,1,2,3] own 1",
+				"rank 2 worker 1 node 0 local 2 of 4 sees [0,1,2,3] own 2", "rank 3 worker 1 node 0 local 3 of 4 sees [0,1,2,3] own 3"},
+			recorded: []string{"0,1", "0,1", "2,3", "2,3"},
 		},
 		"restricted by CUDA_VISIBLE_DEVICES": {
 			env:  []string{"CUDA_VISIBLE_DEVICES=1,3"},
 			args: []string{"--workers", "2", "--gpus-per-worker", "1"},
-			want: []string{"worker 0 local 0 sees [1]", "worker 1 local 0 sees [3]"},
+			want: []string{"rank 0 worker 0 node 0 local 0 of 2 sees [1,3] own 0", "rank 1 worker 1 node 0 local 1 of 2 sees [1,3] own 1"},
+		},
+		"one process with two GPUs per worker": {
+			args: []string{"--workers", "2", "--gpus-per-worker", "2", "--procs-per-worker", "1"},
+			want: []string{"rank 0 worker 0 node 0 local 0 of 2 sees [0,1,2,3] own 0", "rank 1 worker 1 node 0 local 1 of 2 sees [0,1,2,3] own 2"},
 		},
 		"worker without GPU": {
 			args: []string{"--workers", "1"},
-			want: []string{"worker 0 local 0 sees []"},
+			want: []string{"rank 0 worker 0 node 0 local 0 of 1 sees [] own none"},
 		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			env := append(fakeSMI(t), tc.env...)
-			args := append(append([]string{"run", "--storage-path", t.TempDir()}, tc.args...), show...)
+			storage := t.TempDir()
+			args := append(append([]string{"run", "--storage-path", storage, "--name", "g"}, tc.args...), show...)
 			code, out := run(t, t.TempDir(), env, args...)
 			if code != 0 {
 				t.Fatalf("exit %d:\n%s", code, out)
@@ -68,6 +80,15 @@ func TestGPUAssignment(t *testing.T) {
 			for _, w := range tc.want {
 				if !strings.Contains(out, w) {
 					t.Errorf("output lacks %q:\n%s", w, out)
+				}
+			}
+			if tc.recorded != nil {
+				var got []string
+				for _, r := range readRecord(t, filepath.Join(storage, "g")).Attempts[0].Ranks {
+					got = append(got, r.GPUs)
+				}
+				if strings.Join(got, " ") != strings.Join(tc.recorded, " ") {
+					t.Errorf("run.json's GPUs per rank: %q, want %q", got, tc.recorded)
 				}
 			}
 		})

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -126,5 +127,65 @@ func TestRayFinetuneSurvivesAKilledWorker(t *testing.T) {
 		filepath.Join(examples, "finetune_checkpoints.py"), "--epochs", "6", "--storage-path", storage)
 	if code != 0 || !strings.Contains(out, "resumed from the checkpoint of epoch 4") || !strings.Contains(out, "'epoch': 5}") {
 		t.Errorf("rerun: exit %d; want it resumed from epoch 4 and trained epoch 5:\n%s", code, out)
+	}
+}
+
+// Ray's quickstart in the style of its guide, unmodified (no main guard, fit() at the top
+// level), with every worker saving its part of each checkpoint: under fit()'s own gang and
+// under `trainyard run --workers 2`, local rank 0 alone prepares the data while the other
+// waits at a barrier (both ranks are on node 0, local ranks 0 and 1 of 2), every
+// checkpoint holds both workers' shards merged, and a resumed run gives each worker its own.
+func TestRayQuickstartShardedCheckpoints(t *testing.T) {
+	needTorch(t)
+	script := filepath.Join(repoRoot(t), "examples", "ray-train", "quickstart_sharded.py")
+	cases := map[string]struct {
+		args []string
+		run  string // the run folder's name
+	}{
+		"fit() starts the gang":     {run: "quickstart-sharded"},
+		"trainyard run --workers 2": {args: []string{"--workers", "2", "--name", "qs"}, run: "qs"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			home := t.TempDir()
+			env := []string{"HOME=" + home, "PYTHONPATH="}
+			args := append(append([]string{"run"}, tc.args...), "--", python, script)
+			code, out := run(t, home, env, args...)
+			if code != 0 {
+				t.Fatalf("exit %d:\n%s", code, out)
+			}
+			if n := strings.Count(out, "prepared the data set"); n != 1 {
+				t.Errorf("the data set was prepared %d times; want once, by local rank 0:\n%s", n, out)
+			}
+			for _, want := range []string{"] worker 0: local rank 0 of 2 on node 0", "] worker 1: local rank 1 of 2 on node 0",
+				"] checkpoint checkpoint_000003 holds: model.pt, worker-0.pt, worker-1.pt",
+				"trainyard: checkpoint_000001: several ranks wrote model.pt"} {
+				if !strings.Contains(out, want) {
+					t.Errorf("output lacks %q:\n%s", want, out)
+				}
+			}
+			if strings.Contains(out, "only rank 0's checkpoint is kept") {
+				t.Errorf("a rank's files were dropped:\n%s", out)
+			}
+			folder := filepath.Join(home, "trainyard_results", tc.run)
+			for _, ckpt := range committedCheckpoints(t, folder) {
+				for _, f := range []string{"model.pt", "worker-0.pt", "worker-1.pt"} {
+					if _, err := os.Stat(filepath.Join(folder, ckpt, f)); err != nil {
+						t.Errorf("%s: %v", ckpt, err)
+					}
+				}
+			}
+			if tc.run != "qs" {
+				return
+			}
+			// Resumed: each worker finds its own shard in the merged checkpoint.
+			code, out = run(t, home, env, append([]string{"run", "--resume"}, args[1:]...)...)
+			for rank := range 2 {
+				want := fmt.Sprintf("worker %d: resumed from its shard of epoch 2", rank)
+				if code != 0 || !strings.Contains(out, want) {
+					t.Errorf("resumed run: exit %d, want %q:\n%s", code, want, out)
+				}
+			}
+		})
 	}
 }

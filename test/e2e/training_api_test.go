@@ -65,6 +65,39 @@ func TestReportRecordsResults(t *testing.T) {
 	}
 }
 
+// Every rank's checkpoint folder of a report goes into one checkpoint (Ray Train 2.7+),
+// and a resumed run hands each rank the checkpoint with its own shard.
+func TestEveryRanksCheckpointFilesKept(t *testing.T) {
+	storage := t.TempDir()
+	code, out := reportJob(t, storage, "s", nil, "--iterations", "2", "--shards")
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	dir := filepath.Join(storage, "s")
+	for _, name := range []string{"checkpoint_000001", "checkpoint_000002"} {
+		m, err := checkpoint.Verify(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatalf("%s does not verify: %v", name, err)
+		}
+		var files []string
+		for _, f := range m.Files {
+			files = append(files, f.Path)
+		}
+		if got, want := strings.Join(files, " "), "shard-0.txt shard-1.txt state.txt"; got != want {
+			t.Errorf("%s holds %q, want %q", name, got, want)
+		}
+	}
+	if strings.Contains(out, "only rank 0's checkpoint is kept") || strings.Contains(out, "several ranks wrote") {
+		t.Errorf("a warning about the ranks' files:\n%s", out)
+	}
+	code, out = reportJob(t, storage, "s", []string{"--resume"}, "--iterations", "3", "--shards")
+	for _, want := range []string{"rank 0 read its shard: rank 0 iteration 2", "rank 1 read its shard: rank 1 iteration 2"} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("resumed: exit %d, want %q:\n%s", code, want, out)
+		}
+	}
+}
+
 // Retention keeps the newest checkpoints, or the best by a metric; the latest stays.
 func TestCheckpointRetention(t *testing.T) {
 	cases := map[string]struct {

@@ -1,7 +1,7 @@
 """The training loop's view of its run: report(), get_checkpoint(), get_context().
 
 They delegate to the ``trainyard`` helper, so that metrics reach Trainyard's results and
-rank 0's checkpoints are committed by Trainyard's committer. TorchTrainer.fit() opens a
+the ranks' checkpoints are committed by Trainyard's committer. TorchTrainer.fit() opens a
 session around ``train_loop_per_worker`` (its config, the checkpoint to resume from, what
 the loop reported); outside fit(), they work on the process's run as Trainyard started it.
 """
@@ -66,10 +66,11 @@ def report(
 ) -> None:
     """Report this step's metrics, and optionally a checkpoint, from every worker.
 
-    Rank 0's metrics are the run's; only rank 0's checkpoint is kept (Ray's documented
-    pattern: other ranks report ``checkpoint=None``; Ray Train V2 would merge every rank's
-    files, Trainyard ignores the others' with a warning). The checkpoint's files are moved
-    into the run's folder as ``checkpoint_NNNNNN`` (see :class:`Checkpoint`).
+    Rank 0's metrics are the run's. As in Ray Train 2.7 and later, every worker may pass a
+    checkpoint: the files of the workers' checkpoints of the same report are merged into
+    one ``checkpoint_NNNNNN`` in the run's folder (see :class:`Checkpoint`), registered once
+    every worker has made that report; where two workers wrote the same file, the lowest
+    rank's copy is kept (Ray keeps whichever upload came last).
     Metrics that are not numbers (strings, lists, ...) stay in ``Result.metrics`` but are
     not sent to Trainyard's results, which hold numbers. ``checkpoint_dir_name`` (V2) is
     accepted and ignored: Trainyard names checkpoints itself. Inside fit(), rank 0 prints
