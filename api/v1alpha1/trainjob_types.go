@@ -515,6 +515,9 @@ const (
 	// Secret it reads: one that does not exist yet, or one that `trainyard submit --kube`
 	// made and is about to give the TrainJob.
 	ReasonWaitingForSecret = "WaitingForSecret"
+	// ReasonQueued says that a job in a Kueue queue waits for Kueue to admit its gang; the
+	// message carries Kueue's own reason ("waiting: Kueue admitted 0 of 8 workers (...)").
+	ReasonQueued = "Queued"
 )
 
 // LabelTrainJobAccess, set to "true" on a Secret or a ServiceAccount, says that the

@@ -38,7 +38,7 @@ type cluster struct {
 var shared *cluster
 
 func TestOperator(t *testing.T) {
-	env := testkube.Start(t, testkube.Options{})
+	env := testkube.Start(t, testkube.Options{CRDs: []string{"internal/operator/testdata/kueue-crds.yaml"}})
 	ctx, cancel := context.WithCancel(context.Background())
 	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	// Progress is read often, from the pods that serve it (testInPlace's worker 0).
@@ -545,60 +545,6 @@ func testTTL(k *cluster) {
 	}
 	if k.get("short-lived").Status.Phase != v1.PhaseSucceeded {
 		k.t.Error("the TrainJob must stay, with its status")
-	}
-}
-
-func testKueue(k *cluster) {
-	k.newJob("queued", 4, func(j *v1.TrainJob) { j.Spec.Kubernetes.QueueName = "team-a" })
-	job := k.attemptJob("queued", 1)
-	if job.Spec.Suspend == nil || !*job.Spec.Suspend || job.Labels[workload.LabelQueue] != "team-a" {
-		k.t.Fatalf("the Job must be created suspended with Kueue's queue label: suspend %v labels %v", job.Spec.Suspend, job.Labels)
-	}
-	got := k.waitStatus("queued", "queued", func(st *v1.TrainJobStatus) bool {
-		return st.Phase == v1.PhasePending && hasCond(st, v1.CondRunning, metav1.ConditionFalse, "Queued")
-	})
-	if got.Status.AttemptStartTime != nil {
-		k.t.Error("a queued attempt has not started")
-	}
-	// Kueue admits the whole gang: it unsuspends the Job.
-	patch := client.MergeFrom(job.DeepCopy())
-	job.Spec.Suspend = ptr(false)
-	if err := k.c.Patch(context.Background(), job, patch); err != nil {
-		k.t.Fatal(err)
-	}
-	for _, p := range k.startPods(job) {
-		k.setPod(p, running)
-	}
-	k.waitStatus("queued", "running after admission", func(st *v1.TrainJobStatus) bool {
-		return st.Phase == v1.PhaseRunning && st.WorkersReady == 4 && st.AttemptStartTime != nil
-	})
-
-	// Kueue preempts the gang: it suspends the Job, whose pods end by SIGTERM. That is a
-	// disruption, not a failure (maxRestarts is 0): the next attempt waits in the queue.
-	k.get("queued") // the job as it is now
-	patch = client.MergeFrom(job.DeepCopy())
-	job.Spec.Suspend = ptr(true)
-	if err := k.c.Patch(context.Background(), job, patch); err != nil {
-		k.t.Fatal(err)
-	}
-	var pods corev1.PodList
-	if err := k.c.List(context.Background(), &pods, client.InNamespace(k.ns)); err != nil {
-		k.t.Fatal(err)
-	}
-	for i := range pods.Items { // the operator may be deleting them already
-		if err := k.trySetPod(&pods.Items[i], exited(143, "")); err != nil && !apierrors.IsNotFound(err) {
-			k.t.Fatal(err)
-		}
-	}
-	got = k.waitStatus("queued", "requeued after preemption", func(st *v1.TrainJobStatus) bool {
-		return st.Attempt == 2 && st.Restarts == 1 && st.Disruptions == 1 && st.Phase != v1.PhaseFailed
-	})
-	if c := cond(&got.Status, v1.CondRestarting); c == nil || !strings.Contains(c.Message, "Kueue") {
-		k.t.Errorf("restarting condition %+v; want it to name Kueue's preemption", c)
-	}
-	next := k.attemptJob("queued", 2)
-	if next.Spec.Suspend == nil || !*next.Spec.Suspend || next.Labels[workload.LabelQueue] != "team-a" {
-		k.t.Errorf("attempt 2's Job must wait for Kueue again: suspend %v labels %v", next.Spec.Suspend, next.Labels)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -38,6 +39,9 @@ type Reconciler struct {
 	Options  Options
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Kueue is whether the cluster serves Kueue's Workloads (kueue.go): a job with a queue
+	// name waits without it.
+	Kueue bool
 	// Progress reads a running worker 0's progress; nil means over HTTP.
 	Progress func(ctx context.Context, url string) (*workload.Summary, error)
 
@@ -132,6 +136,8 @@ type step struct {
 	now   time.Time
 	after time.Duration // look again this soon at the latest
 	kids  children
+	// workload is the job's admitted Kueue Workload, once kueueGate found it (kueue.go).
+	workload *unstructured.Unstructured
 	// events wait for the status write (emit).
 	events []pendingEvent
 }
@@ -165,6 +171,11 @@ func (s *step) run(ctx context.Context) error {
 	}
 	if msg, over := s.deadlineExceeded(); over {
 		return s.fail("DeadlineExceeded", msg)
+	}
+	if s.queueName() != "" {
+		if admitted, err := s.kueueGate(ctx); !admitted || err != nil {
+			return err
+		}
 	}
 	if s.kids.before(s.podsAttempt()) {
 		return s.waitTeardown(ctx)
@@ -200,7 +211,11 @@ func (s *step) create(ctx context.Context) error {
 		s.requeue(staleRetry) // a newer attempt exists: this TrainJob was read stale
 		return nil
 	}
-	a, err := workload.Render(s.job, n, workload.Options{Image: s.r.Options.Image})
+	placement, err := s.kueuePlacement(ctx)
+	if err != nil {
+		return err
+	}
+	a, err := workload.Render(s.job, n, workload.Options{Image: s.r.Options.Image, Placement: placement})
 	if err != nil {
 		return s.fail(v1.ReasonInvalidPodTemplate, err.Error())
 	}
@@ -213,11 +228,10 @@ func (s *step) create(ctx context.Context) error {
 		}
 	}
 	msg := fmt.Sprintf("attempt %d: created Job and Service %s for %d worker(s)", n, a.Job.Name, s.job.Spec.WorkerCount())
-	if q := s.queue(); q != "" {
-		msg += fmt.Sprintf("; waiting for Kueue to admit the gang through queue %q", q)
-	} else {
-		st.AttemptStartTime = s.time()
+	if q := s.queueName(); q != "" {
+		msg += fmt.Sprintf(", admitted by Kueue through LocalQueue %q", q)
 	}
+	st.AttemptStartTime = s.time()
 	st.Reason = msg
 	s.condition(v1.CondCreated, true, "AttemptCreated", msg)
 	s.event(corev1.EventTypeNormal, "AttemptCreated", msg)
@@ -227,13 +241,6 @@ func (s *step) create(ctx context.Context) error {
 			workload.Defaulted(s.job).Spec.StoragePath))
 	}
 	return nil
-}
-
-func (s *step) queue() string {
-	if k := s.job.Spec.Kubernetes; k != nil {
-		return k.QueueName
-	}
-	return ""
 }
 
 // track follows the current attempt.
@@ -262,7 +269,7 @@ func (s *step) track(ctx context.Context, o observation) error {
 		return s.succeed()
 	case o.queued:
 		st.WorkersReady = 0
-		s.condition(v1.CondRunning, false, "Queued", fmt.Sprintf("attempt %d waits for Kueue to admit the gang through queue %q", st.Attempt, s.queue()))
+		s.condition(v1.CondRunning, false, v1.ReasonQueued, fmt.Sprintf("attempt %d: its Job is suspended", st.Attempt))
 		return nil
 	}
 	if st.AttemptStartTime == nil {
@@ -473,6 +480,11 @@ func (s *step) finished(ctx context.Context) error {
 			return err
 		}
 	}
+	if s.queueName() != "" {
+		if err := s.finishWorkload(ctx); err != nil {
+			return err
+		}
+	}
 	if !s.ttl() {
 		return nil
 	}
@@ -518,6 +530,11 @@ func (s *step) suspend(ctx context.Context) error {
 			}
 		}
 		s.requeue(teardownPoll)
+	}
+	if s.queueName() != "" {
+		if err := s.suspendWorkload(ctx); err != nil {
+			return err
+		}
 	}
 	if st.Phase == v1.PhaseSuspended {
 		return nil

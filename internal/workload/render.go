@@ -34,6 +34,9 @@ const (
 type Options struct {
 	// Image is the trainyard image the init container copies the binary from.
 	Image string
+	// Placement is what the queue that admitted the gang assigned (placement.go); nil
+	// for none.
+	Placement *Placement
 }
 
 // Attempt is what the operator creates for one attempt of a TrainJob.
@@ -108,11 +111,6 @@ func Render(job *v1.TrainJob, n int, opts Options) (*Attempt, error) {
 			Template:     *pod,
 		},
 	}
-	if q := d.Spec.Kubernetes.QueueName; q != "" {
-		// Kueue admits a suspended Job as a whole: the gang starts together or not at all.
-		batch.Labels[LabelQueue] = q
-		batch.Spec.Suspend = ptr(true)
-	}
 	svc := &corev1.Service{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
 		ObjectMeta: *meta.DeepCopy(),
@@ -170,6 +168,7 @@ func podTemplate(d *v1.TrainJob, n int, opts Options) (*corev1.PodTemplateSpec, 
 	}
 	addSource(d, &pod.Spec)
 	addGang(d, &pod.Spec)
+	opts.Placement.apply(&pod.Spec)
 	if k.PodTemplate == nil || len(k.PodTemplate.Raw) == 0 {
 		return pod, ephemeral, nil
 	}

@@ -159,8 +159,8 @@ func TestRenderWiring(t *testing.T) {
 	if a.EphemeralStorage {
 		t.Error("the storage path /mnt/runs is under the PVC mount /mnt, yet rendered as ephemeral")
 	}
-	if *a.Job.Spec.Suspend != true || a.Job.Labels[LabelQueue] != "team-a" {
-		t.Error("a job with a queue name must be created suspended and labelled for Kueue")
+	if a.Job.Spec.Suspend != nil || a.Job.Labels[LabelQueue] != "" {
+		t.Error("an attempt's Job is made once the TrainJob's Workload is admitted: never suspended, never queued itself")
 	}
 	if pod.Subdomain != a.Service.Name || a.Service.Spec.ClusterIP != corev1.ClusterIPNone || !a.Service.Spec.PublishNotReadyAddresses {
 		t.Error("the pods' subdomain must be the headless Service publishing not-ready addresses")
