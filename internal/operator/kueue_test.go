@@ -222,3 +222,54 @@ func testKueue(k *cluster) {
 		k.t.Errorf("%d Workloads; want one for the TrainJob's whole life", n)
 	}
 }
+
+// A TrainJob queued by Kueue's label and suspended by its user: its Workload is
+// deactivated (Kueue evicts it), the reservation given back once the pods are gone, and
+// activated again on resume, when the gang waits for Kueue to admit it again.
+func testKueueSuspend(k *cluster) {
+	j := &v1.TrainJob{
+		ObjectMeta: metav1.ObjectMeta{Name: "labelled", Namespace: k.ns, Labels: map[string]string{workload.LabelQueue: "team-b"}},
+		Spec: v1.TrainJobSpec{Workers: ptr(int32(2)), Command: []string{"python3", "train.py"},
+			Kubernetes: &v1.KubernetesSpec{Image: "pytorch/pytorch:2.5.1"}},
+	}
+	if err := k.c.Create(context.Background(), j); err != nil {
+		k.t.Fatal(err)
+	}
+	wl := k.theWorkload()
+	if q, _, _ := unstructured.NestedString(wl.Object, "spec", "queueName"); q != "team-b" {
+		k.t.Fatalf("the Workload's queue is %q; want the TrainJob's label's, team-b", q)
+	}
+	admission := map[string]any{"clusterQueue": "gpus", "podSetAssignments": []any{map[string]any{"name": "workers", "count": int64(2)}}}
+	k.kueueSets(admission, wlCond("QuotaReserved", metav1.ConditionTrue, "QuotaReserved", "Quota reserved in ClusterQueue gpus"),
+		wlCond("Admitted", metav1.ConditionTrue, "Admitted", "The workload is admitted"))
+	k.runAll("labelled", 1)
+
+	k.patchSpec("labelled", func(s *v1.TrainJobSpec) { s.Suspend = true })
+	k.eventually("the Workload deactivated", func() (bool, string) {
+		active, found, _ := unstructured.NestedBool(k.theWorkload().Object, "spec", "active")
+		return found && !active, fmt.Sprintf("active %v (set: %v)", active, found)
+	})
+	k.kueueSets(admission, wlCond("Evicted", metav1.ConditionTrue, "Deactivated", "The workload is deactivated"))
+	k.gone("labelled", 1)
+	k.eventually("the reservation given back", func() (bool, string) {
+		wl := k.theWorkload()
+		return meta.IsStatusConditionFalse(wlConds(wl), "QuotaReserved"), fmt.Sprintf("%v", wl.Object["status"])
+	})
+	k.waitStatus("labelled", "suspended", func(st *v1.TrainJobStatus) bool { return st.Phase == v1.PhaseSuspended })
+
+	k.patchSpec("labelled", func(s *v1.TrainJobSpec) { s.Suspend = false })
+	k.eventually("the Workload active again", func() (bool, string) {
+		active, _, _ := unstructured.NestedBool(k.theWorkload().Object, "spec", "active")
+		return active, "inactive"
+	})
+	k.waitStatus("labelled", "queued after resuming", func(st *v1.TrainJobStatus) bool {
+		return st.Attempt == 2 && hasCond(st, v1.CondRunning, metav1.ConditionFalse, v1.ReasonQueued)
+	})
+	if len(k.pods("labelled", 2)) != 0 {
+		k.t.Fatal("the resumed gang must wait for Kueue")
+	}
+	k.kueueSets(admission, wlCond("QuotaReserved", metav1.ConditionTrue, "QuotaReserved", "Quota reserved in ClusterQueue gpus"),
+		wlCond("Admitted", metav1.ConditionTrue, "Admitted", "The workload is admitted"),
+		wlCond("Evicted", metav1.ConditionFalse, "QuotaReserved", "Previously: deactivated"))
+	k.attemptJob("labelled", 2)
+}

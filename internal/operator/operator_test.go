@@ -72,6 +72,7 @@ func TestOperator(t *testing.T) {
 		{"config problems", testConfigProblems},
 		{"ttl after finished", testTTL},
 		{"kueue", testKueue},
+		{"kueue suspend", testKueueSuspend},
 		{"bad pod template", testBadTemplate},
 		{"bad input is not restarted", testBadInput},
 		{"git source and tensorboard", testGitAndTensorBoard},
