@@ -48,6 +48,7 @@ const (
 	wlEvicted       = "Evicted"
 	wlFinished      = "Finished"
 	wlRequeued      = "Requeued"
+	wlPodsReady     = "PodsReady"
 	// podSetWorkers is the name of the Workload's one PodSet.
 	podSetWorkers = "workers"
 )
@@ -267,6 +268,18 @@ func (s *step) suspendWorkload(ctx context.Context) error {
 	}
 	return s.updateWorkloadStatus(ctx, wl, func(wl *unstructured.Unstructured, conds *[]metav1.Condition) {
 		unsetQuota(s, wl, conds, "Pending", "the TrainJob is suspended")
+	})
+}
+
+// podsReady tells Kueue that every worker of the admitted gang runs (the Workload's
+// PodsReady condition, as jobframework sets it), which Kueue's waitForPodsReady waits for
+// before its timeout evicts the gang. Later attempts keep it: a restart keeps the admission.
+func (s *step) podsReady(ctx context.Context) error {
+	if s.workload == nil || wlHasCondition(s.workload, wlPodsReady, metav1.ConditionTrue) {
+		return nil
+	}
+	return s.updateWorkloadStatus(ctx, s.workload, func(wl *unstructured.Unstructured, conds *[]metav1.Condition) {
+		meta.SetStatusCondition(conds, s.wlCondition(wl, wlPodsReady, metav1.ConditionTrue, "PodsReady", "All pods reached readiness and the workload is running"))
 	})
 }
 

@@ -166,7 +166,12 @@ func testKueue(k *cluster) {
 	k.waitStatus("queued", "running after admission", func(st *v1.TrainJobStatus) bool {
 		return st.Phase == v1.PhaseRunning && st.WorkersReady == 4 && st.AttemptStartTime != nil
 	})
-	rv := k.theWorkload().GetResourceVersion()
+	var rv string
+	k.eventually("PodsReady on the Workload", func() (bool, string) { // for Kueue's waitForPodsReady
+		wl := k.theWorkload()
+		rv = wl.GetResourceVersion()
+		return meta.IsStatusConditionTrue(wlConds(wl), "PodsReady"), fmt.Sprintf("%v", wl.Object["status"])
+	})
 
 	// A worker fails: the gang restarts on new pods and keeps its admission.
 	k.setPod(pods[2], exited(1, ""))

@@ -279,7 +279,7 @@ func (s *step) track(ctx context.Context, o observation) error {
 	if o.allRunning() {
 		s.running(o)
 		s.pollProgress(o.progress)
-		return nil
+		return s.podsReady(ctx) // Kueue's waitForPodsReady (kueue.go)
 	}
 	return s.starting(ctx, o)
 }

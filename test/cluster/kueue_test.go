@@ -6,10 +6,12 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -35,13 +37,16 @@ func standInSMI(t *testing.T) string {
 	return dir
 }
 
-// kueueQueue creates a ResourceFlavor, a ClusterQueue with a quota of 4 GPUs that lets a
+// kueueQueue creates a ResourceFlavor (with a node label and a toleration), a ClusterQueue with a quota of 4 GPUs that lets a
 // higher priority preempt a lower one, a LocalQueue "team-a" in default and two
 // PriorityClasses, low and high.
 func kueueQueue(t *testing.T, ctx context.Context, cl client.Client) {
 	t.Helper()
 	objs := []map[string]any{
-		{"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": map[string]any{"name": "default"}},
+		// Its node label and toleration go into the pods of the gangs it admits.
+		{"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": map[string]any{"name": "default"},
+			"spec": map[string]any{"nodeLabels": map[string]any{"kubernetes.io/os": "linux"},
+				"tolerations": []any{map[string]any{"key": "trainyard.dev/kueue-test", "operator": "Exists", "effect": "NoSchedule"}}}},
 		{"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": map[string]any{"name": "gpus"},
 			"spec": map[string]any{
 				"namespaceSelector": map[string]any{},
@@ -130,7 +135,20 @@ func TestKueueWorkloadPerTrainJob(t *testing.T) {
 		gpuJob("flaky", "low", 1, flaky).submit(t, ctx)
 		waitStatus(t, "flaky", 3*time.Minute, func(s trainJobStatus) bool { return s.Phase == "Running" })
 		checkWorkerGPUs(t, ctx, "flaky", 2, 2)
-		gpuJob("second", "low", 0, sleep("1")).submit(t, ctx)
+		pods, err := cl.Client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "trainyard.dev/job-name=flaky"})
+		if err != nil || len(pods.Items) != 2 {
+			t.Fatalf("flaky's pods: %v (%d)", err, len(pods.Items))
+		}
+		for _, p := range pods.Items {
+			tolerated := slices.ContainsFunc(p.Spec.Tolerations, func(t corev1.Toleration) bool { return t.Key == "trainyard.dev/kueue-test" })
+			if p.Spec.NodeSelector["kubernetes.io/os"] != "linux" || !tolerated {
+				t.Errorf("pod %s lacks the admitted flavor's placement: nodeSelector %v tolerations %v", p.Name, p.Spec.NodeSelector, p.Spec.Tolerations)
+			}
+		}
+		// second is queued by Kueue's label on the TrainJob rather than spec.kubernetes.queueName.
+		second := gpuJob("second", "low", 0, sleep("1"))
+		second.kube, second.labels = "    priorityClassName: low", "kueue.x-k8s.io/queue-name: team-a"
+		second.submit(t, ctx)
 		s := waitStatus(t, "second", time.Minute, func(s trainJobStatus) bool { return s.hasReason("Queued") && strings.Contains(s.Reason, "quota") })
 		if !strings.HasPrefix(s.Reason, "waiting: Kueue admitted 0 of 2 workers (") {
 			t.Errorf("second waits with reason %q; want Kueue's, as 'waiting: Kueue admitted 0 of 2 workers (...)'", s.Reason)
