@@ -125,8 +125,9 @@ func (s *step) kueueGate(ctx context.Context) (admitted bool, err error) {
 		return false, nil
 	}
 	s.workload = wl
-	if active, found, _ := unstructured.NestedBool(wl.Object, "spec", "active"); found && !active {
-		// Resumed after a suspension: Kueue may admit it again.
+	if !wlActive(wl) && wl.GetAnnotations()[annotationSuspended] != "" {
+		// Resumed after a suspension: Kueue may admit it again. A Workload that Kueue or
+		// an administrator deactivated stays so, and the gang waits.
 		return false, s.setWorkloadActive(ctx, wl, true)
 	}
 	evicted := wlCondition(wl, wlEvicted)
@@ -183,6 +184,11 @@ func (s *step) queuedMessage(wl *unstructured.Unstructured, evicted *metav1.Cond
 	}
 	why := fmt.Sprintf("the Workload %s waits in LocalQueue %q", wl.GetName(), s.queueName())
 	switch {
+	case !wlActive(wl):
+		why = fmt.Sprintf("the Workload %s is deactivated (spec.active false, by Kueue or an administrator)", wl.GetName())
+		if evicted != nil {
+			why += ": " + evicted.Message
+		}
 	case reserved != nil && reserved.Message != "":
 		why = reserved.Message // "couldn't assign flavors to pod set workers: insufficient quota ..."
 	case evicted != nil:
@@ -240,6 +246,16 @@ func (s *step) createWorkload(ctx context.Context) error {
 	return nil
 }
 
+// annotationSuspended marks a Workload the operator deactivated because its TrainJob was
+// suspended, and so activates again when it resumes.
+const annotationSuspended = "trainyard.dev/deactivated-by-suspend"
+
+// wlActive reports the Workload's spec.active (default true).
+func wlActive(wl *unstructured.Unstructured) bool {
+	active, found, _ := unstructured.NestedBool(wl.Object, "spec", "active")
+	return !found || active
+}
+
 // setWorkloadActive sets the Workload's spec.active: false when the TrainJob is
 // suspended (Kueue evicts it and frees its quota), true when it resumes.
 func (s *step) setWorkloadActive(ctx context.Context, wl *unstructured.Unstructured, active bool) error {
@@ -247,6 +263,16 @@ func (s *step) setWorkloadActive(ctx context.Context, wl *unstructured.Unstructu
 	if err := unstructured.SetNestedField(wl.Object, active, "spec", "active"); err != nil {
 		return err
 	}
+	notes := wl.GetAnnotations()
+	if active {
+		delete(notes, annotationSuspended)
+	} else {
+		if notes == nil {
+			notes = map[string]string{}
+		}
+		notes[annotationSuspended] = "true"
+	}
+	wl.SetAnnotations(notes)
 	if err := s.r.Client.Update(ctx, wl); err != nil {
 		return fmt.Errorf("set Workload %s active=%v: %w", wl.GetName(), active, err)
 	}
@@ -260,7 +286,7 @@ func (s *step) suspendWorkload(ctx context.Context) error {
 	if err != nil || wl == nil {
 		return err
 	}
-	if active, found, _ := unstructured.NestedBool(wl.Object, "spec", "active"); !found || active {
+	if wlActive(wl) {
 		return s.setWorkloadActive(ctx, wl, false)
 	}
 	if !s.kids.empty() || !wlHasCondition(wl, wlQuotaReserved, metav1.ConditionTrue) {

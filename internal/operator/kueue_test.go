@@ -276,5 +276,20 @@ func testKueueSuspend(k *cluster) {
 	k.kueueSets(admission, wlCond("QuotaReserved", metav1.ConditionTrue, "QuotaReserved", "Quota reserved in ClusterQueue gpus"),
 		wlCond("Admitted", metav1.ConditionTrue, "Admitted", "The workload is admitted"),
 		wlCond("Evicted", metav1.ConditionFalse, "QuotaReserved", "Previously: deactivated"))
-	k.attemptJob("labelled", 2)
+	k.runAll("labelled", 2)
+
+	// An administrator (or Kueue) deactivates the Workload: the gang stops, a disruption,
+	// and waits; the operator does not activate it again.
+	wl = k.theWorkload()
+	_ = unstructured.SetNestedField(wl.Object, false, "spec", "active")
+	if err := k.c.Update(context.Background(), wl); err != nil {
+		k.t.Fatal(err)
+	}
+	k.kueueSets(admission, wlCond("Evicted", metav1.ConditionTrue, "Deactivated", "The workload is deactivated"))
+	got := k.waitStatus("labelled", "waiting while deactivated", func(st *v1.TrainJobStatus) bool {
+		return st.Attempt == 3 && st.Disruptions == 1 && strings.Contains(st.Reason, "is deactivated")
+	})
+	if active, _, _ := unstructured.NestedBool(k.theWorkload().Object, "spec", "active"); active {
+		k.t.Errorf("the operator activated a Workload it did not deactivate; status %+v", got.Status)
+	}
 }
