@@ -16,7 +16,7 @@ import (
 // observation is what an attempt's Job and pods say about it.
 type observation struct {
 	workers   int
-	queued    bool // the Job waits for Kueue to admit it (suspended)
+	queued    bool // the Job is suspended (by Kueue's Job integration: kueue.go)
 	running   int  // workers whose container runs
 	succeeded int
 	failure   *failure // the first worker that failed, if any

@@ -257,9 +257,10 @@ func (s *step) track(ctx context.Context, o observation) error {
 		o.failure = o.splitCommits(st.SourceCommit)
 	}
 	if o.queued && st.AttemptStartTime != nil {
-		// Admitted once and suspended again, not by us (a suspended TrainJob never gets
-		// here): Kueue evicted or preempted the gang. Its pods end by SIGTERM, which is not
-		// the user's code failing; the next attempt waits to be admitted again.
+		// Started and suspended again, not by us (a suspended TrainJob never gets here):
+		// Kueue's Job integration does so to a child of a TrainJob whose Workload lost its
+		// admission (kueueGate usually sees that first). Its pods end by SIGTERM, which is
+		// not the user's code failing; the next attempt waits to be admitted again.
 		o.failure = &failure{worker: -1, disruption: true, reason: "the attempt's Job was suspended by its queue (Kueue evicted or preempted the gang)"}
 	}
 	switch {
