@@ -81,7 +81,7 @@ type TrainJobSpec struct {
 	MaxRestarts int32 `json:"maxRestarts,omitempty"`
 
 	// MaxDisruptions is how many times the gang is restarted after a disruption (a worker
-	// evicted or preempted, its node gone, or the attempt's Job suspended again by Kueue),
+	// evicted or preempted, its node gone, or the job's Kueue Workload evicted),
 	// which do not count against MaxRestarts; one more fails the job (reason
 	// TooManyDisruptions). Default DefaultMaxDisruptions (operator only).
 	// +kubebuilder:validation:Minimum=0
@@ -199,7 +199,9 @@ type KubernetesSpec struct {
 	// +optional
 	SchedulerName string `json:"schedulerName,omitempty"`
 
-	// QueueName admits the whole gang through this Kueue local queue.
+	// QueueName admits the whole gang through this Kueue LocalQueue: the operator makes one
+	// Kueue Workload for the TrainJob and starts no worker until Kueue admits it. Kueue's
+	// label kueue.x-k8s.io/queue-name on the TrainJob does the same.
 	// +optional
 	QueueName string `json:"queueName,omitempty"`
 
@@ -521,6 +523,9 @@ const (
 	// Secret it reads: one that does not exist yet, or one that `trainyard submit --kube`
 	// made and is about to give the TrainJob.
 	ReasonWaitingForSecret = "WaitingForSecret"
+	// ReasonQueued says that a job in a Kueue queue waits for Kueue to admit its gang; the
+	// message carries Kueue's own reason ("waiting: Kueue admitted 0 of 8 workers (...)").
+	ReasonQueued = "Queued"
 )
 
 // LabelTrainJobAccess, set to "true" on a Secret or a ServiceAccount, says that the

@@ -12,8 +12,9 @@ import (
 var (
 	// clusterResources are cluster-scoped, or read outside the watched namespace (the
 	// kubernetes EndpointSlice in default): they stay in the ClusterRole. Nodes are read
-	// for the GPU check, TokenReviews and SubjectAccessReviews are made for the metrics.
-	clusterResources = []string{"nodes", "tokenreviews", "subjectaccessreviews", "endpointslices"}
+	// for the GPU check, TokenReviews and SubjectAccessReviews are made for the metrics,
+	// Kueue's ResourceFlavors and PriorityClasses are read for a queued gang.
+	clusterResources = []string{"nodes", "tokenreviews", "subjectaccessreviews", "endpointslices", "resourceflavors", "priorityclasses"}
 	// electionResources are what leader election uses in the operator's own namespace.
 	electionResources = []string{"leases", "events"}
 	// electionOnly are used there only.

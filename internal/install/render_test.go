@@ -200,11 +200,11 @@ func TestRenderWatchNamespace(t *testing.T) {
 		return out
 	}
 	cluster := typed[rbacv1.ClusterRole](t, byRef[":clusterrole.rbac.authorization.k8s.io/trainyard-operator"])
-	if diff := cmp.Diff([]string{"endpointslices", "nodes", "subjectaccessreviews", "tokenreviews"}, resources(cluster.Rules)); diff != "" {
+	if diff := cmp.Diff([]string{"endpointslices", "nodes", "priorityclasses", "resourceflavors", "subjectaccessreviews", "tokenreviews"}, resources(cluster.Rules)); diff != "" {
 		t.Errorf("the ClusterRole of a namespaced operator grants more than what is cluster-wide (-want +got):\n%s", diff)
 	}
 	watched := typed[rbacv1.Role](t, byRef["team-a:role.rbac.authorization.k8s.io/trainyard-operator"])
-	for _, r := range []string{"trainjobs", "jobs", "pods", "services", "secrets", "networkpolicies", "deployments", "events"} {
+	for _, r := range []string{"trainjobs", "pods", "services", "secrets", "networkpolicies", "deployments", "events", "workloads"} {
 		if !slices.Contains(resources(watched.Rules), r) {
 			t.Errorf("the watched namespace's Role lacks %s: %v", r, resources(watched.Rules))
 		}

@@ -8,9 +8,11 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -62,6 +64,10 @@ func NewManager(cfg *rest.Config, opts Options, logger *slog.Logger) (manager.Ma
 		return nil, fmt.Errorf("operator: the trainyard image for the workers' init container is required (--image)")
 	}
 	ctrl.SetLogger(logr.FromSlogHandler(logger.Handler()))
+	kueue, err := servesWorkloads(cfg)
+	if err != nil {
+		return nil, err
+	}
 	managed := labels.SelectorFromSet(labels.Set{workload.LabelManagedBy: workload.ManagedBy})
 	cacheOpts := cache.Options{
 		// Only what the operator made: a cluster's other pods stay out of memory.
@@ -71,6 +77,9 @@ func NewManager(cfg *rest.Config, opts Options, logger *slog.Logger) (manager.Ma
 			&corev1.Node{}:    {Transform: slimNode},
 		},
 		DefaultTransform: cache.TransformStripManagedFields(),
+	}
+	if kueue {
+		cacheOpts.ByObject[newWorkloadObject()] = cache.ByObject{Label: managed}
 	}
 	if opts.Namespace != "" {
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{opts.Namespace: {}}
@@ -100,8 +109,10 @@ func NewManager(cfg *rest.Config, opts Options, logger *slog.Logger) (manager.Ma
 		opts.APIServerCIDRs = apiServerCIDRs(cfg, logger)
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                  Scheme(),
-		Cache:                   cacheOpts,
+		Scheme: Scheme(),
+		Cache:  cacheOpts,
+		// Kueue's Workloads are unstructured (kueue.go): read them from the cache too.
+		Client:                  client.Options{Cache: &client.CacheOptions{Unstructured: true}},
 		Metrics:                 metrics,
 		HealthProbeBindAddress:  opts.ProbeAddr,
 		LeaderElection:          opts.LeaderElection,
@@ -120,14 +131,18 @@ func NewManager(cfg *rest.Config, opts Options, logger *slog.Logger) (manager.Ma
 	if err := indexChildren(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return nil, err
 	}
-	r := &Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(Name), Options: opts}
+	if !kueue {
+		logger.Info("the cluster serves no Kueue Workloads (kueue.x-k8s.io/v1beta2): TrainJobs with a queue name wait until Kueue is installed and the operator restarted")
+	}
+	r := &Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(Name), Options: opts, Kueue: kueue}
 	if err := r.SetupWithManager(mgr, opts.Workers); err != nil {
 		return nil, err
 	}
 	return mgr, nil
 }
 
-// SetupWithManager registers the reconciler, watching TrainJobs and their pods.
+// SetupWithManager registers the reconciler, watching TrainJobs, their pods and, with
+// Kueue (r.Kueue), their Workloads.
 func (r *Reconciler) SetupWithManager(mgr manager.Manager, workers int) error {
 	if workers <= 0 {
 		workers = DefaultWorkers
@@ -140,18 +155,42 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager, workers int) error {
 	if err := mgr.Add(r.poller); err != nil {
 		return fmt.Errorf("operator: add the progress poller: %w", err)
 	}
-	err := ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("trainjob").
 		For(&v1.TrainJob{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToJob)).
 		WatchesRawSource(source.Channel(r.poller.events, &handler.EnqueueRequestForObject{})).
 		// A process runs one manager, but tests start several in one process.
-		WithOptions(controller.Options{MaxConcurrentReconciles: workers, SkipNameValidation: ptr(true)}).
-		Complete(r)
+		WithOptions(controller.Options{MaxConcurrentReconciles: workers, SkipNameValidation: ptr(true)})
+	if r.Kueue {
+		b = b.Owns(newWorkloadObject())
+	}
+	err := b.Complete(r)
 	if err != nil {
 		return fmt.Errorf("operator: set up the TrainJob controller: %w", err)
 	}
 	return nil
+}
+
+// servesWorkloads reports whether the API server serves Kueue's Workloads.
+func servesWorkloads(cfg *rest.Config) (bool, error) {
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return false, fmt.Errorf("operator: discovery: %w", err)
+	}
+	list, err := dc.ServerResourcesForGroupVersion(workloadGVK.GroupVersion().String())
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("operator: look for Kueue's Workloads: %w", err)
+	}
+	for _, res := range list.APIResources {
+		if res.Kind == workloadGVK.Kind {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // podToJob maps a worker pod to its TrainJob.

@@ -38,7 +38,7 @@ type cluster struct {
 var shared *cluster
 
 func TestOperator(t *testing.T) {
-	env := testkube.Start(t, testkube.Options{})
+	env := testkube.Start(t, testkube.Options{CRDs: []string{"internal/operator/testdata/kueue-crds.yaml"}})
 	ctx, cancel := context.WithCancel(context.Background())
 	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	// Progress is read often, from the pods that serve it (testInPlace's worker 0).
@@ -71,6 +71,8 @@ func TestOperator(t *testing.T) {
 		{"pre-running reasons and deadline", testPreRunning},
 		{"config problems", testConfigProblems},
 		{"ttl after finished", testTTL},
+		{"kueue", testKueue},
+		{"kueue suspend", testKueueSuspend},
 		{"bad pod template", testBadTemplate},
 		{"bad input is not restarted", testBadInput},
 		{"git source and tensorboard", testGitAndTensorBoard},

@@ -2,6 +2,7 @@ package operator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -235,9 +236,13 @@ func (s *step) replaceLost(ctx context.Context, o observation) error {
 	if len(o.missing) == 0 {
 		return nil
 	}
-	a, err := s.render(s.podsAttempt())
+	a, err := s.render(ctx, s.podsAttempt())
+	var bad *templateError
+	if errors.As(err, &bad) {
+		return s.fail(v1.ReasonInvalidPodTemplate, bad.Error())
+	}
 	if err != nil {
-		return s.fail(v1.ReasonInvalidPodTemplate, err.Error())
+		return err
 	}
 	made, err := s.createPods(ctx, a, o.missing)
 	if err != nil || made == 0 {

@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -39,6 +40,9 @@ type Reconciler struct {
 	Options  Options
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Kueue is whether the cluster serves Kueue's Workloads (kueue.go): a job with a queue
+	// name waits without it.
+	Kueue bool
 	// Progress reads a running worker 0's progress; nil means over HTTP.
 	Progress func(ctx context.Context, url string) (*workload.Summary, error)
 
@@ -142,6 +146,8 @@ type step struct {
 	now   time.Time
 	after time.Duration // look again this soon at the latest
 	kids  children
+	// workload is the job's admitted Kueue Workload, once kueueGate found it (kueue.go).
+	workload *unstructured.Unstructured
 	// events wait for the status write (emit).
 	events []pendingEvent
 	// written are run once the status is written.
@@ -182,6 +188,11 @@ func (s *step) run(ctx context.Context) error {
 	if msg, over := s.deadlineExceeded(); over {
 		return s.fail("DeadlineExceeded", msg)
 	}
+	if s.queueName() != "" {
+		if admitted, err := s.kueueGate(ctx); !admitted || err != nil {
+			return err
+		}
+	}
 	if s.kids.before(s.podsAttempt()) {
 		return s.waitTeardown(ctx)
 	}
@@ -217,9 +228,13 @@ func (s *step) create(ctx context.Context) error {
 		s.requeue(staleRetry) // a newer attempt exists: this TrainJob was read stale
 		return nil
 	}
-	a, err := s.render(n)
+	a, err := s.render(ctx, n)
+	var bad *templateError
+	if errors.As(err, &bad) {
+		return s.fail(v1.ReasonInvalidPodTemplate, bad.Error())
+	}
 	if err != nil {
-		return s.fail(v1.ReasonInvalidPodTemplate, err.Error())
+		return err
 	}
 	if err := s.networkPolicy(ctx); err != nil {
 		return err
@@ -234,6 +249,9 @@ func (s *step) create(ctx context.Context) error {
 		return err
 	}
 	msg := fmt.Sprintf("attempt %d: created Service %s and %d worker pod(s)", n, a.Service.Name, a.Workers)
+	if q := s.queueName(); q != "" {
+		msg += fmt.Sprintf(", admitted by Kueue through LocalQueue %q", q)
+	}
 	st.AttemptStartTime = s.time()
 	st.Reason = msg
 	s.condition(v1.CondCreated, true, "AttemptCreated", msg)
@@ -246,10 +264,21 @@ func (s *step) create(ctx context.Context) error {
 	return nil
 }
 
-// render renders attempt n of the job.
-func (s *step) render(n int) (*workload.Attempt, error) {
-	return workload.Render(s.job, n, workload.Options{Image: s.r.Options.Image})
+// render renders attempt n of the job, with what Kueue assigned at admission.
+func (s *step) render(ctx context.Context, n int) (*workload.Attempt, error) {
+	placement, err := s.kueuePlacement(ctx)
+	if err != nil {
+		return nil, err
+	}
+	a, err := workload.Render(s.job, n, workload.Options{Image: s.r.Options.Image, Placement: placement})
+	if err != nil {
+		return nil, &templateError{err}
+	}
+	return a, nil
 }
+
+// templateError is a pod template override that does not apply: the job fails.
+type templateError struct{ error }
 
 // seq is 0, 1, ..., n-1.
 func seq(n int) []int {
@@ -258,13 +287,6 @@ func seq(n int) []int {
 		out[i] = i
 	}
 	return out
-}
-
-func (s *step) queue() string {
-	if k := s.job.Spec.Kubernetes; k != nil {
-		return k.QueueName
-	}
-	return ""
 }
 
 // track follows the current attempt.
@@ -292,7 +314,7 @@ func (s *step) track(ctx context.Context, o observation) error {
 	if o.allRunning() {
 		s.running(o)
 		s.pollProgress(o.progress)
-		return nil
+		return s.podsReady(ctx) // Kueue's waitForPodsReady (kueue.go)
 	}
 	return s.starting(ctx, o)
 }
@@ -493,6 +515,11 @@ func (s *step) finished(ctx context.Context) error {
 			return err
 		}
 	}
+	if s.queueName() != "" {
+		if err := s.finishWorkload(ctx); err != nil {
+			return err
+		}
+	}
 	if !s.ttl() {
 		return nil
 	}
@@ -538,6 +565,11 @@ func (s *step) suspend(ctx context.Context) error {
 			}
 		}
 		s.requeue(teardownPoll)
+	}
+	if s.queueName() != "" {
+		if err := s.suspendWorkload(ctx); err != nil {
+			return err
+		}
 	}
 	if st.Phase == v1.PhaseSuspended {
 		return nil

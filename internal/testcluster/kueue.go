@@ -34,8 +34,8 @@ const (
 )
 
 // StartKueue installs Kueue's CRDs and webhooks (those of Kueue's own objects and of
-// batch/v1 Jobs, the integration Trainyard's operator uses) and starts Kueue, waiting until
-// its webhooks answer.
+// batch/v1 Jobs) and starts Kueue with TrainJobs as an external framework (the operator
+// makes and follows their Workloads), waiting until its webhooks answer.
 func (c *Cluster) StartKueue(ctx context.Context, assets string) error {
 	dir := filepath.Join(assets, "kueue-"+KueueVersion)
 	bin := filepath.Join(dir, "kueue")
@@ -69,7 +69,7 @@ webhook: {port: %d, host: %s, certDir: %s}
 leaderElection: {leaderElect: false}
 internalCertManagement: {enable: true, webhookServiceName: %s, webhookSecretName: %s}
 manageJobsWithoutQueueName: false
-integrations: {frameworks: ["batch/job"]}
+integrations: {frameworks: ["batch/job"], externalFrameworks: ["TrainJob.v1alpha1.trainyard.dev"]}
 `, kueueNamespace, kueueWebhook, nodeIP, c.path("kueue", "certs"), kueueService, kueueSecret)
 	if err := os.MkdirAll(c.path("kueue", "certs"), 0o700); err != nil {
 		return fmt.Errorf("kueue: %w", err)

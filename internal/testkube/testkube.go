@@ -102,6 +102,8 @@ func NewScheme() *k8sruntime.Scheme {
 type Options struct {
 	// NoCRD starts the control plane without the TrainJob CRD (to install it another way).
 	NoCRD bool
+	// CRDs are more CRD files or folders to install, relative to the repository root.
+	CRDs []string
 }
 
 // Start starts etcd and kube-apiserver, with the TrainJob CRD installed unless opts.NoCRD,
@@ -111,6 +113,10 @@ func Start(t testing.TB, opts Options) *Env {
 	env := &envtest.Environment{BinaryAssetsDirectory: AssetsDir(t)}
 	if !opts.NoCRD {
 		env.CRDDirectoryPaths = []string{filepath.Join(RepoRoot(t), "config", "crd", "bases")}
+		env.ErrorIfCRDPathMissing = true
+	}
+	for _, p := range opts.CRDs {
+		env.CRDDirectoryPaths = append(env.CRDDirectoryPaths, filepath.Join(RepoRoot(t), p))
 		env.ErrorIfCRDPathMissing = true
 	}
 	// On a host with only loopback networking (no default route) the API server exits with

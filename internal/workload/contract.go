@@ -22,7 +22,8 @@ const (
 	// LabelManagedBy marks objects made by the operator, with value ManagedBy.
 	LabelManagedBy = "app.kubernetes.io/managed-by"
 	ManagedBy      = "trainyard"
-	// LabelQueue is Kueue's label naming the local queue that admits a batch/v1 Job.
+	// LabelQueue is Kueue's label naming the local queue of a job; on a TrainJob it does what
+	// spec.kubernetes.queueName does.
 	LabelQueue = "kueue.x-k8s.io/queue-name"
 	// LabelWorkerIndex is a worker pod's index in its gang (0 is worker 0).
 	LabelWorkerIndex = "trainyard.dev/worker-index"

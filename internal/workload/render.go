@@ -33,6 +33,9 @@ const (
 type Options struct {
 	// Image is the trainyard image the init container copies the binary from.
 	Image string
+	// Placement is what the queue that admitted the gang assigned (placement.go); nil
+	// for none.
+	Placement *Placement
 }
 
 // Attempt is what the operator creates for one attempt of a TrainJob: a headless Service,
@@ -198,6 +201,7 @@ func podTemplate(d *v1.TrainJob, n int, opts Options) (*corev1.PodTemplateSpec, 
 	}
 	addSource(d, &pod.Spec)
 	addGang(d, &pod.Spec)
+	opts.Placement.apply(&pod.Spec)
 	if k.PodTemplate == nil || len(k.PodTemplate.Raw) == 0 {
 		return pod, ephemeral, nil
 	}

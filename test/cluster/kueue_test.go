@@ -6,10 +6,13 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -34,13 +37,16 @@ func standInSMI(t *testing.T) string {
 	return dir
 }
 
-// kueueQueue creates a ResourceFlavor, a ClusterQueue with a quota of 4 GPUs that lets a
+// kueueQueue creates a ResourceFlavor (with a node label and a toleration), a ClusterQueue with a quota of 4 GPUs that lets a
 // higher priority preempt a lower one, a LocalQueue "team-a" in default and two
 // PriorityClasses, low and high.
 func kueueQueue(t *testing.T, ctx context.Context, cl client.Client) {
 	t.Helper()
 	objs := []map[string]any{
-		{"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": map[string]any{"name": "default"}},
+		// Its node label and toleration go into the pods of the gangs it admits.
+		{"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": map[string]any{"name": "default"},
+			"spec": map[string]any{"nodeLabels": map[string]any{"kubernetes.io/os": "linux"},
+				"tolerations": []any{map[string]any{"key": "trainyard.dev/kueue-test", "operator": "Exists", "effect": "NoSchedule"}}}},
 		{"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": map[string]any{"name": "gpus"},
 			"spec": map[string]any{
 				"namespaceSelector": map[string]any{},
@@ -66,46 +72,130 @@ func kueueQueue(t *testing.T, ctx context.Context, cl client.Client) {
 	}
 }
 
-// Real Kueue admits TrainJobs' gangs through a ClusterQueue with a GPU quota of 4: of two
-// jobs asking for 4 GPUs each, the second waits Queued and starts when the first ends; a
-// higher-priority job preempts a running one, which does not count that as a failure and
-// resumes from its checkpoint once readmitted.
-func TestKueueAdmitsAndPreemptsGangs(t *testing.T) {
+// jobWorkloads lists the Kueue Workloads controlled by the TrainJob name.
+func jobWorkloads(t *testing.T, ctx context.Context, kc client.Client, name string) []unstructured.Unstructured {
+	t.Helper()
+	l := &unstructured.UnstructuredList{}
+	l.SetAPIVersion("kueue.x-k8s.io/v1beta2")
+	l.SetKind("WorkloadList")
+	if err := kc.List(ctx, l, client.InNamespace("default")); err != nil {
+		t.Fatalf("list Workloads: %v", err)
+	}
+	var out []unstructured.Unstructured
+	for _, wl := range l.Items {
+		if ref := metav1.GetControllerOf(&wl); ref != nil && ref.Kind == "TrainJob" && ref.Name == name {
+			out = append(out, wl)
+		}
+	}
+	return out
+}
+
+// workloadCondition returns a condition of a Workload, or nil.
+func workloadCondition(wl *unstructured.Unstructured, kind string) map[string]any {
+	conds, _, _ := unstructured.NestedSlice(wl.Object, "status", "conditions")
+	for _, c := range conds {
+		if m, _ := c.(map[string]any); m["type"] == kind {
+			return m
+		}
+	}
+	return nil
+}
+
+// Real Kueue (TrainJob as an external framework) admits each TrainJob as one Workload that
+// the operator makes, through a ClusterQueue with a GPU quota of 4: a gang whose rank fails
+// restarts with its admission (one Workload, admitted all along), while a second gang with
+// no room waits with Kueue's reason and starts when the first ends; a higher-priority job
+// preempts a running one, which does not count that as a failure and resumes from its
+// checkpoint, at the step it reached, once readmitted, on the same Workload.
+func TestKueueWorkloadPerTrainJob(t *testing.T) {
 	c := cluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	if err := c.StartKueue(ctx, os.Getenv("TRAINYARD_CLUSTER_ASSETS")); err != nil {
 		t.Fatal(err)
 	}
-	cl, err := client.New(c.Config, client.Options{})
+	kc, err := client.New(c.Config, client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	installOperator(t)
-	kueueQueue(t, ctx, cl)
+	kueueQueue(t, ctx, kc)
 	smi := standInSMI(t)
-	gpuJob := func(name, priority string, command []string, args ...string) job {
-		return job{name: name, command: command, args: args, spec: "  resources: {gpu: 2}\n  maxRestarts: 0",
+	gpuJob := func(name, priority string, restarts int, command []string, args ...string) job {
+		return job{name: name, command: command, args: args, spec: fmt.Sprintf("  resources: {gpu: 2}\n  maxRestarts: %d", restarts),
 			mounts: "{name: shared, mountPath: /usr/local/bin, subPath: " + filepath.Base(smi) + ", readOnly: true}",
 			kube:   "    queueName: team-a\n    priorityClassName: " + priority}
 	}
 	sleep := func(s string) []string { return []string{"python3", "-c", "import time; time.sleep(" + s + ")"} }
 
-	t.Run("a gang waits for the quota", func(t *testing.T) {
-		gpuJob("first", "low", sleep("20")).submit(t, ctx)
-		waitStatus(t, "first", 3*time.Minute, func(s trainJobStatus) bool { return s.Phase == "Running" })
-		checkWorkerGPUs(t, ctx, "first", 2, 2)
-		gpuJob("second", "low", sleep("1")).submit(t, ctx)
-		waitStatus(t, "second", time.Minute, func(s trainJobStatus) bool { return s.hasReason("Queued") })
-		if s := getStatus(t, ctx, "first"); s.Phase != "Running" {
-			t.Fatalf("first: %+v; want it still running while second waits", s)
+	t.Run("a restart keeps the admission; a gang with no room waits with Kueue's reason", func(t *testing.T) {
+		// Rank 1 fails in the first attempt: the gang restarts (in place) and succeeds.
+		flaky := []string{"python3", "-c", "import os, sys, time; time.sleep(15); " +
+			"sys.exit(3 if os.environ['TRAINYARD_ATTEMPT'] == '1' and os.environ['RANK'] == '1' else 0)"}
+		gpuJob("flaky", "low", 1, flaky).submit(t, ctx)
+		waitStatus(t, "flaky", 3*time.Minute, func(s trainJobStatus) bool { return s.Phase == "Running" })
+		checkWorkerGPUs(t, ctx, "flaky", 2, 2)
+		pods, err := cl.Client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "trainyard.dev/job-name=flaky"})
+		if err != nil || len(pods.Items) != 2 {
+			t.Fatalf("flaky's pods: %v (%d)", err, len(pods.Items))
 		}
-		s := waitStatus(t, "second", 3*time.Minute, func(s trainJobStatus) bool { return s.Phase == "Succeeded" || s.Phase == "Failed" })
+		for _, p := range pods.Items {
+			tolerated := slices.ContainsFunc(p.Spec.Tolerations, func(t corev1.Toleration) bool { return t.Key == "trainyard.dev/kueue-test" })
+			if p.Spec.NodeSelector["kubernetes.io/os"] != "linux" || !tolerated {
+				t.Errorf("pod %s lacks the admitted flavor's placement: nodeSelector %v tolerations %v", p.Name, p.Spec.NodeSelector, p.Spec.Tolerations)
+			}
+		}
+		// second is queued by Kueue's label on the TrainJob rather than spec.kubernetes.queueName.
+		second := gpuJob("second", "low", 0, sleep("1"))
+		second.kube, second.labels = "    priorityClassName: low", "kueue.x-k8s.io/queue-name: team-a"
+		second.submit(t, ctx)
+		s := waitStatus(t, "second", time.Minute, func(s trainJobStatus) bool { return s.hasReason("Queued") && strings.Contains(s.Reason, "quota") })
+		if !strings.HasPrefix(s.Reason, "waiting: Kueue admitted 0 of 2 workers (") {
+			t.Errorf("second waits with reason %q; want Kueue's, as 'waiting: Kueue admitted 0 of 2 workers (...)'", s.Reason)
+		}
+		t.Logf("second: %s", s.Reason)
+		if n := len(jobWorkloads(t, ctx, kc, "second")); n != 1 {
+			t.Errorf("second has %d Workloads; want 1", n)
+		}
+
+		// flaky's one Workload stays admitted, since the same moment, until the job ends.
+		var admittedAt any
+		deadline := time.Now().Add(4 * time.Minute)
+		for {
+			st := getStatus(t, ctx, "flaky")
+			if st.Phase == "Succeeded" || st.Phase == "Failed" {
+				if st.Phase != "Succeeded" || st.Restarts != 1 || st.Attempt != 2 {
+					t.Fatalf("flaky: %+v; want Succeeded in attempt 2 after 1 restart", st)
+				}
+				break
+			}
+			wls := jobWorkloads(t, ctx, kc, "flaky")
+			if len(wls) != 1 {
+				t.Fatalf("flaky has %d Workloads during its run; want exactly 1", len(wls))
+			}
+			adm := workloadCondition(&wls[0], "Admitted")
+			if adm == nil || adm["status"] != "True" {
+				if now := getStatus(t, ctx, "flaky"); now.Phase != "Succeeded" {
+					t.Fatalf("flaky's Workload is not admitted while it runs (attempt %d): %v", now.Attempt, wls[0].Object["status"])
+				}
+			} else if admittedAt == nil {
+				admittedAt = adm["lastTransitionTime"]
+			} else if adm["lastTransitionTime"] != admittedAt {
+				t.Fatalf("flaky's Workload was admitted again (%v, first %v): a restart must keep the admission", adm["lastTransitionTime"], admittedAt)
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("flaky did not end: %+v", st)
+			}
+			time.Sleep(time.Second)
+		}
+		wls := jobWorkloads(t, ctx, kc, "flaky")
+		if len(wls) != 1 || workloadCondition(&wls[0], "Finished") == nil {
+			t.Errorf("flaky's Workload is not Finished after the job succeeded: %v", wls)
+		}
+		// Its quota is free: second runs.
+		s = waitStatus(t, "second", 3*time.Minute, func(s trainJobStatus) bool { return s.Phase == "Succeeded" || s.Phase == "Failed" })
 		if s.Phase != "Succeeded" {
 			t.Fatalf("second: %+v", s)
-		}
-		if f := getStatus(t, ctx, "first"); f.Phase != "Succeeded" {
-			t.Errorf("second ran before first ended: first %+v", f)
 		}
 	})
 
@@ -113,9 +203,10 @@ func TestKueueAdmitsAndPreemptsGangs(t *testing.T) {
 		_ = os.MkdirAll(filepath.Join(sharedDir, "code"), 0o755)
 		// Long enough that the preemption comes mid-run: the status learns of the first
 		// checkpoint from the progress poll, every 30 s.
-		gpuJob("low", "low", nil, "--epochs", "30", "--train-subset", "1000", "--test-subset", "200", "--sleep-per-step", "0.05").submit(t, ctx)
+		gpuJob("low", "low", 0, nil, "--epochs", "30", "--train-subset", "1000", "--test-subset", "200", "--sleep-per-step", "0.05").submit(t, ctx)
 		waitStatus(t, "low", 5*time.Minute, func(s trainJobStatus) bool { return s.LatestCheckpoint != "" })
-		gpuJob("high", "high", sleep("10")).submit(t, ctx)
+		before := jobWorkloads(t, ctx, kc, "low")
+		gpuJob("high", "high", 0, sleep("10")).submit(t, ctx)
 		s := waitStatus(t, "low", 2*time.Minute, func(s trainJobStatus) bool { return s.Disruptions == 1 })
 		if s.Phase == "Failed" || s.Restarts != 1 {
 			t.Fatalf("low after preemption: %+v; want a disruption, not a failure", s)
@@ -124,6 +215,12 @@ func TestKueueAdmitsAndPreemptsGangs(t *testing.T) {
 		s = waitStatus(t, "low", 6*time.Minute, func(s trainJobStatus) bool { return s.Phase == "Succeeded" || s.Phase == "Failed" })
 		if s.Phase != "Succeeded" || s.Attempt != 2 || s.Disruptions != 1 {
 			t.Errorf("low: %+v; want Succeeded on attempt 2 after 1 disruption", s)
+		}
+		after := jobWorkloads(t, ctx, kc, "low")
+		if len(before) != 1 || len(after) != 1 || before[0].GetUID() != after[0].GetUID() {
+			t.Errorf("low must keep one Workload through its preemption: %d before, %d after", len(before), len(after))
+		} else if rq := workloadCondition(&after[0], "Requeued"); rq == nil || rq["reason"] != "Preempted" {
+			t.Errorf("low's Workload was not requeued after its preemption: %v", after[0].Object["status"])
 		}
 		_, logs, _ := trainyardCmd(t, ctx, "logs", "--kube", "low")
 		if !strings.Contains(logs, "resuming from checkpoint_") {

@@ -93,6 +93,7 @@ type job struct {
 	volumes string   // more volumes, a YAML flow list's items
 	mounts  string   // more volume mounts, a YAML flow list's items
 	kube    string   // more spec.kubernetes fields, YAML at their indentation
+	labels  string   // the TrainJob's labels, a YAML flow map's items
 }
 
 // file writes the TrainJob and returns its path.
@@ -128,7 +129,7 @@ func (j job) file(t *testing.T) string {
 	}
 	text := fmt.Sprintf(`apiVersion: trainyard.dev/v1alpha1
 kind: TrainJob
-metadata: {name: %s}
+metadata: {name: %s, labels: {%s}}
 spec:
   workers: 2
   command: %s
@@ -140,7 +141,7 @@ spec:
     volumes: [%s]
     volumeMounts: [%s]
 %s
-`, j.name, commandJSON, j.spec, image, volumes, mounts, j.kube)
+`, j.name, j.labels, commandJSON, j.spec, image, volumes, mounts, j.kube)
 	path := filepath.Join(t.TempDir(), j.name+".yaml")
 	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
 		t.Fatal(err)

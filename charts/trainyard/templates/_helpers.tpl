@@ -25,7 +25,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | 
 
 {{/* The resources of the generated rules that are cluster-wide (internal/install/rbac.go), as a JSON list. */}}
 {{- define "trainyard.clusterResources" -}}
-["nodes", "tokenreviews", "subjectaccessreviews", "endpointslices"]
+["nodes", "tokenreviews", "subjectaccessreviews", "endpointslices", "resourceflavors", "priorityclasses"]
 {{- end }}
 
 {{/*
