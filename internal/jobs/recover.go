@@ -44,7 +44,9 @@ func (s *Service) checkRunning() {
 	for _, j := range running {
 		if !s.isChild(j.ID) && !s.supervising(j) {
 			s.recoverJob(j)
+			continue
 		}
+		s.checkResized(j)
 	}
 }
 
@@ -104,6 +106,10 @@ func (s *Service) passOnStop(j *store.Job) {
 		s.log.Warn("telling a preempted job's supervisor to stop, which the last server did not", "job", j.ID,
 			"supervisor", j.SupervisorPID)
 		s.tellPreempted(j)
+	case j.Resize != nil && !j.Resize.Told:
+		s.log.Warn("asking an elastic job's supervisor to resize, which the last server did not", "job", j.ID,
+			"supervisor", j.SupervisorPID)
+		s.tellResize(j)
 	}
 }
 
