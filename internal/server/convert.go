@@ -42,7 +42,7 @@ func toJob(j *store.Job) Job {
 	if r := j.Resize; r != nil {
 		resizing = &Resizing{From: r.From, To: r.To, Reason: r.Reason}
 	}
-	return Job{MinWorkers: minWorkers, MaxWorkers: maxWorkers, Resizes: j.Resizes, Resizing: resizing,ID: j.ID, Name: j.Name, Status: JobStatus(j.Status), Message: j.Message, Priority: j.Priority,
+	return Job{MinWorkers: minWorkers, MaxWorkers: maxWorkers, Resizes: j.Resizes, Resizing: resizing, ID: j.ID, Name: j.Name, Status: JobStatus(j.Status), Message: j.Message, Priority: j.Priority,
 		Entrypoint: j.Entrypoint, SubmittedBy: j.SubmittedBy, Metadata: j.Metadata, RuntimeEnv: j.RuntimeEnv, SecretEnv: j.SecretEnv, Workers: workers, Resources: resources,
 		GPUs: j.GPUs, RunDir: j.RunDir, StopRequested: j.StopRequested, SubmittedAt: j.SubmittedAt,
 		StartedAt: j.StartedAt, EndedAt: j.EndedAt, Version: j.Version, Gang: toGang(j.Gang),
