@@ -110,7 +110,8 @@ func (sc *scheduler) grow() {
 		var added []int
 		for range more {
 			n := int(h.per.gpus)
-			w := slices.Clone(sc.gpus[:n])
+			w := make([]int, n)
+			copy(w, sc.gpus[:n])
 			sc.gpus = sc.gpus[n:]
 			gpus = append(gpus, w)
 			added = append(added, w...)
