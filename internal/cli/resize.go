@@ -27,10 +27,7 @@ func followResizes(ctx context.Context, job *v1.TrainJob, log *slog.Logger) <-ch
 	if !ok || path == "" {
 		return out
 	}
-	var seen int64
-	if r, ok, _ := preempt.ReadResize(path); ok { // one written before this supervisor
-		seen = r.Seq
-	}
+	var seen int64 // the server removes the file before it starts a supervisor: all are for this one
 	go func() {
 		tick := time.NewTicker(resizePoll)
 		defer tick.Stop()
