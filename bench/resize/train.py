@@ -16,11 +16,11 @@ step_s = float(os.environ.get("STEP_S", "0.2"))
 every = int(os.environ.get("CKPT_EVERY", "5"))
 lost = os.environ.get("LOST", "")
 
+if os.environ.get("RANK") == "2" and lost and os.path.exists(lost):
+    print("rank 2: lost", flush=True)  # before the rendezvous: the failure is rank 2's
+    sys.exit(1)
 trainyard.init_process_group()
 ctx = trainyard.get_context()
-if ctx.rank == 2 and lost and os.path.exists(lost):
-    print("rank 2: lost", flush=True)
-    sys.exit(1)
 net = torch.nn.Linear(64, 1)
 model = trainyard.prepare_model(net)
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
