@@ -12,6 +12,8 @@ type (
 	Gang = server.Gang
 	// Preemption is a job's latest preemption by the server.
 	Preemption = server.Preemption
+	// Resizing is a running elastic gang's resize under way.
+	Resizing = server.Resizing
 	// JobStatus is a job's state: PENDING, RUNNING, STOPPED, SUCCEEDED or FAILED.
 	JobStatus = server.JobStatus
 	// JobList is a page of the job list and how many jobs match in all.

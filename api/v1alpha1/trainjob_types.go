@@ -42,7 +42,8 @@ type TrainJobSpec struct {
 	// (Workers is then the most). `trainyard run` drops a worker that failed two
 	// attempts in a row instead of failing the job, while the gang keeps at least
 	// MinWorkers; the resize uses no restart. Default: Workers (not elastic). The job
-	// server and the operator run such a gang at Workers, and do not resize it yet.
+	// server also starts it with what fits, grows it into free room and shrinks it for
+	// jobs of higher priority; the operator refuses it.
 	// +kubebuilder:validation:Minimum=1
 	// +optional
 	MinWorkers *int32 `json:"minWorkers,omitempty"`

@@ -138,6 +138,15 @@ func jobFields(v view, d client.JobDetail) [][2]string {
 		fields = append(fields, [2]string{"Command", shell.Join(append(slices.Clone(d.Spec.Spec.Command), d.Spec.Spec.Args...))},
 			[2]string{"Workers", gangShape(d.Spec.Spec)})
 	}
+	if w := elasticWorkers(j); w != "" {
+		if j.Resizes > 0 {
+			w += fmt.Sprintf(", resized %dx", j.Resizes)
+		}
+		if r := j.Resizing; r != nil {
+			w += fmt.Sprintf(", %s from %d to %d: %s", resizingVerb(r), r.From, r.To, r.Reason)
+		}
+		fields = append(fields, [2]string{"Elastic", w})
+	}
 	if gpuCount(j.GPUs) > 0 {
 		fields = append(fields, [2]string{"GPUs", gpuIDs(j.GPUs)})
 	}
@@ -209,6 +218,9 @@ func leasedGang(g *client.Gang) string {
 // gangShape describes the workers: how many, with how many processes and GPUs each.
 func gangShape(s v1.TrainJobSpec) string {
 	out := fmt.Sprintf("%d x %d process", s.WorkerCount(), s.ProcCount())
+	if s.MinWorkerCount() < s.WorkerCount() {
+		out = fmt.Sprintf("%d:%d x %d process", s.MinWorkerCount(), s.WorkerCount(), s.ProcCount())
+	}
 	if s.ProcCount() != 1 {
 		out += "es"
 	}

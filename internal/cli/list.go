@@ -138,8 +138,27 @@ func listStatus(j client.Job) string {
 		status += " (preempting)"
 	case j.Preemptions > 0:
 		status += fmt.Sprintf(" (preempted %dx)", j.Preemptions)
+	case j.Resizing != nil:
+		status += fmt.Sprintf(" (%s %d->%d)", resizingVerb(j.Resizing), j.Resizing.From, j.Resizing.To)
 	}
 	return status
+}
+
+// resizingVerb says "growing" or "shrinking".
+func resizingVerb(r *client.Resizing) string {
+	if r.To > r.From {
+		return "growing"
+	}
+	return "shrinking"
+}
+
+// elasticWorkers says an elastic gang's size: "3 (2:4)"; "" for a gang that is not
+// elastic.
+func elasticWorkers(j client.Job) string {
+	if j.MinWorkers == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d (%d:%d)", j.Workers, j.MinWorkers, j.MaxWorkers)
 }
 
 // jobHolds writes what a job's workers hold as workers x per worker: its GPUs ("2x1"),
@@ -157,6 +176,9 @@ func jobHolds(j client.Job) (gpus, cpus, memory string) {
 	each := func(per string) string {
 		if per == "" {
 			return "-"
+		}
+		if j.MinWorkers > 0 && j.StartedAt == nil {
+			return fmt.Sprintf("%d-%dx%s", j.MinWorkers, j.MaxWorkers, per) // waits for any size in between
 		}
 		return fmt.Sprintf("%dx%s", j.Workers, per)
 	}

@@ -95,6 +95,9 @@ type runOptions struct {
 	// gangGiven is whether the user described the gang (--workers, --procs-per-worker or a
 	// job file) rather than starting one plain process.
 	gangGiven bool
+	// startWorkers is --start-workers: an elastic gang starts with that many workers
+	// (0: its most); maxWorkers is then its most.
+	startWorkers, maxWorkers int
 }
 
 func newRunCommand(g *globals) *cobra.Command {
@@ -126,6 +129,8 @@ func newRunCommand(g *globals) *cobra.Command {
 	}
 	cmd.Flags().SetInterspersed(false)
 	flags.Bind(cmd.Flags())
+	cmd.Flags().IntVar(&opts.startWorkers, "start-workers", 0,
+		"start an elastic gang (--workers MIN:MAX) with this many workers, between MIN and MAX (the job server gives it what fits)")
 	cmd.Flags().BoolVar(&opts.resume, "resume", false, "continue the run of this --name from its last checkpoint, even one that succeeded")
 	cmd.Flags().BoolVar(&opts.fresh, "fresh", false, "start the run of this --name over; its old folder is moved aside to <name>.<date>-<time>")
 	cmd.Flags().BoolVar(&opts.rerun, "rerun", false, "")
@@ -153,7 +158,7 @@ func runJob(ctx context.Context, g *globals, flags *jobspec.Flags, opts runOptio
 		return usageError(err)
 	}
 	cloneEnv := append(os.Environ(), secrets.Pairs(hidden)...)
-	job, place, release, err := prepare(sig.ctx, g, flags, opts, command, cloneEnv)
+	job, place, release, err := prepare(sig.ctx, g, flags, &opts, command, cloneEnv)
 	var ee *exitError
 	switch {
 	case errors.As(err, &ee):
@@ -204,7 +209,11 @@ func runJob(ctx context.Context, g *globals, flags *jobspec.Flags, opts runOptio
 	}
 	l := &launcher.Launcher{Job: job, Placement: place, Folder: folder, Console: console, Logger: g.logger(),
 		ExtraEnv: extraEnv, RayCompat: python.CompatDir(helper),
-		AttemptEnv: session.AttemptEnv, ForceKill: sig.force, Preempt: sig.preempt, Notice: session.Notice()}
+		AttemptEnv: session.AttemptEnv, ForceKill: sig.force, Preempt: sig.preempt, Notice: session.Notice(),
+		MaxWorkers: opts.maxWorkers}
+	if job.Spec.MinWorkerCount() < max(job.Spec.WorkerCount(), opts.maxWorkers) {
+		l.Resize = followResizes(sig.ctx, job, g.logger())
+	}
 	session.OnActivity(l.TouchRank)
 
 	res, err := l.Run(ctx)
@@ -417,10 +426,13 @@ func driverEnv(job *v1.TrainJob, opts runOptions, helper string) map[string]stri
 // checked before anything starts.
 // Inside a job of a trainyard server, the GPUs are leased from the server's scheduler
 // first (see leaseGPUs); release gives them back.
-func prepare(ctx context.Context, g *globals, flags *jobspec.Flags, opts runOptions, command []string, cloneEnv []string) (
+func prepare(ctx context.Context, g *globals, flags *jobspec.Flags, opts *runOptions, command []string, cloneEnv []string) (
 	job *v1.TrainJob, place launcher.Placement, release func(), err error) {
 	release = func() {}
 	if job, err = flags.Resolve(command, jobspec.Env{}); err != nil {
+		return nil, place, release, err
+	}
+	if opts.maxWorkers, err = startWith(job, opts.startWorkers); err != nil {
 		return nil, place, release, err
 	}
 	resolve := launcher.ResolveSource

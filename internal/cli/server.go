@@ -74,6 +74,14 @@ latest checkpoint once it fits again; 'trainyard list' and 'get' count its preem
 apart from its restarts, which they use none of. --preemption never lets running jobs
 end first.
 
+An elastic job (--workers MIN:MAX, workers: {min, max} in a job file) starts with MAX
+workers when they fit; otherwise with as many as fit, once at least MIN do and it has
+waited --elastic-settle for more. When room becomes free and no job waits, a running
+elastic job below MAX grows into it at its next committed checkpoint ("grew from 2 to 4
+workers: GPUs 2,3 free"); a job of higher priority shrinks it toward MIN (its ranks get
+the preemption notice and save) before it preempts anything whole. A resize is no
+restart; the ranks see the new WORLD_SIZE and TRAINYARD_PREVIOUS_WORLD_SIZE.
+
 Jobs get the GPUs in CUDA_VISIBLE_DEVICES (all the GPUs nvidia-smi finds when it is not
 set), all CPU cores and all memory. The server keeps its jobs in <state dir>/jobs.db;
 one server at a time can use a state folder, and no job may keep its runs in it. It
@@ -114,6 +122,8 @@ type serverOptions struct {
 	preemption string // --preemption
 	// preemptionPolicy is preemption, parsed by check.
 	preemptionPolicy scheduler.PreemptionPolicy
+	// elasticSettle is --elastic-settle.
+	elasticSettle time.Duration
 }
 
 func newServerCommand(g *globals) *cobra.Command {
@@ -146,6 +156,8 @@ func newServerCommand(g *globals) *cobra.Command {
 	f.StringVar(&opts.preemption, "preemption", string(scheduler.PreemptLowerPriority), "whether a waiting job may preempt running "+
 		"jobs: lower-priority (those of lower priority are stopped, with their grace period to save a checkpoint, and go back to "+
 		"the queue to resume from it) or never")
+	f.DurationVar(&opts.elasticSettle, "elastic-settle", 10*time.Second, "how long an elastic job (--workers MIN:MAX) that fits "+
+		"with at least MIN but fewer than MAX workers waits for more room before it starts with what fits (0: at once)")
 	return cmd
 }
 
@@ -178,6 +190,9 @@ func (o *serverOptions) check() (warning string, err error) {
 	}
 	if o.preemptionPolicy, err = scheduler.ParsePreemptionPolicy(o.preemption); err != nil {
 		return "", fmt.Errorf("--preemption: %w", err)
+	}
+	if o.elasticSettle < 0 {
+		return "", fmt.Errorf("--elastic-settle %s: give a duration of 0 or more, such as 10s", o.elasticSettle)
 	}
 	return auth.CheckListen(o.address, o.tlsCert != "")
 }
@@ -371,7 +386,8 @@ func newEngine(st *store.Store, node scheduler.Node, inv device.Inventory, token
 		return nil, nil, fmt.Errorf("find the trainyard binary that supervises jobs: %w", err)
 	}
 	svc, err := jobs.New(jobs.Config{Store: st, Node: node, StateDir: opts.stateDir, Binary: self, Logger: log,
-		LeaseKey: []byte(token), LeaseSocket: filepath.Join(opts.stateDir, "lease.sock"), Preemption: opts.preemptionPolicy})
+		LeaseKey: []byte(token), LeaseSocket: filepath.Join(opts.stateDir, "lease.sock"), Preemption: opts.preemptionPolicy,
+		ElasticSettle: opts.elasticSettle})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestServerFlags(t *testing.T) {
@@ -27,6 +28,8 @@ func TestServerFlags(t *testing.T) {
 		"preemption never":  {opts: serverOptions{address: "127.0.0.1:8265", preemption: "never"}},
 		"unknown preemption": {opts: serverOptions{address: "127.0.0.1:8265", preemption: "always"},
 			wantErr: `--preemption: unknown preemption policy "always": want lower-priority or never`},
+		"negative elastic settle": {opts: serverOptions{address: "127.0.0.1:8265", elasticSettle: -time.Second},
+			wantErr: "--elastic-settle -1s: give a duration of 0 or more, such as 10s"},
 		"empty preemption": {opts: serverOptions{address: "127.0.0.1:8265", preemption: " "},
 			wantErr: `--preemption: unknown preemption policy " ": want lower-priority or never`},
 	}

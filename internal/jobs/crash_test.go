@@ -196,6 +196,7 @@ func TestDeadSupervisorRestarts(t *testing.T) {
 			t.Fatal("the job's first run did not begin")
 		}
 	}
+	running = e.supervised(j.ID)
 	e.close()
 	if err := syscall.Kill(running.SupervisorPID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)

@@ -22,6 +22,9 @@ const (
 	// FaultAfterPreemptRecord: a running job's preemption is recorded, its supervisor
 	// not signalled yet.
 	FaultAfterPreemptRecord = "exit-after-preempt-record"
+	// FaultAfterResizeRecord: a running elastic job's resize is recorded, its supervisor
+	// not told yet.
+	FaultAfterResizeRecord = "exit-after-resize-record"
 )
 
 // faultFromEnv returns the crash hook that FaultEnv asks for, or nil when it is not set.
@@ -30,10 +33,10 @@ func faultFromEnv(log *slog.Logger) (func(point string), error) {
 	switch want {
 	case "":
 		return nil, nil
-	case FaultAfterRecord, FaultAfterLaunch, FaultAfterPreemptRecord:
+	case FaultAfterRecord, FaultAfterLaunch, FaultAfterPreemptRecord, FaultAfterResizeRecord:
 	default:
-		return nil, fmt.Errorf("%s=%q: want %s, %s or %s (it is for tests only; unset it otherwise)",
-			FaultEnv, want, FaultAfterRecord, FaultAfterLaunch, FaultAfterPreemptRecord)
+		return nil, fmt.Errorf("%s=%q: want %s, %s, %s or %s (it is for tests only; unset it otherwise)",
+			FaultEnv, want, FaultAfterRecord, FaultAfterLaunch, FaultAfterPreemptRecord, FaultAfterResizeRecord)
 	}
 	log.Warn("a test fault is set: the server exits when it reaches it", "fault", want)
 	return func(point string) {

@@ -44,7 +44,9 @@ func (s *Service) checkRunning() {
 	for _, j := range running {
 		if !s.isChild(j.ID) && !s.supervising(j) {
 			s.recoverJob(j)
+			continue
 		}
+		s.checkResized(j)
 	}
 }
 
@@ -104,6 +106,10 @@ func (s *Service) passOnStop(j *store.Job) {
 		s.log.Warn("telling a preempted job's supervisor to stop, which the last server did not", "job", j.ID,
 			"supervisor", j.SupervisorPID)
 		s.tellPreempted(j)
+	case j.Resize != nil && !j.Resize.Told:
+		s.log.Warn("asking an elastic job's supervisor to resize, which the last server did not", "job", j.ID,
+			"supervisor", j.SupervisorPID)
+		s.tellResize(j)
 	}
 }
 
@@ -130,8 +136,9 @@ func (s *Service) findSupervisor(id string) int {
 }
 
 // supervises reports whether pid is a live process (not a zombie) of this user whose
-// command line ends with `run -f <spec>`: a supervisor of that spec. A recycled pid is
-// not, so a pid is signalled only after this check.
+// command line ends with `run -f <spec>`, or `run --start-workers N -f <spec>` (an
+// elastic gang started smaller): a supervisor of that spec. A recycled pid is not, so a
+// pid is signalled only after this check.
 func supervises(pid int, spec string) bool {
 	proc := filepath.Join("/proc", strconv.Itoa(pid))
 	var st syscall.Stat_t
@@ -143,7 +150,13 @@ func supervises(pid int, spec string) bool {
 		return false
 	}
 	args := strings.Split(strings.TrimSuffix(string(cmdline), "\x00"), "\x00")
-	if len(args) < 4 || !slices.Equal(args[len(args)-3:], []string{"run", "-f", spec}) {
+	if len(args) < 4 || !slices.Equal(args[len(args)-2:], []string{"-f", spec}) {
+		return false
+	}
+	if args = args[:len(args)-2]; len(args) >= 4 && args[len(args)-2] == "--start-workers" {
+		args = args[:len(args)-2]
+	}
+	if args[len(args)-1] != "run" {
 		return false
 	}
 	stat, err := os.ReadFile(filepath.Join(proc, "stat"))

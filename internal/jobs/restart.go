@@ -23,7 +23,8 @@ func ended(j *store.Job, waitErr error, now time.Time) {
 	if err != nil {
 		rec = rundir.Record{} // no attempt recorded: the supervisor died before its first
 	}
-	j.Gang = nil // the gang ended with its job's supervisor
+	j.Gang = nil   // the gang ended with its job's supervisor
+	j.Resize = nil // and so did its resize, if one was under way
 	if requeuePreempted(j, rec, now) {
 		return
 	}

@@ -20,7 +20,20 @@ func schedJob(id string, priority int, seq uint64, job *v1.TrainJob) scheduler.J
 	if r.Memory != nil {
 		per.MemoryBytes = r.Memory.Value()
 	}
-	return scheduler.Job{ID: id, Priority: priority, Seq: seq, Workers: job.Spec.WorkerCount(), PerWorker: per}
+	sj := scheduler.Job{ID: id, Priority: priority, Seq: seq, Workers: job.Spec.WorkerCount(), PerWorker: per}
+	if job.Spec.MinWorkers != nil {
+		sj.MinWorkers = job.Spec.MinWorkerCount()
+	}
+	return sj
+}
+
+// queuedSince is when a pending job began to wait: when it was submitted, or queued
+// again after a preemption.
+func queuedSince(j *store.Job) time.Time {
+	if p := j.Preemption; p != nil && p.Requeued != nil && p.Requeued.After(j.SubmittedAt) {
+		return *p.Requeued
+	}
+	return j.SubmittedAt
 }
 
 // decodeSpec reads a stored job's TrainJob.
@@ -47,7 +60,7 @@ func (s *Service) reconcile() {
 		s.log.Error("read running jobs", "err", err)
 		return
 	}
-	if len(pending) == 0 && len(gangs) == 0 {
+	if len(pending) == 0 && len(gangs) == 0 && !s.mayGrow(state) {
 		return
 	}
 	queue := make([]scheduler.Job, 0, len(pending)+len(gangs))
@@ -58,7 +71,9 @@ func (s *Service) reconcile() {
 			s.fail(j.ID, err.Error())
 			continue
 		}
-		queue = append(queue, schedJob(j.ID, j.Priority, j.Seq, spec))
+		sj := schedJob(j.ID, j.Priority, j.Seq, spec)
+		sj.Queued = queuedSince(j)
+		queue = append(queue, sj)
 		byID[j.ID] = j
 	}
 	for _, j := range gangs {
@@ -84,6 +99,9 @@ func (s *Service) reconcile() {
 			}
 		}
 	}
+	for _, r := range d.Resize {
+		s.resize(r)
+	}
 	for _, p := range d.Preempt {
 		forID := p.For
 		if j := gangByName[p.For]; j != nil {
@@ -104,7 +122,7 @@ func (s *Service) state() (scheduler.State, map[string]string, []*store.Job, err
 	if err != nil {
 		return scheduler.State{}, nil, nil, err
 	}
-	st := scheduler.State{Node: s.cfg.Node, Now: time.Now(), Preemption: s.cfg.Preemption}
+	st := scheduler.State{Node: s.cfg.Node, Now: time.Now(), Preemption: s.cfg.Preemption, ElasticSettle: s.cfg.ElasticSettle}
 	owners := make(map[string]string, len(running))
 	var waiting []*store.Job
 	for _, j := range running {
@@ -117,8 +135,12 @@ func (s *Service) state() (scheduler.State, map[string]string, []*store.Job, err
 			started = *j.StartedAt
 		}
 		stopping := j.StopRequested || j.Preempting()
-		st.Running = append(st.Running, scheduler.Running{Job: schedJob(j.ID, j.Priority, j.Seq, spec),
-			GPUs: j.GPUs, Started: started, Preempting: stopping})
+		r := scheduler.Running{Job: schedJob(j.ID, j.Priority, j.Seq, spec), GPUs: j.GPUs, Started: started,
+			Preempting: stopping, Workers: len(j.GPUs)}
+		if j.Resize != nil {
+			r.Resizing, r.ResizeTo = true, j.Resize.To
+		}
+		st.Running = append(st.Running, r)
 		owners[j.ID] = j.ID
 		switch {
 		case j.Gang == nil:
@@ -157,4 +179,15 @@ func (s *Service) fail(id, msg string) {
 	if err != nil {
 		s.log.Error("mark job failed", "job", id, "err", err)
 	}
+}
+
+// mayGrow reports whether a running elastic gang could grow: it is below its most
+// workers and not resizing already. The scheduler then runs even with an empty queue.
+func (s *Service) mayGrow(st scheduler.State) bool {
+	for _, r := range st.Running {
+		if r.Job.Elastic() && !r.Resizing && !r.Preempting && r.Workers < r.Job.Workers {
+			return true
+		}
+	}
+	return false
 }

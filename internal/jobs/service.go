@@ -15,7 +15,6 @@ import (
 	"time"
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
-	"github.com/trainyard/trainyard/internal/jobspec"
 	"github.com/trainyard/trainyard/internal/preempt"
 	"github.com/trainyard/trainyard/internal/scheduler"
 	"github.com/trainyard/trainyard/internal/secrets"
@@ -53,6 +52,10 @@ type Config struct {
 	// Preemption says whether a pending job of higher priority may preempt running jobs
 	// (see preempt.go); the zero value never preempts.
 	Preemption scheduler.PreemptionPolicy
+	// ElasticSettle is how long an elastic gang that fits with fewer than its most
+	// workers (at least spec.minWorkers) waits for more room before it starts with what
+	// fits (see resize.go); 0 starts it at once.
+	ElasticSettle time.Duration
 }
 
 // Service runs jobs on this machine. Its methods are safe for concurrent use.
@@ -118,11 +121,15 @@ func (s *Service) Submit(sub Submission) (*store.Job, error) {
 	if sub.ID == "" {
 		sub.ID = NewID()
 	}
-	if err := jobspec.NotElastic(&sub.Job.Spec, "the job server"); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrElastic, err)
-	}
 	defaultCPU(s.cfg.Node, sub.Job)
-	if err := scheduler.CheckFits(s.cfg.Node, schedJob(sub.ID, sub.Priority, 0, sub.Job)); err != nil {
+	least := schedJob(sub.ID, sub.Priority, 0, sub.Job)
+	if least.Elastic() {
+		least.Workers = least.MinWorkers // the gang runs with what fits, at least that many
+	}
+	if err := scheduler.CheckFits(s.cfg.Node, least); err != nil {
+		if least.MinWorkers > 0 && least.MinWorkers < sub.Job.Spec.WorkerCount() {
+			err = fmt.Errorf("even with its fewest workers (%d): %w", least.Workers, err)
+		}
 		return nil, fmt.Errorf("%w: %w", ErrNeverFits, err)
 	}
 	sub.Job.Spec.RunName = FolderName(sub.ID)
@@ -205,6 +212,7 @@ func (s *Service) Delete(id string) error {
 	_ = os.Remove(s.specPath(id))
 	_ = os.Remove(s.secretsPath(id))
 	_ = os.Remove(s.stopReasonPath(id))
+	_ = os.Remove(s.resizePath(id))
 	return nil
 }
 
@@ -294,10 +302,6 @@ func (s *Service) secretsPath(id string) string {
 }
 
 const idChars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
-
-// ErrElastic refuses an elastic gang (spec.minWorkers), which only `trainyard run`
-// resizes.
-var ErrElastic = errors.New("an elastic gang")
 
 // NewID returns a new submission id in Ray's form, "raysubmit_" and 16 letters or digits.
 func NewID() string {

@@ -100,6 +100,19 @@ func (e *env) job(script string, cpus string) *v1.TrainJob {
 	return job
 }
 
+// supervised waits until the job runs with its supervisor's pid recorded (a record read
+// as RUNNING may predate the pid, and signalling pid 0 would hit this test's own group).
+func (e *env) supervised(id string) *store.Job {
+	e.t.Helper()
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if j, err := e.store.Get(id); err == nil && j.Status == store.Running && j.SupervisorPID > 0 {
+			return j
+		}
+	}
+	e.t.Fatalf("job %s has no recorded supervisor within 60s", id)
+	return nil
+}
+
 func (e *env) submit(script, cpus string) *store.Job {
 	e.t.Helper()
 	j, err := e.svc.Submit(Submission{Job: e.job(script, cpus)})
@@ -210,7 +223,7 @@ func TestRestartReattaches(t *testing.T) {
 func TestDeadSupervisorFails(t *testing.T) {
 	e := newEnv(t)
 	j := e.submit("exec sleep 300", "")
-	running := e.waitFor(j.ID, store.Running)
+	running := e.supervised(j.ID)
 	e.close()
 	if err := syscall.Kill(running.SupervisorPID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)

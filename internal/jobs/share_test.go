@@ -61,15 +61,23 @@ func TestSubmitRecordsTheDefaultCPU(t *testing.T) {
 	}
 }
 
-// An elastic gang is refused at submission: the server would run it at its most and
-// never resize it.
-func TestSubmitRefusesAnElasticGang(t *testing.T) {
+// An elastic gang is accepted when its fewest workers fit the machine, though its most
+// do not (it runs with what fits), and refused, saying so, when even its fewest do not.
+func TestSubmitElasticGangFitsAtItsFewest(t *testing.T) {
 	svc, _ := idle(t, scheduler.Node{MilliCPU: 2000})
 	e := &env{t: t, dir: t.TempDir()}
-	job := e.job("true", "")
-	two, one := int32(2), int32(1)
-	job.Spec.Workers, job.Spec.MinWorkers = &two, &one
-	if _, err := svc.Submit(Submission{Job: job}); !errors.Is(err, ErrElastic) || !strings.Contains(err.Error(), "give --workers 2") {
-		t.Errorf("submit of --workers 1:2: %v, want ErrElastic saying what to give", err)
+	elastic := func(min, max int32) *v1.TrainJob {
+		job := e.job("true", "")
+		one := resource.MustParse("1")
+		job.Spec.Workers, job.Spec.MinWorkers, job.Spec.Resources.CPU = &max, &min, &one
+		return job
+	}
+	if _, err := svc.Submit(Submission{Job: elastic(2, 4)}); err != nil {
+		t.Errorf("submit of --workers 2:4 with 2 of 4 fitting: %v", err)
+	}
+	_, err := svc.Submit(Submission{Job: elastic(3, 4)})
+	if want := "even with its fewest workers (3): the job needs 3 CPUs (3 workers x 1) but this machine has 2"; !errors.Is(err, ErrNeverFits) ||
+		!strings.Contains(err.Error(), want) {
+		t.Errorf("submit of --workers 3:4: %v, want ErrNeverFits saying %q", err, want)
 	}
 }

@@ -165,11 +165,20 @@ func (s *Service) launch(j *store.Job, gpus [][]int) (*exec.Cmd, error) {
 		return nil, fmt.Errorf("create console log: %w", err)
 	}
 	defer log.Close()
-	cmd := exec.Command(s.cfg.Binary, "run", "-f", s.specPath(j.ID))
+	spec, err := decodeSpec(j)
+	if err != nil {
+		return nil, err
+	}
+	args := append(append([]string{"run"}, startWorkers(j, spec.Spec.WorkerCount())...), "-f", s.specPath(j.ID))
+	cmd := exec.Command(s.cfg.Binary, args...)
 	cmd.Stdout, cmd.Stderr, cmd.Dir = log, log, j.RunDir
 	_ = os.Remove(s.stopReasonPath(j.ID)) // a reason of an earlier stop (a preemption)
 	cmd.Env = append(os.Environ(), "NO_COLOR=1", secrets.EnvFile+"="+s.secretsPath(j.ID),
 		preempt.EnvReason+"="+s.stopReasonPath(j.ID))
+	if spec.Spec.MinWorkerCount() < spec.Spec.WorkerCount() {
+		_ = os.Remove(s.resizePath(j.ID)) // a request to an earlier supervisor
+		cmd.Env = append(cmd.Env, preempt.EnvResize+"="+s.resizePath(j.ID))
+	}
 	if ids := gpulease.Visible(gpus); ids != "" {
 		cmd.Env = append(cmd.Env, "CUDA_VISIBLE_DEVICES="+ids)
 	}

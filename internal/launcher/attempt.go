@@ -111,11 +111,14 @@ func (a *attempt) supervise(ctx context.Context, exits <-chan exit) AttemptResul
 		hang      = a.hangTicker()
 		pre       preemption
 		preempt   = a.l.Preempt
+		resize    = a.l.Resize
+		rz        resizing
 	)
 	stop := func(outcome Outcome, reason string, rank int, killAfter time.Duration) {
 		res = AttemptResult{Outcome: outcome, Reason: reason, FailedRank: rank, ExitCode: -1}
 		stopping, stopAt, hang = true, time.Now(), nil
 		pre.end()
+		rz.commit = nil
 		a.signalLive(syscall.SIGTERM)
 		a.signalLive(syscall.SIGCONT) // a stopped process handles SIGTERM only once resumed
 		killTimer = time.After(killAfter)
@@ -157,6 +160,23 @@ func (a *attempt) supervise(ctx context.Context, exits <-chan exit) AttemptResul
 				stop(Interrupted, why, -1, grace)
 				a.l.notice("%s: stopping the gang (SIGTERM, SIGKILL after %s)", why, grace)
 			}
+		case r := <-resize:
+			if stopping {
+				a.l.resize = &r // for the next attempt, if there is one
+				break
+			}
+			why := "resizing to " + plural(len(r.Slots), "worker") + ": " + r.Reason
+			switch now, notice := a.askResize(r, &rz); {
+			case now:
+				stop(Interrupted, why, -1, grace)
+				a.l.notice("%s: stopping the gang (SIGTERM, SIGKILL after %s)", why, grace)
+			case notice && !pre.on() && !pre.begin(a.l, why, grace):
+				stop(Interrupted, why, -1, grace)
+				a.l.notice("%s: stopping the gang (SIGTERM, SIGKILL after %s)", why, grace)
+			}
+		case name := <-rz.commit:
+			stop(Interrupted, fmt.Sprintf("resizing to %s at %s", plural(len(a.l.resize.Slots), "worker"), name), -1, grace)
+			a.l.notice("%s committed: stopping the gang to resize it (SIGTERM, SIGKILL after %s)", name, grace)
 		case name := <-pre.saved:
 			stop(Interrupted, fmt.Sprintf("%s; %s committed after the notice", pre.reason, name), -1, pre.left(grace))
 			a.l.notice("%s committed after the preemption notice; stopping the gang", name)

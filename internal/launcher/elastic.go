@@ -1,6 +1,7 @@
 package launcher
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strconv"
@@ -40,7 +41,7 @@ func (l *Launcher) shrink(res AttemptResult) (from int, why string, ok bool) {
 	s := &l.Job.Spec
 	workers := s.WorkerCount()
 	if e.origins == nil {
-		e.max, e.streakOf = workers, -1
+		e.max, e.streakOf = cmp.Or(e.max, l.MaxWorkers, workers), -1
 		for w := range workers {
 			e.origins = append(e.origins, w)
 		}
@@ -92,10 +93,7 @@ func (l *Launcher) elasticEnv(env map[string]string) {
 	s := &l.Job.Spec
 	world := s.WorldSize()
 	if s.MinWorkers != nil {
-		max := l.elastic.max
-		if max == 0 {
-			max = s.WorkerCount()
-		}
+		max := cmp.Or(l.elastic.max, l.MaxWorkers, s.WorkerCount())
 		env[EnvMinWorkers], env[EnvMaxWorkers] = strconv.Itoa(s.MinWorkerCount()), strconv.Itoa(max)
 	}
 	if prev := l.elastic.lastWorld; prev != 0 && prev != world {

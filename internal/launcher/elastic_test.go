@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // An elastic gang (3 workers, at least 2) whose worker 2 fails every attempt: the first
@@ -50,5 +51,46 @@ func TestGangAtItsSmallestFails(t *testing.T) {
 	h := newHarness(t, job)
 	if res, _ := h.run(t, context.Background()); res.Outcome != Failed || res.Attempts != 2 {
 		t.Fatalf("got %+v, want failure after 2 attempts", res)
+	}
+}
+
+// A resize asked while an elastic gang runs (the job server's grow): ranks that do not
+// report through the helper have no checkpoint the launcher knows of, so the gang stops
+// at once and the next attempt runs with the new workers, using no restart (the job has
+// none); its ranks see the new world size and the previous one.
+func TestElasticGangResizedOnRequest(t *testing.T) {
+	job := makeJob(t, `echo "$WORLD_SIZE ${TRAINYARD_PREVIOUS_WORLD_SIZE:-none} $TRAINYARD_MIN_WORKERS:$TRAINYARD_MAX_WORKERS" > "seen-$TRAINYARD_ATTEMPT-$RANK"
+if [ "$TRAINYARD_ATTEMPT" = 1 ]; then sleep 30; fi`).workers(2).obj(t)
+	min := int32(1)
+	job.Spec.MinWorkers = &min
+	h := newHarness(t, job)
+	h.l.MaxWorkers = 3
+	resize := make(chan Resize, 1)
+	h.l.Resize = resize
+	dir := job.Spec.WorkingDir
+	go func() {
+		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			if _, err := os.Stat(filepath.Join(dir, "seen-1-1")); err == nil {
+				break
+			}
+		}
+		resize <- Resize{Slots: []Slot{{Worker: 0}, {Worker: 1}, {Worker: 2}}, Reason: "1 CPU free for 1 more worker"}
+	}()
+	res, _ := h.run(t, context.Background())
+	if res.Outcome != Succeeded || res.Attempts != 2 || res.Reason != "all 3 ranks exited 0 in attempt 2" {
+		t.Fatalf("got %+v, want all 3 ranks to succeed in attempt 2\n%s", res, h.out)
+	}
+	for file, want := range map[string]string{"seen-1-0": "2 none 1:3", "seen-2-0": "3 2 1:3", "seen-2-2": "3 2 1:3"} {
+		data, err := os.ReadFile(filepath.Join(dir, file))
+		if err != nil || strings.TrimSpace(string(data)) != want {
+			t.Errorf("%s: %q %v, want %q", file, data, err, want)
+		}
+	}
+	want := "attempt 1 stopped to resize: grew from 2 to 3 workers: 1 CPU free for 1 more worker; the gang goes on from its latest checkpoint (no restart used)"
+	if !strings.Contains(h.out.String(), want) {
+		t.Errorf("console lacks %q:\n%s", want, h.out)
+	}
+	if rec := h.l.Folder.Record(); len(rec.Attempts) != 2 || rec.Attempts[0].Workers != 2 || rec.Attempts[1].Workers != 3 {
+		t.Errorf("run.json attempts %+v, want 2 then 3 workers", rec.Attempts)
 	}
 }

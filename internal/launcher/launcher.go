@@ -48,6 +48,12 @@ type Launcher struct {
 	// Notice is the run's preemption notice (reporting.Session.Notice). Without it, or when
 	// no rank has reported through the helper, a preemption stops the ranks at once.
 	Notice *preempt.Notice
+	// Resize receives requests to run an elastic gang at another size (see Resize); nil
+	// when nobody resizes it but the launcher itself (after failures).
+	Resize <-chan Resize
+	// MaxWorkers is the most workers an elastic gang may have, when it starts with fewer
+	// (`trainyard run --start-workers`); 0 means spec.workers.
+	MaxWorkers int
 	// RayCompat, when set, is a folder holding Trainyard's ray compatibility package
 	// (python.CompatDir). It is appended to the workers' PYTHONPATH only when the job's
 	// Python cannot import ray by itself, so that a real Ray is never shadowed.
@@ -63,6 +69,9 @@ type Launcher struct {
 	// supervise, read once the attempt ended.
 	preempted string
 	elastic   elastic // an elastic gang's resizes (spec.minWorkers)
+	// resize is the resize asked while an attempt ran, applied before the next one; nil
+	// when none.
+	resize *Resize
 }
 
 // Preempted says why the gang was preempted, "" when it was not. It is set while an
@@ -135,8 +144,20 @@ func (l *Launcher) Run(ctx context.Context) (Result, error) {
 		if err != nil {
 			return Result{}, err
 		}
+		if ctx.Err() == nil && l.preempted == "" && res.Outcome == Interrupted && l.resize != nil {
+			last++ // a resize uses no restart
+			l.elastic.resizes++
+			from, why := l.applyResize()
+			l.notice("attempt %d stopped to resize: %s from %d to %d workers: %s; the gang goes on from its latest checkpoint (no restart used)",
+				n, resizeVerb(from, l.Job.Spec.WorkerCount()), from, l.Job.Spec.WorkerCount(), why)
+			continue
+		}
 		if res.Outcome != Failed || ctx.Err() != nil || l.preempted != "" {
 			break
+		}
+		if l.resize != nil { // asked while the attempt failed: the restart has the new size
+			from, why := l.applyResize()
+			l.notice("%s from %d to %d workers: %s", resizeVerb(from, l.Job.Spec.WorkerCount()), from, l.Job.Spec.WorkerCount(), why)
 		}
 		if from, why, ok := l.shrink(res); ok {
 			last++ // a resize uses no restart
@@ -298,7 +319,7 @@ func (l *Launcher) beginAttempt(n, port int) error {
 			rec.Phase = v1.PhaseRestarting
 		}
 		rec.Attempts = append(rec.Attempts, rundir.Attempt{Number: n, MasterAddr: l.Placement.MasterAddr,
-			MasterPort: port, Started: time.Now()})
+			MasterPort: port, Started: time.Now(), Workers: s.WorkerCount()})
 	})
 }
 

@@ -65,13 +65,21 @@ type Notice struct {
 	posted    time.Time // zero until Post
 	heard     bool      // a rank has used the helper's reports
 	saved     chan string
-	savedOnce sync.Once
+	savedOnce *sync.Once
+	// waiters wait for the next checkpoint reported after a time (CommittedAfter).
+	waiters []commitWaiter
+}
+
+// commitWaiter is one CommittedAfter.
+type commitWaiter struct {
+	after time.Time
+	ch    chan string
 }
 
 // New returns the notice written to dir/FileName; dir should be private to the job's
 // user (the report socket's folder).
 func New(dir string) *Notice {
-	return &Notice{path: filepath.Join(dir, FileName), saved: make(chan string, 1)}
+	return &Notice{path: filepath.Join(dir, FileName), saved: make(chan string, 1), savedOnce: new(sync.Once)}
 }
 
 // Path is the notice file, for EnvFile.
@@ -137,15 +145,53 @@ func (n *Notice) Posted() (time.Time, bool) {
 // Committed is called when the checkpoint name, reported at the time reported, has been
 // committed. The first one reported after the notice was posted is sent on Saved.
 func (n *Notice) Committed(name string, reported time.Time) {
-	posted, ok := n.Posted()
-	if !ok || reported.Before(posted) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	keep := n.waiters[:0]
+	for _, w := range n.waiters {
+		if reported.Before(w.after) {
+			keep = append(keep, w)
+			continue
+		}
+		w.ch <- name
+	}
+	n.waiters = keep
+	if n.posted.IsZero() || reported.Before(n.posted) {
 		return
 	}
-	n.savedOnce.Do(func() { n.saved <- name })
+	saved := n.saved
+	n.savedOnce.Do(func() { saved <- name })
 }
 
 // Saved receives the name of the first checkpoint committed after the notice.
-func (n *Notice) Saved() <-chan string { return n.saved }
+func (n *Notice) Saved() <-chan string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.saved
+}
+
+// CommittedAfter returns a channel that receives the name of the first checkpoint
+// reported at or after t once it is committed, whether or not a notice is posted: an
+// elastic gang grows there.
+func (n *Notice) CommittedAfter(t time.Time) <-chan string {
+	ch := make(chan string, 1)
+	n.mu.Lock()
+	n.waiters = append(n.waiters, commitWaiter{after: t, ch: ch})
+	n.mu.Unlock()
+	return ch
+}
+
+// Clear takes the notice back, for the next attempt of a gang that goes on (an elastic
+// gang stopped to resize): its file is removed, and the next Post starts over.
+func (n *Notice) Clear() error {
+	n.mu.Lock()
+	n.posted, n.saved, n.savedOnce, n.waiters = time.Time{}, make(chan string, 1), new(sync.Once), nil
+	n.mu.Unlock()
+	if err := os.Remove(n.path); err != nil && !os.IsNotExist(err) {
+		return fmt.Errorf("clear the preemption notice: %w", err)
+	}
+	return nil
+}
 
 // Read reads the notice file at path: the content, and false when there is none.
 func Read(path string) (Content, bool, error) {
@@ -189,4 +235,56 @@ func ReadReason(path string) string {
 	buf := make([]byte, maxReason)
 	n, _ := io.ReadFull(f, buf)
 	return strings.TrimSpace(strings.ToValidUTF8(string(buf[:n]), "?"))
+}
+
+// EnvResize names, in a job server's supervisor of an elastic gang, the file where the
+// server asks it to run at another size (a ResizeRequest); the supervisor looks at it
+// a few times a second.
+const EnvResize = "TRAINYARD_RESIZE_FILE"
+
+// ResizeRequest is what a job server asks of an elastic gang's supervisor: run with
+// these workers on these GPUs, from the next checkpoint.
+type ResizeRequest struct {
+	// Seq tells requests apart: a supervisor acts on each Seq once.
+	Seq int64 `json:"seq"`
+	// GPUs holds the NVML indices of each worker's GPUs after the resize; its length is
+	// the number of workers (a worker without GPUs has an empty set).
+	GPUs [][]int `json:"gpus"`
+	// Reason says why: "GPUs 2,3 free".
+	Reason string `json:"reason"`
+	// Now asks the ranks to save at once (the preemption notice): a shrink to make room
+	// for another job. Otherwise the gang resizes at its next committed checkpoint.
+	Now bool `json:"now,omitempty"`
+}
+
+// WriteResize writes the request to path (0600, replaced whole).
+func WriteResize(path string, r ResizeRequest) error {
+	data, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	if err := durable.WriteFile(path, data, 0o600); err != nil {
+		return fmt.Errorf("write the resize request: %w", err)
+	}
+	return nil
+}
+
+// ReadResize reads the request at path: false when there is none.
+func ReadResize(path string) (ResizeRequest, bool, error) {
+	f, err := os.Open(path)
+	if os.IsNotExist(err) {
+		return ResizeRequest{}, false, nil
+	}
+	if err != nil {
+		return ResizeRequest{}, false, err
+	}
+	defer f.Close()
+	var r ResizeRequest
+	if err := json.NewDecoder(io.LimitReader(f, 1<<20)).Decode(&r); err != nil {
+		return ResizeRequest{}, false, fmt.Errorf("resize request %s: %w", path, err)
+	}
+	if len(r.GPUs) == 0 {
+		return ResizeRequest{}, false, fmt.Errorf("resize request %s: no workers", path)
+	}
+	return r, true, nil
 }

@@ -34,6 +34,9 @@ type Attempt struct {
 	MasterPort int        `json:"masterPort"`
 	Started    time.Time  `json:"started"`
 	Ended      *time.Time `json:"ended,omitempty"`
+	// Workers is the gang's number of workers in this attempt (an elastic gang's
+	// changes); 0 in records written before it was kept.
+	Workers int `json:"workers,omitempty"`
 	// Outcome is "succeeded", "failed" or "interrupted" once the attempt ended.
 	Outcome string `json:"outcome,omitempty"`
 	Reason  string `json:"reason,omitempty"`

@@ -56,3 +56,12 @@ func gpus(perWorker ...[]int) [][]int { return perWorker }
 
 // ago returns the time d before now.
 func ago(d time.Duration) time.Time { return now.Add(-d) }
+
+func (b *jobBuilder) elastic(min int) *jobBuilder    { b.j.MinWorkers = min; return b }
+func (b *jobBuilder) queued(t time.Time) *jobBuilder { b.j.Queued = t; return b }
+
+// runningSmaller returns the elastic job as running since started with one worker per
+// GPU set given (fewer than its most).
+func (b *jobBuilder) runningSmaller(started time.Time, gpus ...[]int) Running {
+	return Running{Job: b.j, GPUs: gpus, Started: started, Workers: len(gpus)}
+}

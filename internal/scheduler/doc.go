@@ -102,6 +102,27 @@
 // for the head. Once the jobs have stopped the head fits, and, first in
 // order, starts; the preempted jobs wait in the queue like any other.
 //
+// # Elastic gangs
+//
+// A job with [Job].MinWorkers below Workers may run with any number of
+// workers in between. It starts with Workers when they fit; otherwise with
+// the most that fit (and do not delay the head), once at least MinWorkers
+// do and it has waited [State].ElasticSettle since [Job].Queued. While it
+// settles it is the head, reserving what fits now, so that later jobs do
+// not take it. When not even MinWorkers fit, it waits, and preempts, as a
+// job of MinWorkers would.
+//
+// When no job waits (there is no head), running elastic gangs below their
+// most grow into what is free, the highest priority first, then the
+// earliest started ([Decision].Resize). A head that needs room shrinks
+// running elastic gangs of lower priority toward their MinWorkers, in the
+// preemption order, before it preempts anything whole; a gang shrunk to
+// its fewest is preempted whole only after every other candidate, and the
+// shrinks are undone, the last first, as far as the head allows. A
+// shrinking gang ([Running].Resizing, ResizeTo) keeps its resources until
+// it has shrunk; the workers it drops count as going away, like a
+// preempted job. A gang resizing is neither grown nor shrunk again.
+//
 // Every job that does not start gets a reason in words in
 // [Decision.Waiting], such as "needs 2 GPUs, 1 free" or "waiting behind job
 // llama (priority 5, submitted earlier)".

@@ -10,21 +10,40 @@ import (
 // preemptFor chooses the running jobs whose end lets the head fit, when the
 // policy allows preemption: jobs of strictly lower priority, those already
 // going away first, then the lowest priority, then the most recently
-// started, and only as many as the head needs. It marks the newly chosen
-// ones as going away (expected to end now, for the head's reservation),
-// adds them to the decision's Preempt, and returns what the head's reason
-// gains: "; preempting job lo (priority 0) to make room", or "" when the
-// head counts on no job's end (it fits without, or it does not fit even
-// with every job of lower priority gone).
+// started, and only as many as the head needs. Elastic gangs above their
+// MinWorkers are shrunk toward it first, in the same order, and preempted
+// whole only when shrinking every candidate is not enough. It marks the
+// newly chosen ones as going away (expected to end now, for the head's
+// reservation), adds them to the decision's Preempt (and the shrinks to its
+// Resize), and returns what the head's reason gains: "; preempting job lo
+// (priority 0) to make room", or "" when the head counts on no job's end
+// (it fits without, or it does not fit even with every job of lower
+// priority gone).
 func (sc *scheduler) preemptFor(head Job) string {
 	if sc.policy != PreemptLowerPriority {
 		return ""
 	}
 	need := demand(head)
 	gone := make([]bool, len(sc.holders))
-	fits := func() bool { return leftOver(sc.node, remaining(sc.holders, gone)).covers(need) }
-	var chosen []int
-	for _, i := range candidates(sc.holders, head.Priority) {
+	size := make([]int, len(sc.holders))
+	for i, h := range sc.holders {
+		size[i] = h.workers
+	}
+	fits := func() bool { return leftOver(sc.node, remaining(sc.holders, gone, size)).covers(need) }
+	cands := candidates(sc.holders, head.Priority)
+	var shrunk, chosen []int
+	for _, i := range cands {
+		if fits() {
+			break
+		}
+		if h := sc.holders[i]; h.shrinkable() {
+			size[i] = h.min
+			shrunk = append(shrunk, i)
+		}
+	}
+	// Preempt whole, in the same order, but the shrunk gangs last: what they keep is
+	// their fewest workers.
+	for _, i := range slices.Concat(slices.DeleteFunc(slices.Clone(cands), func(i int) bool { return slices.Contains(shrunk, i) }), shrunk) {
 		if fits() {
 			break
 		}
@@ -45,6 +64,20 @@ func (sc *scheduler) preemptFor(head Job) string {
 		}
 	}
 	chosen = slices.DeleteFunc(chosen, func(i int) bool { return !gone[i] })
+	// Then give each shrunk gang back as many workers as the head leaves it,
+	// the last shrunk first.
+	for _, i := range slices.Backward(shrunk) {
+		if gone[i] {
+			continue
+		}
+		for k := sc.holders[i].workers; k > sc.holders[i].min; k-- {
+			if size[i] = k; fits() {
+				break
+			}
+			size[i] = sc.holders[i].min
+		}
+	}
+	shrunk = slices.DeleteFunc(shrunk, func(i int) bool { return gone[i] || size[i] >= sc.holders[i].workers })
 	for _, i := range chosen {
 		h := &sc.holders[i]
 		if h.going {
@@ -54,10 +87,14 @@ func (sc *scheduler) preemptFor(head Job) string {
 		sc.out.Preempt = append(sc.out.Preempt, Preemption{JobID: h.id, For: head.ID, ForPriority: head.Priority,
 			Reason: fmt.Sprintf("preempted to make room for job %s (priority %d, higher than %d)", head.ID, head.Priority, h.priority)})
 	}
-	if len(chosen) == 0 {
+	if len(chosen) == 0 && len(shrunk) == 0 {
 		return ""
 	}
-	return "; " + preempting(sc.holders, chosen)
+	why := "; " + preempting(sc.holders, chosen, shrunk, size)
+	for _, i := range shrunk {
+		sc.shrink(i, size[i], head)
+	}
+	return why
 }
 
 // candidates returns the indices of the jobs that may be preempted for a job
@@ -80,12 +117,13 @@ func candidates(jobs []holder, p int) []int {
 	return out
 }
 
-// remaining returns the jobs not gone.
-func remaining(jobs []holder, gone []bool) []holder {
+// remaining returns the jobs not gone, each with only its first size[i]
+// workers.
+func remaining(jobs []holder, gone []bool, size []int) []holder {
 	var out []holder
 	for i, h := range jobs {
 		if !gone[i] {
-			out = append(out, h)
+			out = append(out, h.sized(size[i]))
 		}
 	}
 	return out
@@ -93,17 +131,39 @@ func remaining(jobs []holder, gone []bool) []holder {
 
 // preempting says which jobs the head waits for: "preempting job lo (priority
 // 0) to make room", "preempting jobs a (priority 0) and b (priority 1) to
-// make room".
-func preempting(jobs []holder, chosen []int) string {
-	names := make([]string, len(chosen))
-	for k, i := range chosen {
-		names[k] = fmt.Sprintf("%s (priority %d)", jobs[i].id, jobs[i].priority)
+// make room", "shrinking job e (priority 0) from 4 to 2 workers to make
+// room". The shrunk jobs' sizes are those before the shrink (size gives the
+// new ones), as the holders were split already.
+func preempting(jobs []holder, chosen, shrunk []int, size []int) string {
+	var parts []string
+	if len(chosen) > 0 {
+		names := make([]string, len(chosen))
+		for k, i := range chosen {
+			names[k] = fmt.Sprintf("%s (priority %d)", jobs[i].id, jobs[i].priority)
+			if jobs[i].going && jobs[i].resizing {
+				names[k] = fmt.Sprintf("%s (priority %d, shrinking)", jobs[i].id, jobs[i].priority)
+			}
+		}
+		parts = append(parts, "preempting "+jobList(names))
 	}
+	if len(shrunk) > 0 {
+		names := make([]string, len(shrunk))
+		for k, i := range shrunk {
+			names[k] = fmt.Sprintf("%s (priority %d) from %d to %d workers", jobs[i].id, jobs[i].priority,
+				jobs[i].workers, size[i])
+		}
+		parts = append(parts, "shrinking "+jobList(names))
+	}
+	return strings.Join(parts, " and ") + " to make room"
+}
+
+// jobList names one or more jobs: "job a", "jobs a, b and c".
+func jobList(names []string) string {
 	if len(names) == 1 {
-		return "preempting job " + names[0] + " to make room"
+		return "job " + names[0]
 	}
 	last := len(names) - 1
-	return "preempting jobs " + strings.Join(names[:last], ", ") + " and " + names[last] + " to make room"
+	return "jobs " + strings.Join(names[:last], ", ") + " and " + names[last]
 }
 
 func boolInt(b bool) int {

@@ -29,6 +29,7 @@ func Schedule(s State, queue []Job) Decision {
 		seen[j.ID] = true
 		sc.consider(j)
 	}
+	sc.grow()
 	return sc.out
 }
 
@@ -37,6 +38,7 @@ type scheduler struct {
 	node   Node
 	now    time.Time
 	policy PreemptionPolicy
+	settle time.Duration
 	// holders lists the running jobs, then the jobs started so far.
 	holders []holder
 	// free is what is left now; gpus lists the free GPUs, ascending.
@@ -51,10 +53,13 @@ type scheduler struct {
 
 // newScheduler returns a decision in progress for the state.
 func newScheduler(s State) *scheduler {
-	sc := &scheduler{node: s.Node, now: s.Now, policy: s.Preemption, running: make(map[string]bool),
+	sc := &scheduler{node: s.Node, now: s.Now, policy: s.Preemption, settle: s.ElasticSettle, running: make(map[string]bool),
 		out: Decision{Waiting: make(map[string]string)}}
 	for _, r := range s.Running {
-		sc.holders = append(sc.holders, holderOf(r, s.Now))
+		for _, h := range holdersOf(r, s.Now) {
+			h.existing = true
+			sc.holders = append(sc.holders, h)
+		}
 		sc.running[r.Job.ID] = true
 	}
 	sc.gpus = freeGPUs(s.Node, sc.holders)
@@ -66,6 +71,10 @@ func newScheduler(s State) *scheduler {
 func (sc *scheduler) consider(j Job) {
 	if sc.running[j.ID] {
 		sc.out.Waiting[j.ID] = "a job with this ID is already running"
+		return
+	}
+	if j.Elastic() {
+		sc.considerElastic(j)
 		return
 	}
 	if err := CheckFits(sc.node, j); err != nil {
@@ -99,7 +108,7 @@ func (sc *scheduler) start(j Job) {
 		sc.gpus = sc.gpus[n:]
 	}
 	sc.out.Start = append(sc.out.Start, p)
-	sc.holders = append(sc.holders, holderOf(Running{Job: j, GPUs: p.GPUs, Started: sc.now}, sc.now))
+	sc.holders = append(sc.holders, holderOf(Running{Job: j, GPUs: p.GPUs, Started: sc.now, Workers: j.Workers}, sc.now))
 	sc.free = sc.free.minus(demand(j))
 }
 

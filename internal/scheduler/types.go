@@ -46,6 +46,33 @@ type Job struct {
 	// TimeLimit is how long the job may run. Zero (or less) means unknown:
 	// the job runs until it ends by itself.
 	TimeLimit time.Duration
+	// MinWorkers makes the gang elastic when it is at least 1 and below
+	// Workers: it may start, and go on, with as few as MinWorkers workers,
+	// Workers being the most (see the package documentation). Zero is not
+	// elastic.
+	MinWorkers int
+	// Queued is when the job began to wait, for State.ElasticSettle. The
+	// zero time counts as having waited long enough.
+	Queued time.Time
+}
+
+// Elastic reports whether the job's gang may run with fewer workers than
+// Workers.
+func (j Job) Elastic() bool { return j.MinWorkers >= 1 && j.MinWorkers < j.Workers }
+
+// minWorkers is the fewest workers the job runs with: MinWorkers for an
+// elastic job, else Workers.
+func (j Job) minWorkers() int {
+	if j.Elastic() {
+		return j.MinWorkers
+	}
+	return j.Workers
+}
+
+// atSize returns the job with n workers, for its demand at that size.
+func (j Job) atSize(n int) Job {
+	j.Workers = n
+	return j
 }
 
 // Running is a job that holds resources on the node.
@@ -63,6 +90,17 @@ type Running struct {
 	// it is never preempted again, and a head of higher priority counts on
 	// what it frees (see the package documentation).
 	Preempting bool
+	// Workers is how many workers hold resources now: fewer than Job.Workers
+	// for an elastic gang that runs smaller. Zero means Job.Workers. GPUs has
+	// a set for each (when it is not nil).
+	Workers int
+	// Resizing is set for an elastic gang that was asked to change its size
+	// and has not yet: it is neither grown nor shrunk again meanwhile. With
+	// ResizeTo below Workers (a shrink), the workers from ResizeTo on are
+	// going away, as a preempted job is (Preempting); a grow is recorded in
+	// Workers and GPUs already.
+	Resizing bool
+	ResizeTo int
 }
 
 // State is what the scheduler sees: a snapshot it does not modify.
@@ -76,6 +114,11 @@ type State struct {
 	// Preemption says whether the head of the queue may preempt running
 	// jobs. The zero value never preempts.
 	Preemption PreemptionPolicy
+	// ElasticSettle is how long an elastic job that fits with at least its
+	// MinWorkers, but not with all its Workers, waits for more room before
+	// it starts with what fits (counted from Job.Queued). Zero starts it at
+	// once.
+	ElasticSettle time.Duration
 }
 
 // PreemptionPolicy says whether the head of the queue may have running jobs
@@ -129,7 +172,36 @@ type Decision struct {
 	// Preempt lists the running jobs to stop to make room for the head of
 	// the queue, in the order they were chosen; nil when none.
 	Preempt []Preemption
+	// Resize lists the running elastic jobs to grow (into room nobody in the
+	// queue waits for) or to shrink (toward their MinWorkers, to make room
+	// for the head of the queue instead of preempting them); nil when none.
+	Resize []Resize
 }
+
+// Resize is a running elastic job to run at another size. A job that
+// shrinks goes on holding all its resources until it has (the caller passes
+// Running.Resizing and ResizeTo meanwhile); one that grows holds the new
+// ones from now on.
+type Resize struct {
+	// JobID is the ID of the running job.
+	JobID string
+	// From and To are its number of workers now and after the resize.
+	From, To int
+	// GPUs holds the NVML indices of each worker's GPUs after the resize:
+	// those of the first To workers when it shrinks, those it holds and then
+	// new ones when it grows.
+	GPUs [][]int
+	// For is the ID of the queued job a shrink makes room for, and
+	// ForPriority its priority; "" and 0 for a grow.
+	For         string
+	ForPriority int
+	// Reason says why, in words: "GPUs 2,3 free", "to make room for job hi
+	// (priority 5, higher than 0)".
+	Reason string
+}
+
+// Shrinks reports whether the resize makes the job smaller.
+func (r Resize) Shrinks() bool { return r.To < r.From }
 
 // Preemption is a running job to stop so that the head of the queue fits.
 // The job goes on holding its resources until it has stopped; the caller

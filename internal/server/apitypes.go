@@ -60,8 +60,18 @@ type Job struct {
 	// SecretEnv names the job's secret variables, which the server keeps apart from its
 	// spec and never shows.
 	SecretEnv []string `json:"secretEnv,omitempty"`
-	// Workers is the number of workers in the job's gang.
+	// Workers is the number of workers in the job's gang: for an elastic gang that runs,
+	// those it runs with (its placement), else its most.
 	Workers int `json:"workers,omitempty"`
+	// MinWorkers and MaxWorkers are an elastic gang's fewest and most workers
+	// (--workers MIN:MAX); 0 for a gang that is not elastic.
+	MinWorkers int `json:"minWorkers,omitempty"`
+	MaxWorkers int `json:"maxWorkers,omitempty"`
+	// Resizes counts the times the server resized the running elastic gang (grew it into
+	// free room, or shrank it to make room); they use no restart.
+	Resizes int `json:"resizes,omitempty"`
+	// Resizing is the resize under way, nil when none.
+	Resizing *Resizing `json:"resizing,omitempty"`
 	// Resources is what each worker asks for and holds while the job runs: GPUs, CPU (a
 	// default share when the job named none) and memory, as in the job's spec.
 	Resources *v1.WorkerResources `json:"resources,omitempty"`
@@ -91,6 +101,17 @@ type Job struct {
 	EndedAt       *time.Time `json:"endedAt,omitempty"`
 	// Version increases with every change of the job.
 	Version uint64 `json:"version"`
+}
+
+// Resizing is a resize of a running elastic gang the server asked for, not done yet: the
+// gang changes size at its next checkpoint (a grow), or saves one at once (a shrink).
+type Resizing struct {
+	// From and To are the numbers of workers before and after.
+	From int `json:"from"`
+	To   int `json:"to"`
+	// Reason says why: "GPUs 2,3 free", "to make room for job hi (priority 5, higher
+	// than 0)".
+	Reason string `json:"reason"`
 }
 
 // Preemption is the server's decision to stop a running job to make room for a job of

@@ -30,8 +30,19 @@ func decodeSpec(j *store.Job) (*v1.TrainJob, error) {
 
 // toJob converts a stored job.
 func toJob(j *store.Job) Job {
-	workers, resources := gang(j)
-	return Job{ID: j.ID, Name: j.Name, Status: JobStatus(j.Status), Message: j.Message, Priority: j.Priority,
+	workers, minWorkers, resources := gang(j)
+	maxWorkers := 0
+	if minWorkers > 0 {
+		maxWorkers = workers
+		if n := len(j.GPUs); n > 0 && j.Status == store.Running {
+			workers = n
+		}
+	}
+	var resizing *Resizing
+	if r := j.Resize; r != nil {
+		resizing = &Resizing{From: r.From, To: r.To, Reason: r.Reason}
+	}
+	return Job{MinWorkers: minWorkers, MaxWorkers: maxWorkers, Resizes: j.Resizes, Resizing: resizing, ID: j.ID, Name: j.Name, Status: JobStatus(j.Status), Message: j.Message, Priority: j.Priority,
 		Entrypoint: j.Entrypoint, SubmittedBy: j.SubmittedBy, Metadata: j.Metadata, RuntimeEnv: j.RuntimeEnv, SecretEnv: j.SecretEnv, Workers: workers, Resources: resources,
 		GPUs: j.GPUs, RunDir: j.RunDir, StopRequested: j.StopRequested, SubmittedAt: j.SubmittedAt,
 		StartedAt: j.StartedAt, EndedAt: j.EndedAt, Version: j.Version, Gang: toGang(j.Gang),
@@ -54,24 +65,28 @@ func toGang(g *store.Gang) *Gang {
 	return &Gang{Workers: g.Workers, GPUsPerWorker: g.GPUsPerWorker, GPUs: g.GPUs}
 }
 
-// gang reads the number of workers and what each asks for from a stored job's spec, and
-// only those (a list of many jobs decodes this much of each); 0 and nil for a spec that
-// does not decode.
-func gang(j *store.Job) (int, *v1.WorkerResources) {
+// gang reads the number of workers, an elastic gang's fewest (0 for another), and what
+// each asks for from a stored job's spec, and only those (a list of many jobs decodes
+// this much of each); 0, 0 and nil for a spec that does not decode.
+func gang(j *store.Job) (int, int, *v1.WorkerResources) {
 	var doc struct {
 		Spec struct {
-			Workers   *int32             `json:"workers"`
-			Resources v1.WorkerResources `json:"resources"`
+			Workers    *int32             `json:"workers"`
+			MinWorkers *int32             `json:"minWorkers"`
+			Resources  v1.WorkerResources `json:"resources"`
 		} `json:"spec"`
 	}
 	if err := json.Unmarshal(j.Spec, &doc); err != nil {
-		return 0, nil
+		return 0, 0, nil
 	}
-	workers := 1
+	workers, minWorkers := 1, 0
 	if doc.Spec.Workers != nil {
 		workers = int(*doc.Spec.Workers)
 	}
-	return workers, &doc.Spec.Resources
+	if m := doc.Spec.MinWorkers; m != nil && int(*m) < workers {
+		minWorkers = int(*m)
+	}
+	return workers, minWorkers, &doc.Spec.Resources
 }
 
 // RunOf converts a run record.

@@ -60,7 +60,6 @@ var statusTable = []struct {
 	{jobs.ErrFinished, http.StatusConflict, http.StatusConflict},
 	{jobs.ErrNeverFits, http.StatusBadRequest, http.StatusBadRequest},
 	{jobs.ErrSpecTooLarge, http.StatusBadRequest, http.StatusBadRequest},
-	{jobs.ErrElastic, http.StatusBadRequest, http.StatusBadRequest},
 	{errInvalid, http.StatusBadRequest, http.StatusBadRequest},
 	{store.ErrInvalid, http.StatusBadRequest, http.StatusBadRequest},
 	{upload.ErrInvalidName, http.StatusBadRequest, http.StatusBadRequest},

@@ -97,6 +97,10 @@ type Job struct {
 	// Preemptions counts the times the server preempted the job and queued it again to
 	// resume from its latest checkpoint. They use none of its restarts.
 	Preemptions int `json:"preemptions,omitempty"`
+	// Resize is the resize of a running elastic gang under way (see Resize); nil when
+	// none. Resizes counts those done; like preemptions, they use no restart.
+	Resize  *Resize `json:"resize,omitempty"`
+	Resizes int     `json:"resizes,omitempty"`
 	// StopRequested is set when a user asked to stop the job and it has not stopped yet.
 	StopRequested bool `json:"stopRequested,omitempty"`
 	// SubmittedAt is when the job was submitted.
@@ -136,6 +140,27 @@ type Preemption struct {
 // stops it (or is told to), and it has not ended yet.
 func (j *Job) Preempting() bool {
 	return j.Status == Running && j.Preemption != nil && j.Preemption.Requeued == nil
+}
+
+// Resize is a running elastic gang's change of size that the server decided and
+// recorded before telling its supervisor (intent first). A grow's GPUs are the job's
+// from the record on (Job.GPUs has them); a shrink's job keeps all its GPUs until its
+// supervisor runs the gang at the new size, when Job.GPUs becomes GPUs.
+type Resize struct {
+	// From and To are the numbers of workers before and after.
+	From int `json:"from"`
+	To   int `json:"to"`
+	// GPUs are each worker's GPU indices after the resize.
+	GPUs [][]int `json:"gpus"`
+	// Reason says why ("GPUs 2,3 free"); For names the job a shrink makes room for.
+	Reason string `json:"reason"`
+	For    string `json:"for,omitempty"`
+	// At is when it was decided, and Seq tells the request apart in the supervisor's
+	// request file.
+	At  time.Time `json:"at"`
+	Seq int64     `json:"seq"`
+	// Told is set once the supervisor's request file was written.
+	Told bool `json:"told,omitempty"`
 }
 
 // Gang is a running job's lease of GPUs for a gang its process starts (a `trainyard run

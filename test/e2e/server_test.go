@@ -38,14 +38,14 @@ func freePort(t *testing.T) int {
 }
 
 // newJobServer starts a server on a free loopback port with its state, storage and token
-// file in dir, and waits until it answers /healthz.
-func newJobServer(t *testing.T, dir string) *jobServer {
+// file in dir, and more flags, and waits until it answers /healthz.
+func newJobServer(t *testing.T, dir string, flags ...string) *jobServer {
 	t.Helper()
 	port := freePort(t)
 	s := &jobServer{addr: fmt.Sprintf("http://127.0.0.1:%d", port), dir: dir,
 		env: []string{"TRAINYARD_TOKEN_FILE=" + filepath.Join(dir, "config", "token")},
-		args: []string{"server", "--address", fmt.Sprintf("127.0.0.1:%d", port),
-			"--state-dir", filepath.Join(dir, "state"), "--storage-path", filepath.Join(dir, "runs")}}
+		args: append([]string{"server", "--address", fmt.Sprintf("127.0.0.1:%d", port),
+			"--state-dir", filepath.Join(dir, "state"), "--storage-path", filepath.Join(dir, "runs")}, flags...)}
 	s.start(t)
 	return s
 }
