@@ -155,7 +155,7 @@ func TestTwoNodesGangAcrossNodes(t *testing.T) {
 
 	deleteAtEnd(t, "spread")
 	job{name: "spread", workers: 4, spec: "  resources: {gpu: 1}\n  maxRestarts: 0", mounts: gpuMount(t),
-		args: []string{"--epochs", "2", "--train-subset", "2000", "--test-subset", "400", "--sleep-per-step", "0.5"}}.submit(t, ctx)
+		args: []string{"--epochs", "2", "--train-subset", "2000", "--test-subset", "400", "--sleep-per-step", "0.1"}}.submit(t, ctx)
 	workers := runningWorkers(t, ctx, "spread", 4, 5*time.Minute)
 	onNode := map[string][]int{}
 	for i, p := range workers {
