@@ -271,11 +271,15 @@ func ready(n *corev1.Node) bool {
 	return false
 }
 
-// patchOperatorTolerations lets the operator's pod move to a GPU node when its own is
-// lost (10 s after the node is unreachable), as a small cluster without CPU nodes would.
+// patchOperatorTolerations lets the operator's pod move to the other GPU node when its
+// own is lost (10 s after the node is unreachable), as a small cluster without CPU nodes
+// would; until then it prefers the first node.
 func patchOperatorTolerations(t *testing.T, ctx context.Context) {
 	t.Helper()
-	patch := `{"spec":{"template":{"spec":{"tolerations":[
+	patch := `{"spec":{"template":{"spec":{
+	  "affinity":{"nodeAffinity":{"preferredDuringSchedulingIgnoredDuringExecution":[{"weight":100,"preference":
+	    {"matchExpressions":[{"key":"kubernetes.io/hostname","operator":"In","values":["` + testcluster.NodeName + `"]}]}}]}},
+	  "tolerations":[
 	  {"key":"nvidia.com/gpu","operator":"Exists","effect":"NoSchedule"},
 	  {"key":"node.kubernetes.io/unreachable","operator":"Exists","effect":"NoExecute","tolerationSeconds":10},
 	  {"key":"node.kubernetes.io/not-ready","operator":"Exists","effect":"NoExecute","tolerationSeconds":10}]}}}}`
