@@ -245,10 +245,11 @@ func (c *Cluster) Stop() {
 // cleanUp removes what a cluster under root left behind, whether it stopped or was killed.
 func cleanUp(root string) {
 	killLeftovers(root)
-	added, _ := filepath.Glob("/sys/fs/cgroup/*/" + NodeName + "-*/kubepods")
+	// The cgroup parents of nodes added after the first (trainyard-node-2, ...).
+	added, _ := filepath.Glob("/sys/fs/cgroup/*/" + NodeName + "-*")
 	parents := map[string]bool{}
 	for _, a := range added {
-		parents[filepath.Base(filepath.Dir(a))] = true
+		parents[filepath.Base(a)] = true
 	}
 	killPods("kubepods")
 	for p := range parents {

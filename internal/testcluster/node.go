@@ -217,16 +217,20 @@ func (c *Cluster) startNode(ctx context.Context, n *node) error {
 // stopNode stops the node's kubelet (SIGTERM, then SIGKILL after grace; at once when
 // grace is 0), kills its pods' processes, then its containerd and shims.
 func (c *Cluster) stopNode(n *node, grace time.Duration) {
-	for _, comp := range []*component{n.kubelet, nil, n.containerd} {
-		if comp == nil {
-			killPods(n.kubepods())
-			continue
-		}
-		comp.stop(grace)
-		c.forget(comp)
-	}
+	c.stopComponent(n.kubelet, grace)
+	killPods(n.kubepods())
+	c.stopComponent(n.containerd, grace)
 	killShims(n.sock())
 	n.kubelet, n.containerd = nil, nil
+}
+
+// stopComponent stops comp (if any) and drops it from those waitFor watches.
+func (c *Cluster) stopComponent(comp *component, grace time.Duration) {
+	if comp == nil {
+		return
+	}
+	comp.stop(grace)
+	c.forget(comp)
 }
 
 // forget drops a stopped component from those waitFor watches.
