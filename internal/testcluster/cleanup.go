@@ -13,11 +13,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// kubepodsCgroups lists the cgroup folders kubelet made (cgroupfs driver, cgroup v1),
-// deepest first.
-func kubepodsCgroups() []string {
+// kubepodsCgroups lists the cgroup folders kubelet made under kubepods (a path below
+// the hierarchies' root: "kubepods" for the first node, "trainyard-node-2/kubepods" for
+// the second; cgroupfs driver, cgroup v1), deepest first.
+func kubepodsCgroups(kubepods string) []string {
 	var dirs []string
-	hierarchies, _ := filepath.Glob("/sys/fs/cgroup/*/kubepods")
+	hierarchies, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup/*", kubepods))
 	for _, h := range hierarchies {
 		_ = filepath.WalkDir(h, func(p string, d os.DirEntry, err error) error {
 			if err == nil && d.IsDir() {
@@ -30,13 +31,13 @@ func kubepodsCgroups() []string {
 	return dirs
 }
 
-// killPods SIGKILLs every process in kubelet's cgroups until none is left (or 10 s pass),
-// then removes the cgroups.
-func killPods() {
+// killPods SIGKILLs every process in a kubelet's pod cgroups (kubepods, as
+// kubepodsCgroups takes it) until none is left (or 10 s pass), then removes the cgroups.
+func killPods(kubepods string) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		found := false
-		for _, d := range kubepodsCgroups() {
+		for _, d := range kubepodsCgroups(kubepods) {
 			for _, pid := range cgroupProcs(d) {
 				found = true
 				_ = syscall.Kill(pid, syscall.SIGKILL)
@@ -47,7 +48,7 @@ func killPods() {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	for _, d := range kubepodsCgroups() {
+	for _, d := range kubepodsCgroups(kubepods) {
 		_ = os.Remove(d)
 	}
 }

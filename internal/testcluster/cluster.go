@@ -1,11 +1,12 @@
-// Package testcluster starts and stops a real single-node Kubernetes cluster for tests:
-// etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, containerd with
-// runc and CNI's bridge plugin, and CoreDNS, all on this machine, as root, with images
-// imported from OCI archives (no registry). See docs/architecture.md ("The test cluster")
+// Package testcluster starts and stops a real Kubernetes cluster for tests: etcd,
+// kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, containerd with runc
+// and CNI's bridge plugin, and CoreDNS, all on this machine, as root, with images
+// imported from OCI archives (no registry). It starts with one node; AddNode adds more
+// (each its own kubelet, containerd, bridge and pod CIDR), StopNode loses one. See docs/architecture.md ("The test cluster")
 // and the Makefile's cluster-assets target for where the binaries come from.
 //
-// Only one cluster runs on a machine at a time: it owns the bridge cni0, the addresses
-// 10.244.0.1 (the node) and 10.96.0.1 (the API server, where pods' in-cluster clients
+// Only one cluster runs on a machine at a time: it owns the bridges cni0 to cni3, the
+// addresses 10.244.<i>.1 (node i) and 10.96.0.1 (the API server, where pods' in-cluster clients
 // look for it), port 443 and 53 on those, and kubelet's cgroups.
 package testcluster
 
@@ -21,6 +22,7 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -31,7 +33,7 @@ const (
 	KubeVersion    = "v1.37.1"
 	EtcdVersion    = "v3.7.3"
 	CoreDNSVersion = "v1.15.0"
-	// NodeName is the cluster's one node.
+	// NodeName is the cluster's first node; nodes added later are NodeName-2, -3, ...
 	NodeName = "trainyard-node"
 	// PauseImage is the sandbox image containerd is told to use; Config.Images must hold it.
 	PauseImage = "localhost/pause:1"
@@ -52,6 +54,9 @@ type Config struct {
 // Cluster is a running cluster.
 type Cluster struct {
 	root       string
+	bins       binaries
+	images     []string
+	nodes      []*node
 	components []*component
 	pki        *pki
 	lock       *os.File
@@ -108,26 +113,30 @@ func (c *Cluster) run(ctx context.Context, cfg Config) error {
 	if err := os.RemoveAll(c.root); err != nil {
 		return fmt.Errorf("empty %s: %w", c.root, err)
 	}
-	for _, d := range []string{"logs", "pids", "etcd", "cni/net.d", "cni/ipam", "containerd", "kubelet", "pod-logs"} {
+	for _, d := range []string{"logs", "pids", "etcd"} {
 		if err := os.MkdirAll(filepath.Join(c.root, d), 0o700); err != nil {
 			return fmt.Errorf("cluster folder: %w", err)
 		}
 	}
+	c.bins, c.images = bins, cfg.Images
 	if err := c.makePKI(); err != nil {
 		return err
 	}
-	if err := setUpBridge(); err != nil {
+	first := c.newNode(0, NodeConfig{GPUs: cfg.GPUs})
+	c.nodes = []*node{first}
+	if err := setUpBridge(first); err != nil {
 		return fmt.Errorf("pod network: %w", err)
 	}
-	steps := []func(context.Context, binaries, Config) error{
-		c.startControlPlane, c.startContainerd, c.importImages, c.startNode, c.advertiseGPUs,
+	if err := c.startControlPlane(ctx, bins); err != nil {
+		return err
 	}
-	for _, step := range steps {
-		if err := step(ctx, bins, cfg); err != nil {
-			return err
-		}
+	if err := c.startNode(ctx, first); err != nil {
+		return err
 	}
-	return nil
+	return c.waitFor("the default ServiceAccount", time.Minute, func() (bool, error) {
+		_, err := c.Client.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, err
+	})
 }
 
 // binaries are the paths of the cluster's programs.
@@ -219,14 +228,13 @@ func (c *Cluster) makePKI() error {
 // Stop stops every component, kills the pods and removes what the cluster made outside
 // its root (the bridge, network namespaces, mounts, cgroups). Its root stays, with the logs.
 func (c *Cluster) Stop() {
-	for i := len(c.components) - 1; i >= 0; i-- {
-		comp := c.components[i]
-		if comp.name == "containerd" {
-			killPods()
-		}
-		comp.stop(10 * time.Second)
+	for i := len(c.nodes) - 1; i >= 0; i-- {
+		c.stopNode(c.nodes[i], 10*time.Second)
 	}
-	c.components = nil
+	for i := len(c.components) - 1; i >= 0; i-- {
+		c.components[i].stop(10 * time.Second)
+	}
+	c.components, c.nodes = nil, nil
 	cleanUp(c.root)
 	if c.lock != nil {
 		c.lock.Close()
@@ -237,7 +245,17 @@ func (c *Cluster) Stop() {
 // cleanUp removes what a cluster under root left behind, whether it stopped or was killed.
 func cleanUp(root string) {
 	killLeftovers(root)
-	killPods()
+	// The cgroup parents of nodes added after the first (trainyard-node-2, ...).
+	added, _ := filepath.Glob("/sys/fs/cgroup/*/" + NodeName + "-*")
+	parents := map[string]bool{}
+	for _, a := range added {
+		parents[filepath.Base(a)] = true
+	}
+	killPods("kubepods")
+	for p := range parents {
+		killPods(filepath.Join(p, "kubepods"))
+		removeCgroupParent(p)
+	}
 	killShims(root)
 	unmountUnder(root)
 	tearDownNetwork()

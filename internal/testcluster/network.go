@@ -10,15 +10,19 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The cluster's network: pods on a bridge of their own, never touching eth0. The node's
-// address is the bridge's; the API server listens on the kubernetes Service's address,
-// also on the bridge, so pods reach it with no kube-proxy.
+// The cluster's network: each node's pods on a bridge of its own (cni0 for the first
+// node, cni1 for the second, ...), never touching eth0. A node's address is its bridge's
+// (10.244.<i>.1, its pods in 10.244.<i>.0/24); the host routes between the bridges, as
+// a cluster's network routes between nodes' pod CIDRs. The API server listens on the
+// kubernetes Service's address, on the first node's bridge, so pods reach it with no
+// kube-proxy; CoreDNS listens on the first node's address, which pods of every node reach
+// through their bridge's gateway.
 const (
-	bridgeName  = "cni0"
 	nodeIP      = "10.244.0.1"
-	podCIDR     = "10.244.0.0/24"
 	apiServerIP = "10.96.0.1"
 	serviceCIDR = "10.96.0.0/16"
+	// maxNodes bounds the nodes a cluster can have (bridges cni0 to cni3).
+	maxNodes = 4
 )
 
 // ip runs `ip args...`.
@@ -30,24 +34,29 @@ func ip(args ...string) error {
 	return nil
 }
 
-// setUpBridge creates the bridge with the node's and the API server's addresses.
-func setUpBridge() error {
-	if err := ip("link", "add", bridgeName, "type", "bridge"); err != nil {
+// setUpBridge creates a node's bridge with the node's address (and, for the first node,
+// the API server's) and turns on forwarding between the bridges.
+func setUpBridge(n *node) error {
+	if err := ip("link", "add", n.bridge, "type", "bridge"); err != nil {
 		return err
 	}
-	for _, a := range []string{nodeIP + "/24", apiServerIP + "/32"} {
-		if err := ip("addr", "add", a, "dev", bridgeName); err != nil {
+	addrs := []string{n.ip + "/24"}
+	if n.index == 0 {
+		addrs = append(addrs, apiServerIP+"/32")
+	}
+	for _, a := range addrs {
+		if err := ip("addr", "add", a, "dev", n.bridge); err != nil {
 			return err
 		}
 	}
-	if err := ip("link", "set", bridgeName, "up"); err != nil {
+	if err := ip("link", "set", n.bridge, "up"); err != nil {
 		return err
 	}
 	return os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1"), 0o644)
 }
 
-// tearDownNetwork removes the pods' network namespaces, their veths and the bridge.
-// Errors are ignored: the parts may be gone already.
+// tearDownNetwork removes the pods' network namespaces, their veths and every node's
+// bridge. Errors are ignored: the parts may be gone already.
 func tearDownNetwork() {
 	if entries, err := os.ReadDir("/run/netns"); err == nil {
 		for _, e := range entries {
@@ -58,18 +67,26 @@ func tearDownNetwork() {
 			}
 		}
 	}
-	if links, err := filepath.Glob("/sys/class/net/" + bridgeName + "/brif/*"); err == nil {
+	for i := range maxNodes {
+		tearDownBridge(fmt.Sprintf("cni%d", i))
+	}
+}
+
+// tearDownBridge removes a bridge and the veths on it.
+func tearDownBridge(bridge string) {
+	if links, err := filepath.Glob("/sys/class/net/" + bridge + "/brif/*"); err == nil {
 		for _, l := range links {
 			_ = ip("link", "del", filepath.Base(l))
 		}
 	}
-	if _, err := os.Stat("/sys/class/net/" + bridgeName); err == nil {
-		_ = ip("link", "del", bridgeName)
+	if _, err := os.Stat("/sys/class/net/" + bridge); err == nil {
+		_ = ip("link", "del", bridge)
 	}
 }
 
-// cniConfig is the pods' network: the bridge plugin on cni0 with host-local addresses.
-func cniConfig(ipamDir string) string {
+// cniConfig is a node's pod network: the bridge plugin on the node's bridge with
+// host-local addresses from its pod CIDR.
+func cniConfig(n *node) string {
 	return fmt.Sprintf(`{
   "cniVersion": "0.4.0",
   "name": "trainyard-testcluster",
@@ -79,5 +96,5 @@ func cniConfig(ipamDir string) string {
               "routes": [{"dst": "0.0.0.0/0"}]}}
   ]
 }
-`, bridgeName, ipamDir, podCIDR, nodeIP)
+`, n.bridge, n.path("cni", "ipam"), n.podCIDR, n.ip)
 }

@@ -60,12 +60,18 @@ func (comp *component) exited() error {
 	}
 }
 
-// stop ends the component: SIGTERM, then SIGKILL after grace.
+// stop ends the component: SIGTERM, then SIGKILL after grace; SIGKILL at once when
+// grace is 0.
 func (comp *component) stop(grace time.Duration) {
 	select {
 	case <-comp.done:
 		return
 	default:
+	}
+	if grace == 0 {
+		_ = syscall.Kill(-comp.cmd.Process.Pid, syscall.SIGKILL)
+		<-comp.done
+		return
 	}
 	_ = syscall.Kill(-comp.cmd.Process.Pid, syscall.SIGTERM)
 	select {

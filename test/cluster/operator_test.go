@@ -81,11 +81,12 @@ func installOperator(t *testing.T) {
 	}
 }
 
-// job is a TrainJob of the tests: 2 workers running command (by default the Fashion-MNIST
+// job is a TrainJob of the tests: 2 workers (or workers) running command (by default the Fashion-MNIST
 // example from the shared folder, with args) in the worker image, the runs' folders on
 // the shared folder.
 type job struct {
 	name    string
+	workers int      // 2 when 0
 	args    []string // the example's flags
 	command []string // instead of the example
 	spec    string   // more spec fields, YAML at the spec's indentation
@@ -119,6 +120,10 @@ func (j job) file(t *testing.T) string {
 	if image == "" {
 		image = testcluster.WorkerImage
 	}
+	workers := j.workers
+	if workers == 0 {
+		workers = 2
+	}
 	volumes := "{name: shared, persistentVolumeClaim: {claimName: shared}}" // sharedClaim: sharedDir
 	if j.volumes != "" {
 		volumes += ", " + j.volumes
@@ -131,7 +136,7 @@ func (j job) file(t *testing.T) string {
 kind: TrainJob
 metadata: {name: %s, labels: {%s}}
 spec:
-  workers: 2
+  workers: %d
   command: %s
   storagePath: /shared/results
 %s
@@ -141,7 +146,7 @@ spec:
     volumes: [%s]
     volumeMounts: [%s]
 %s
-`, j.name, j.labels, commandJSON, j.spec, image, volumes, mounts, j.kube)
+`, j.name, j.labels, workers, commandJSON, j.spec, image, volumes, mounts, j.kube)
 	path := filepath.Join(t.TempDir(), j.name+".yaml")
 	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
