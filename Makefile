@@ -180,7 +180,7 @@ lint:
 ## test: every test, including end-to-end training with real PyTorch
 test: deps build lint check-generated envtest-assets cluster-assets
 	TRAINYARD_BIN=$(BIN)/trainyard TRAINYARD_PYTHON=$(PYTHON) KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) \
-		TRAINYARD_CLUSTER_ASSETS=$(BIN) $(GO) test -count=1 -timeout 30m ./...
+		TRAINYARD_CLUSTER_ASSETS=$(BIN) $(GO) test -count=1 -timeout 50m ./...
 	@for m in $(TEST_MODULES); do echo "cd $$m && $(GO) test ./..."; \
 		(cd $$m && KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) $(GO) test -count=1 -timeout 10m ./...) || exit 1; done
 
