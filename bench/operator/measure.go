@@ -13,6 +13,7 @@ type results struct {
 	kcmCmd        string        // kube-controller-manager's command line, if it ran
 	kcmStarted    time.Duration // exec → its controllers run
 	ray           *rayResult    // KubeRay's operator, if it ran
+	rayErr        error         // why KubeRay's operator has no figures, if it failed
 	operatorStart stretch       // exec → the controller's workers run
 	operatorCmd   string
 	clientLimits  string
@@ -54,12 +55,16 @@ func measureAll(ctx context.Context, cfg *config) (res results, err error) {
 		return res, fmt.Errorf("peer: %w", err)
 	}
 	if cfg.kuberay != "" {
+		// KubeRay failing (a binary or CRDs of another version) leaves the operator's own
+		// figures to measure: the report says why it has none of KubeRay's.
 		ray, err := measureKubeRay(ctx, cfg, cp, m)
-		if err != nil {
-			return res, fmt.Errorf("KubeRay: %w", err)
+		if err == nil {
+			res.ray = &ray
+		} else {
+			res.rayErr = err
+			progress("KubeRay: %v", err)
 		}
-		res.ray = &ray
-		if err := removeKubeRay(ctx, cp); err != nil {
+		if err := removeKubeRay(ctx, cp); err != nil && res.rayErr == nil {
 			return res, fmt.Errorf("KubeRay: %w", err)
 		}
 	}

@@ -90,6 +90,9 @@ func renderReport(cfg *config, m machine, res results) string {
 	} else {
 		b.WriteString("- no kube-controller-manager (no garbage collector, no EndpointSlices)\n")
 	}
+	if res.rayErr != nil {
+		fmt.Fprintf(&b, "- KubeRay's operator: failed, so no figures of it: %v\n", res.rayErr)
+	}
 	if res.ray != nil {
 		fmt.Fprintf(&b, "- KubeRay's operator, defaults (QPS 100, burst 200, 1 reconcile worker): `%s` (%s); up %s after exec; "+
 			"RayClusters of a head and %d workers in `%s`\n", res.ray.cmd, m.kuberay, secs(res.ray.started), cfg.workers-1, rayImage)
