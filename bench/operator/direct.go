@@ -3,11 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
-	"strconv"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -17,70 +16,111 @@ import (
 // directResult is what the peer measured: the API server doing, for the benchmark's
 // own client, the writes the operator does for its TrainJobs.
 type directResult struct {
-	create  stretch // attempt 1's Services and Jobs created
-	pods    stretch // their pods created and set Running (setup)
+	create  stretch // attempt 1's Services and pods created
+	pods    stretch // their pods set Running (setup)
 	restart stretch // one worker failed, attempt 1 deleted, attempt 2 created
-	remove  stretch // attempt 2's Jobs and Services deleted
+	remove  stretch // attempt 2's Services and pods deleted
+}
+
+// peerAttempt is one attempt's objects as the peer creates them.
+type peerAttempt struct {
+	uid     string
+	service *corev1.Service
+	pods    []*corev1.Pod
+}
+
+// renderPeer renders attempt n of TrainJob i (UID uid, or a new one if empty) as the
+// operator would (workload.Render),
+// without the owner reference: the TrainJob does not exist here, and kube-controller-
+// manager's garbage collector would delete what names an owner that does not exist.
+func renderPeer(cfg *config, i, n int, uid string) (*peerAttempt, error) {
+	tj := trainJob(directNamespace, i, cfg.workers)
+	tj.UID = types.UID(uid)
+	if uid == "" {
+		tj.UID = uuid.NewUUID()
+	}
+	a, err := workload.Render(tj, n, workload.Options{Image: cfg.image})
+	if err != nil {
+		return nil, err
+	}
+	out := &peerAttempt{uid: string(tj.UID), service: a.Service, pods: a.Pods()}
+	out.service.OwnerReferences = nil
+	for _, p := range out.pods {
+		p.OwnerReferences = nil
+	}
+	return out, nil
+}
+
+// create creates the attempt's Service, then its pods: the operator's order.
+func (a *peerAttempt) create(ctx context.Context, c client.Client) error {
+	if err := c.Create(ctx, a.service); err != nil {
+		return fmt.Errorf("create Service %s: %w", a.service.Name, err)
+	}
+	for _, p := range a.pods {
+		if err := c.Create(ctx, p); err != nil {
+			return fmt.Errorf("create pod %s: %w", p.Name, err)
+		}
+	}
+	return nil
+}
+
+// remove deletes the attempt's Service and its pods (one delete-collection by label, as
+// the operator's teardown does).
+func (a *peerAttempt) remove(ctx context.Context, c client.Client) error {
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: a.service.Name, Namespace: a.service.Namespace}}
+	if err := c.Delete(ctx, svc); err != nil {
+		return fmt.Errorf("delete Service %s: %w", svc.Name, err)
+	}
+	if err := c.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(a.service.Namespace),
+		client.MatchingLabels{workload.LabelJobUID: a.uid, workload.LabelAttempt: a.service.Labels[workload.LabelAttempt]}); err != nil {
+		return fmt.Errorf("delete the pods of %s: %w", svc.Name, err)
+	}
+	return nil
 }
 
 // measureDirect creates, restarts and deletes cfg.jobs attempts straight from the
 // benchmark's client, in directNamespace, with cfg.clients goroutines. The objects are
 // what workload.Render makes for TrainJobs like the operator's (which do not exist
-// here: they only give the objects their owner and UID).
+// here: they only give the objects their names, labels and UID).
 func measureDirect(ctx context.Context, cfg *config, cp *controlPlane, m *meter) (res directResult, err error) {
-	c, opts := cp.client, workload.Options{Image: cfg.image}
-	first := make([]*workload.Attempt, cfg.jobs)
-	second := make([]*workload.Attempt, cfg.jobs)
+	c := cp.client
+	first := make([]*peerAttempt, cfg.jobs)
+	second := make([]*peerAttempt, cfg.jobs)
 	for i := range cfg.jobs {
-		tj := trainJob(directNamespace, i, cfg.workers)
-		tj.UID = uuid.NewUUID()
-		if first[i], err = workload.Render(tj, 1, opts); err != nil {
+		if first[i], err = renderPeer(cfg, i, 1, ""); err != nil {
 			return res, err
 		}
-		if second[i], err = workload.Render(tj, 2, opts); err != nil {
+		if second[i], err = renderPeer(cfg, i, 2, first[i].uid); err != nil {
 			return res, err
 		}
 	}
-	create := func(a *workload.Attempt) error {
-		for _, obj := range []client.Object{a.Service, a.Job} { // the operator's order
-			if err := c.Create(ctx, obj); err != nil {
-				return fmt.Errorf("create %s: %w", obj.GetName(), err)
-			}
-		}
-		return nil
-	}
-	progress("peer: %d Services and %d Jobs created from the benchmark's client, %d goroutines", cfg.jobs, cfg.jobs, cfg.clients)
+	progress("peer: %d Services and %d pods created from the benchmark's client, %d goroutines", cfg.jobs, cfg.jobs*cfg.workers, cfg.clients)
 	if res.create, err = m.measure(ctx, "peer: create attempt 1", func() error {
-		_, err := hammer(cfg.jobs, cfg.clients, func(i int) error { return create(first[i]) })
+		_, err := hammer(cfg.jobs, cfg.clients, func(i int) error { return first[i].create(ctx, c) })
 		return err
 	}); err != nil {
 		return res, err
 	}
-	pods := make([][]*corev1.Pod, cfg.jobs)
-	progress("peer: %d pods created and set Running (setup)", cfg.jobs*cfg.workers)
+	progress("peer: %d pods set Running (setup)", cfg.jobs*cfg.workers)
+	running := runningPatch()
 	if res.pods, err = m.measure(ctx, "peer: pods", func() error {
-		_, err := hammer(cfg.jobs, cfg.clients, func(i int) (err error) {
-			pods[i], err = startPods(ctx, c, first[i].Job)
-			return err
+		_, err := hammer(cfg.jobs*cfg.workers, cfg.clients, func(i int) error {
+			return patchPodStatus(ctx, c, directNamespace, first[i/cfg.workers].pods[i%cfg.workers].Name, running)
 		})
 		return err
 	}); err != nil {
 		return res, err
 	}
 	progress("peer: one worker of each Failed, attempt 1 deleted, attempt 2 created")
+	failed := failedPatch()
 	restart := func(i int) error {
-		if err := failPod(ctx, c, pods[i][failedWorker(cfg.workers)]); err != nil {
+		if err := patchPodStatus(ctx, c, directNamespace, first[i].pods[failedWorker(cfg.workers)].Name, failed); err != nil {
 			return err
 		}
-		if err := deleteAttempt(ctx, c, first[i]); err != nil {
+		if err := first[i].remove(ctx, c); err != nil {
 			return err
 		}
-		uid := first[i].Job.Labels[workload.LabelJobUID]
-		if err := c.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(directNamespace),
-			client.MatchingLabels{workload.LabelJobUID: uid, workload.LabelAttempt: strconv.Itoa(1)}); err != nil {
-			return fmt.Errorf("delete the pods of %s: %w", first[i].Job.Name, err)
-		}
-		return create(second[i])
+		return second[i].create(ctx, c)
 	}
 	if res.restart, err = m.measure(ctx, "peer: restart", func() error {
 		_, err := hammer(cfg.jobs, cfg.clients, restart)
@@ -88,23 +128,10 @@ func measureDirect(ctx context.Context, cfg *config, cp *controlPlane, m *meter)
 	}); err != nil {
 		return res, err
 	}
-	progress("peer: attempt 2's Jobs and Services deleted")
+	progress("peer: attempt 2's Services and pods deleted")
 	res.remove, err = m.measure(ctx, "peer: delete attempt 2", func() error {
-		_, err := hammer(cfg.jobs, cfg.clients, func(i int) error { return deleteAttempt(ctx, c, second[i]) })
+		_, err := hammer(cfg.jobs, cfg.clients, func(i int) error { return second[i].remove(ctx, c) })
 		return err
 	})
 	return res, err
-}
-
-// deleteAttempt deletes an attempt's Job (in the background, as the operator does) and
-// Service.
-func deleteAttempt(ctx context.Context, c client.Client, a *workload.Attempt) error {
-	bg := client.PropagationPolicy(metav1.DeletePropagationBackground)
-	meta := metav1.ObjectMeta{Name: a.Job.Name, Namespace: a.Job.Namespace}
-	for _, obj := range []client.Object{&batchv1.Job{ObjectMeta: meta}, &corev1.Service{ObjectMeta: *meta.DeepCopy()}} {
-		if err := c.Delete(ctx, obj, bg); err != nil {
-			return fmt.Errorf("delete %s: %w", meta.Name, err)
-		}
-	}
-	return nil
 }

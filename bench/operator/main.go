@@ -1,25 +1,27 @@
 // Command operator benchmarks the Kubernetes operator against a real test API server
-// (kube-apiserver and etcd, started with controller-runtime's envtest), with no kubelet
-// and no Job controller: the benchmark makes the pods and sets their status as those
-// would.
+// (kube-apiserver and etcd, started with controller-runtime's envtest), with no kubelet:
+// the benchmark sets the pods' status as a kubelet would. With -kcm the real
+// kube-controller-manager runs beside them at its default flags (garbage collector,
+// EndpointSlices, the Job controller, ...).
 //
 //   - phase 1: -jobs TrainJobs of -workers workers are created from -clients goroutines;
-//     timed until every attempt-1 Job and Service exists;
-//   - then every Job's pods are made and set Running (timed apart), so that the operator
-//     holds -jobs × -workers pods in its cache, as on a real cluster;
+//     timed until every attempt-1 Service and every worker's pod exists;
+//   - then every pod is set Running (timed apart), so that the operator holds
+//     -jobs × -workers running pods in its cache, as on a real cluster;
 //   - phase 2: one worker of each job is set Failed (exit code 1); timed until every
-//     attempt-2 Job and Service exists, and until attempt 1's Jobs, Services and pods are
-//     gone;
+//     attempt-2 Service and pod exists, and until attempt 1's Services and pods are gone;
 //   - the peer, in the same run on the same API server before the operator starts: the
-//     same Jobs and Services (rendered with workload.Render) created, restarted and
-//     deleted straight from the benchmark's client, in a namespace of their own.
+//     same Services and pods (rendered with workload.Render) created, restarted and
+//     deleted straight from the benchmark's client, in a namespace of their own;
+//   - with -kuberay, KubeRay's operator (at its defaults) making the pods of -jobs
+//     RayClusters of a head and -workers-1 workers, after the peer: the issue's peer.
 //
 // The operator runs as a process of its own (`trainyard operator`), so that its memory
 // (VmRSS, VmHWM) is its own.
 //
 // Usage:
 //
-//	make build && go run ./bench/operator -jobs 1000 -workers 4
+//	make build && go run ./bench/operator -jobs 1000 -workers 4 -kcm ./bin/kube-controller-manager-v1.37.1
 //
 // See bench/operator/README.md.
 package main
@@ -46,6 +48,9 @@ type config struct {
 	workers     int           // workers per TrainJob
 	clients     int           // goroutines that create and update objects
 	assets      string        // folder holding kube-apiserver and etcd
+	kcm         string        // kube-controller-manager binary, or "" to run none
+	kuberay     string        // KubeRay's operator binary, or "" to run none
+	kuberayCRDs string        // folder holding KubeRay's CRDs
 	crds        string        // folder holding the TrainJob CRD
 	trainyard   string        // the binary under test
 	image       string        // the operator's --image
@@ -127,6 +132,9 @@ func parseFlags(args []string) (*config, error) {
 	fs.IntVar(&cfg.workers, "workers", 4, "workers per TrainJob (pods per attempt)")
 	fs.IntVar(&cfg.clients, "clients", 16, "goroutines that create TrainJobs, pods and the peer's objects and set pod status")
 	fs.StringVar(&cfg.assets, "assets", defaultAssets(), "folder holding kube-apiserver and etcd (default $KUBEBUILDER_ASSETS, else ./bin/k8s-1.37.1)")
+	fs.StringVar(&cfg.kcm, "kcm", "", "kube-controller-manager binary to run beside the API server at its default flags (e.g. ./bin/kube-controller-manager-v1.37.1); none if empty")
+	fs.StringVar(&cfg.kuberay, "kuberay", "", "KubeRay's operator binary: measure it making the pods of -jobs RayClusters (a head and -workers-1 workers) as the peer; none if empty")
+	fs.StringVar(&cfg.kuberayCRDs, "kuberay-crds", "", "with -kuberay: folder holding KubeRay's CRDs (ray-operator/config/crd/bases of its module)")
 	fs.StringVar(&cfg.crds, "crds", filepath.Join("config", "crd", "bases"), "folder holding the TrainJob CRD")
 	fs.StringVar(&cfg.trainyard, "trainyard", "./bin/trainyard", "trainyard binary whose `operator` command is measured (copied into the run's folder at start)")
 	fs.StringVar(&cfg.image, "image", "ghcr.io/trainyard/trainyard:bench", "the operator's --image")
@@ -156,6 +164,9 @@ func parseFlags(args []string) (*config, error) {
 		}
 		cfg.cpuProfile = abs
 	}
+	if cfg.kuberay != "" && cfg.kuberayCRDs == "" {
+		return nil, errors.New("-kuberay needs -kuberay-crds")
+	}
 	if fs.NArg() > 0 || cfg.jobs < 1 || cfg.workers < 1 || cfg.clients < 1 || cfg.poll <= 0 || cfg.timeout <= 0 {
 		return nil, errors.New("usage: operator [-jobs N] [-workers N] [-clients N] [-assets DIR] [-trainyard BIN] [-operator-qps Q] [-markdown FILE]")
 	}
@@ -172,6 +183,14 @@ func (c *config) prepare() error {
 	}
 	if _, err := os.Stat(c.crds); err != nil {
 		return fmt.Errorf("-crds: %w (run from the repository's root)", err)
+	}
+	for flag, path := range map[string]string{"-kcm": c.kcm, "-kuberay": c.kuberay, "-kuberay-crds": c.kuberayCRDs} {
+		if path == "" {
+			continue
+		}
+		if _, err := os.Stat(path); err != nil {
+			return fmt.Errorf("%s: %w", flag, err)
+		}
 	}
 	root, err := os.MkdirTemp(c.dir, "trainyard-bench-operator-")
 	if err != nil {

@@ -10,18 +10,25 @@ import (
 const (
 	procAPIServer = "kube-apiserver"
 	procEtcd      = "etcd"
+	procKCM       = "kube-controller-manager"
 	procOperator  = "operator"
+	procKubeRay   = "KubeRay"
 	procBench     = "benchmark"
 )
 
 // processes are the columns of the CPU table, in order.
-var processes = []string{procAPIServer, procEtcd, procOperator, procBench}
+var processes = []string{procAPIServer, procEtcd, procKCM, procOperator, procKubeRay, procBench}
 
 // meter reads, at the edges of each stretch of the run, the CPU time of the control
-// plane, the operator and the benchmark, and the API server's request counts.
+// plane, the operators and the benchmark, and the API server's request counts.
 type meter struct {
-	cp       *controlPlane
-	operator int // pid, once started
+	cp   *controlPlane
+	pids map[string]int // by process name (processes), while it runs
+}
+
+// newMeter is a meter of the control plane and this process.
+func newMeter(cp *controlPlane) *meter {
+	return &meter{cp: cp, pids: map[string]int{procAPIServer: cp.apiserver, procEtcd: cp.etcd, procBench: os.Getpid()}}
 }
 
 // snapshot is what the meter read at one moment.
@@ -41,8 +48,7 @@ type stretch struct {
 
 func (m *meter) read(ctx context.Context) (snapshot, error) {
 	s := snapshot{at: time.Now(), cpu: map[string]time.Duration{}}
-	pids := map[string]int{procAPIServer: m.cp.apiserver, procEtcd: m.cp.etcd, procOperator: m.operator, procBench: os.Getpid()}
-	for name, pid := range pids {
+	for name, pid := range m.pids {
 		if pid == 0 {
 			continue
 		}

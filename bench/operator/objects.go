@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -9,19 +10,20 @@ import (
 	"sync/atomic"
 	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
 	"github.com/trainyard/trainyard/internal/workload"
 )
 
-// Namespaces: the operator's TrainJobs, and the peer's Jobs and Services.
+// Namespaces: the operator's TrainJobs, the peer's Services and pods, and KubeRay's RayClusters.
 const (
 	operatorNamespace = "bench"
 	directNamespace   = "direct"
+	rayNamespace      = "ray"
 )
 
 // jobName is the name of TrainJob i.
@@ -38,7 +40,7 @@ func trainJob(ns string, i, workers int) *v1.TrainJob {
 	}
 }
 
-// attemptNames are the names of attempt n's Jobs (and Services) of jobs TrainJobs.
+// attemptNames are the names of attempt n's Services of jobs TrainJobs.
 func attemptNames(jobs, n int) []string {
 	out := make([]string, jobs)
 	for i := range out {
@@ -47,61 +49,81 @@ func attemptNames(jobs, n int) []string {
 	return out
 }
 
-// podName is the name of worker w's pod of an attempt's Job.
-func podName(job string, w int) string { return fmt.Sprintf("%s-%d-x", job, w) }
-
-// podNames are the names of every pod of attempt n.
+// podNames are the names of every worker's pod of attempt n (workload.PodName: "<job>-aN-i").
 func podNames(jobs, workers, n int) []string {
 	out := make([]string, 0, jobs*workers)
-	for _, j := range attemptNames(jobs, n) {
+	for i := range jobs {
 		for w := range workers {
-			out = append(out, podName(j, w))
+			out = append(out, workload.PodName(jobName(i), n, w))
 		}
 	}
 	return out
 }
 
-// startPods makes the Job's pods as the Job controller would (the template's labels, the
-// completion index as label and annotation, the Job as controller), then sets each
-// Running as a kubelet would. It returns the pods as last written.
-func startPods(ctx context.Context, c client.Client, job *batchv1.Job) ([]*corev1.Pod, error) {
-	var out []*corev1.Pod
-	for i := range int(*job.Spec.Completions) {
-		tmpl := job.Spec.Template.DeepCopy()
-		idx := strconv.Itoa(i)
-		p := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: podName(job.Name, i), Namespace: job.Namespace,
-				Labels: tmpl.Labels, Annotations: map[string]string{workload.LabelCompletionIndex: idx},
-				OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(job, batchv1.SchemeGroupVersion.WithKind("Job"))}},
-			Spec: tmpl.Spec,
-		}
-		p.Labels[workload.LabelCompletionIndex] = idx
-		p.Spec.Hostname = fmt.Sprintf("%s-%d", job.Name, i)
-		if err := c.Create(ctx, p); err != nil {
-			return nil, fmt.Errorf("create pod %s: %w", p.Name, err)
-		}
-		p.Status.Phase = corev1.PodRunning
-		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: workload.WorkerContainer, Ready: true,
-			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}}}
-		if err := c.Status().Update(ctx, p); err != nil {
-			return nil, fmt.Errorf("set pod %s running: %w", p.Name, err)
-		}
-		out = append(out, p)
+// podKey is the name a worker's pod is tracked under: workload.PodName from its labels
+// (job, attempt, worker index), so that pods an Indexed Job's controller named with a
+// random suffix (the operator before 6df8120) count as their worker's; a pod without
+// those labels (a RayCluster's) keeps its own name.
+func podKey(name string, labels map[string]string) string {
+	job, attempt, idx := labels[workload.LabelJob], labels[workload.LabelAttempt], workload.WorkerIndex(labels)
+	n, err := strconv.Atoi(attempt)
+	if job == "" || err != nil || idx < 0 {
+		return name
 	}
-	return out, nil
+	return workload.PodName(job, n, idx)
 }
 
-// failPod sets a running pod's status as a kubelet does when its worker exits with code
-// 1. The pod is as last written, so no read is needed.
-func failPod(ctx context.Context, c client.Client, p *corev1.Pod) error {
-	p.Status.Phase = corev1.PodFailed
-	p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: workload.WorkerContainer,
-		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error",
-			Message: "Traceback (most recent call last): RuntimeError: bench"}}}}
-	if err := c.Status().Update(ctx, p); err != nil {
-		return fmt.Errorf("fail pod %s: %w", p.Name, err)
+// runningPatch is the status a kubelet writes once a worker's containers run: the init
+// container done, the worker container running and ready.
+func runningPatch() []byte {
+	now := metav1.Now()
+	st := corev1.PodStatus{Phase: corev1.PodRunning,
+		InitContainerStatuses: []corev1.ContainerStatus{{Name: workload.InitContainer, Ready: true,
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed"}}}},
+		ContainerStatuses: []corev1.ContainerStatus{{Name: workload.WorkerContainer, Ready: true,
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}}}}
+	return statusPatch(st)
+}
+
+// failedPatch is the status a kubelet writes when the worker exits with code 1.
+func failedPatch() []byte {
+	return statusPatch(corev1.PodStatus{Phase: corev1.PodFailed,
+		ContainerStatuses: []corev1.ContainerStatus{{Name: workload.WorkerContainer,
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error",
+				Message: "Traceback (most recent call last): RuntimeError: bench"}}}}})
+}
+
+func statusPatch(st corev1.PodStatus) []byte {
+	data, err := json.Marshal(map[string]any{"status": st})
+	if err != nil {
+		panic(err) // a PodStatus always marshals
+	}
+	return data
+}
+
+// patchPodStatus writes a pod's status as a kubelet does (a merge patch of pods/status,
+// with no precondition, so a pod the operator changed meanwhile needs no second read).
+func patchPodStatus(ctx context.Context, c client.Client, ns, name string, patch []byte) error {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	if err := c.Status().Patch(ctx, p, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		return fmt.Errorf("patch the status of pod %s: %w", name, err)
 	}
 	return nil
+}
+
+// listAttemptPods lists the pods of attempt n in namespace ns, straight from the API
+// server, as a map from podKey to the pod's name.
+func listAttemptPods(ctx context.Context, c client.Client, ns string, n int) (map[string]string, error) {
+	var l metav1.PartialObjectMetadataList
+	l.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("PodList"))
+	if err := c.List(ctx, &l, client.InNamespace(ns), client.MatchingLabels{workload.LabelAttempt: strconv.Itoa(n)}); err != nil {
+		return nil, fmt.Errorf("list the pods of attempt %d: %w", n, err)
+	}
+	out := make(map[string]string, len(l.Items))
+	for _, p := range l.Items {
+		out[podKey(p.Name, p.Labels)] = p.Name
+	}
+	return out, nil
 }
 
 // failedWorker is the worker the benchmark fails in each job: worker 1, or 0 alone.

@@ -5,32 +5,29 @@ import (
 	"fmt"
 	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
 	"github.com/trainyard/trainyard/bench/internal/host"
 	"github.com/trainyard/trainyard/internal/workload"
 )
 
-// phase1Result is phase 1: TrainJobs created until every attempt-1 Job and Service exists.
+// phase1Result is phase 1: TrainJobs created until every attempt-1 Service and pod exists.
 type phase1Result struct {
 	stretch
 	creates    time.Duration // the TrainJob creates alone
-	jobs       time.Duration // first create → the last attempt-1 Job seen
+	pods       time.Duration // first create → the last attempt-1 pod seen
 	services   time.Duration // first create → the last attempt-1 Service seen
 	statusDone time.Duration // first create → every TrainJob's status says attempt 1 was created
 }
 
-// allExist is the time until every Job and Service exists.
-func (p phase1Result) allExist() time.Duration { return max(p.jobs, p.services) }
+// allExist is the time until every Service and pod exists.
+func (p phase1Result) allExist() time.Duration { return max(p.pods, p.services) }
 
-// podsResult is the setup between the phases: every pod made and set Running.
+// podsResult is the setup between the phases: every pod set Running.
 type podsResult struct {
 	stretch
-	pods    time.Duration // the pods created and set Running
+	pods    time.Duration // the pods' statuses written
 	running time.Duration // start → every TrainJob's status says Running
 }
 
@@ -38,13 +35,13 @@ type podsResult struct {
 type phase2Result struct {
 	stretch
 	fails    time.Duration // the pod status updates alone
-	jobs     time.Duration // first failure → the last attempt-2 Job seen
+	pods     time.Duration // first failure → the last attempt-2 pod seen
 	services time.Duration // first failure → the last attempt-2 Service seen
-	gone     time.Duration // first failure → attempt 1's last Job, Service or pod gone
+	gone     time.Duration // first failure → attempt 1's last Service or pod gone
 }
 
-// allExist is the time until every attempt-2 Job and Service exists.
-func (p phase2Result) allExist() time.Duration { return max(p.jobs, p.services) }
+// allExist is the time until every attempt-2 Service and pod exists.
+func (p phase2Result) allExist() time.Duration { return max(p.pods, p.services) }
 
 // operatorRun holds what the operator phases share.
 type operatorRun struct {
@@ -52,15 +49,13 @@ type operatorRun struct {
 	cp    *controlPlane
 	m     *meter
 	t     *tracker
-	pods  [][]*corev1.Pod // each job's attempt-1 pods, as last written
-	start time.Time       // when the current phase began
+	start time.Time // when the current phase began
 }
 
-// phase1 creates the TrainJobs and waits until the operator made every attempt-1 Job and
-// Service, and wrote every TrainJob's status.
+// phase1 creates the TrainJobs and waits until the operator made every attempt-1
+// Service and pod, and wrote every TrainJob's status.
 func (r *operatorRun) phase1(ctx context.Context) (res phase1Result, err error) {
 	n := r.cfg.jobs
-	names := attemptNames(n, 1)
 	progress("phase 1: %d TrainJobs of %d workers created from %d goroutines", n, r.cfg.workers, r.cfg.clients)
 	res.stretch, err = r.m.measure(ctx, "phase 1", func() error {
 		r.start = time.Now()
@@ -71,8 +66,8 @@ func (r *operatorRun) phase1(ctx context.Context) (res phase1Result, err error) 
 		if err != nil {
 			return err
 		}
-		progress("phase 1: creates done in %s; waiting for every attempt-1 Job and Service", res.creates.Round(time.Millisecond))
-		if res.jobs, res.services, err = r.waitPresent(ctx, "phase 1: attempt-1 Jobs and Services", names); err != nil {
+		progress("phase 1: creates done in %s; waiting for every attempt-1 Service and pod", res.creates.Round(time.Millisecond))
+		if res.pods, res.services, err = r.waitPresent(ctx, "phase 1: attempt-1 Services and pods", 1); err != nil {
 			return err
 		}
 		res.statusDone, err = r.waitStatus(ctx, "phase 1: TrainJob statuses say attempt 1 was created", func(st *v1.TrainJobStatus) bool {
@@ -83,25 +78,25 @@ func (r *operatorRun) phase1(ctx context.Context) (res phase1Result, err error) 
 	return res, err
 }
 
-// startAllPods makes every attempt-1 pod and sets it Running, then waits until every
-// TrainJob's status says Running.
+// startAllPods sets every attempt-1 pod Running, as a kubelet would, then waits until
+// every TrainJob's status says Running.
 func (r *operatorRun) startAllPods(ctx context.Context) (res podsResult, err error) {
-	n := r.cfg.jobs
-	r.pods = make([][]*corev1.Pod, n)
-	progress("pods: %d pods created and set Running from %d goroutines (not part of either phase)", n*r.cfg.workers, r.cfg.clients)
+	progress("pods: %d pods set Running from %d goroutines (not part of either phase)", r.cfg.jobs*r.cfg.workers, r.cfg.clients)
 	res.stretch, err = r.m.measure(ctx, "pods", func() error {
 		r.start = time.Now()
-		var err error
-		res.pods, err = hammer(n, r.cfg.clients, func(i int) error {
-			var job batchv1.Job
-			key := client.ObjectKey{Namespace: operatorNamespace, Name: workload.AttemptName(jobName(i), 1)}
-			if err := r.cp.client.Get(ctx, key, &job); err != nil {
-				return err
-			}
-			r.pods[i], err = startPods(ctx, r.cp.client, &job)
-			return err
-		})
+		pods, err := listAttemptPods(ctx, r.cp.client, operatorNamespace, 1)
 		if err != nil {
+			return err
+		}
+		names := podNames(r.cfg.jobs, r.cfg.workers, 1)
+		patch := runningPatch()
+		if res.pods, err = hammer(len(names), r.cfg.clients, func(i int) error {
+			name, ok := pods[names[i]]
+			if !ok {
+				return fmt.Errorf("no pod for worker %s", names[i])
+			}
+			return patchPodStatus(ctx, r.cp.client, operatorNamespace, name, patch)
+		}); err != nil {
 			return err
 		}
 		progress("pods: done in %s; waiting for every TrainJob to say Running", res.pods.Round(time.Millisecond))
@@ -113,20 +108,27 @@ func (r *operatorRun) startAllPods(ctx context.Context) (res podsResult, err err
 	return res, err
 }
 
-// phase2 fails one worker of each job and waits until every attempt-2 Job and Service
+// phase2 fails one worker of each job and waits until every attempt-2 Service and pod
 // exists and attempt 1 is gone.
 func (r *operatorRun) phase2(ctx context.Context) (res phase2Result, err error) {
 	n, w := r.cfg.jobs, failedWorker(r.cfg.workers)
 	progress("phase 2: worker %d of each of the %d jobs set Failed (exit code 1) from %d goroutines", w, n, r.cfg.clients)
+	pods, err := listAttemptPods(ctx, r.cp.client, operatorNamespace, 1)
+	if err != nil {
+		return res, err
+	}
+	patch := failedPatch()
 	res.stretch, err = r.m.measure(ctx, "phase 2", func() error {
 		r.start = time.Now()
 		var err error
-		res.fails, err = hammer(n, r.cfg.clients, func(i int) error { return failPod(ctx, r.cp.client, r.pods[i][w]) })
+		res.fails, err = hammer(n, r.cfg.clients, func(i int) error {
+			return patchPodStatus(ctx, r.cp.client, operatorNamespace, pods[workload.PodName(jobName(i), 1, w)], patch)
+		})
 		if err != nil {
 			return err
 		}
-		progress("phase 2: failures set in %s; waiting for every attempt-2 Job and Service", res.fails.Round(time.Millisecond))
-		if res.jobs, res.services, err = r.waitPresent(ctx, "phase 2: attempt-2 Jobs and Services", attemptNames(n, 2)); err != nil {
+		progress("phase 2: failures set in %s; waiting for every attempt-2 Service and pod", res.fails.Round(time.Millisecond))
+		if res.pods, res.services, err = r.waitPresent(ctx, "phase 2: attempt-2 Services and pods", 2); err != nil {
 			return err
 		}
 		res.gone, err = r.waitGone(ctx, "phase 2: attempt 1 gone")
@@ -135,29 +137,29 @@ func (r *operatorRun) phase2(ctx context.Context) (res phase2Result, err error) 
 	return res, err
 }
 
-// waitPresent waits until every named Job and Service exists, and returns the time from
-// the phase's start until the last Job and the last Service were seen.
-func (r *operatorRun) waitPresent(ctx context.Context, what string, names []string) (jobs, services time.Duration, err error) {
+// waitPresent waits until every Service and worker pod of attempt n exists, and returns
+// the time from the phase's start until the last pod and the last Service were seen.
+func (r *operatorRun) waitPresent(ctx context.Context, what string, n int) (pods, services time.Duration, err error) {
+	names, podList := attemptNames(r.cfg.jobs, n), podNames(r.cfg.jobs, r.cfg.workers, n)
 	err = waitFor(ctx, r.cfg.poll, what, func() (bool, string, error) {
-		nj, lastJob := r.t.present(kindJob, names)
+		np, lastPod := r.t.present(kindPod, podList)
 		ns, lastSvc := r.t.present(kindService, names)
-		jobs, services = lastJob.Sub(r.start), lastSvc.Sub(r.start)
-		return nj == len(names) && ns == len(names), fmt.Sprintf("%d of %d Jobs, %d Services", nj, len(names), ns), nil
+		pods, services = lastPod.Sub(r.start), lastSvc.Sub(r.start)
+		return np == len(podList) && ns == len(names), fmt.Sprintf("%d of %d pods, %d of %d Services", np, len(podList), ns, len(names)), nil
 	})
-	return jobs, services, err
+	return pods, services, err
 }
 
-// waitGone waits until attempt 1's Jobs, Services and pods are all gone, and returns the
-// time from the phase's start until the last went.
+// waitGone waits until attempt 1's Services and pods are all gone, and returns the time
+// from the phase's start until the last went.
 func (r *operatorRun) waitGone(ctx context.Context, what string) (took time.Duration, err error) {
 	names, pods := attemptNames(r.cfg.jobs, 1), podNames(r.cfg.jobs, r.cfg.workers, 1)
 	err = waitFor(ctx, r.cfg.poll, what, func() (bool, string, error) {
-		nj, lastJob := r.t.gone(kindJob, names)
 		ns, lastSvc := r.t.gone(kindService, names)
 		np, lastPod := r.t.gone(kindPod, pods)
-		took = later(later(lastJob, lastSvc), lastPod).Sub(r.start)
-		return nj == len(names) && ns == len(names) && np == len(pods),
-			fmt.Sprintf("%d of %d Jobs, %d Services, %d of %d pods gone", nj, len(names), ns, np, len(pods)), nil
+		took = later(lastSvc, lastPod).Sub(r.start)
+		return ns == len(names) && np == len(pods),
+			fmt.Sprintf("%d of %d Services, %d of %d pods gone", ns, len(names), np, len(pods)), nil
 	})
 	return took, err
 }

@@ -22,6 +22,8 @@ type machine struct {
 	trainyard  string // `trainyard version`
 	apiserver  string // `kube-apiserver --version`
 	etcd       string // `etcd --version`, first line
+	kcm        string // `kube-controller-manager --version`
+	kuberay    string // KubeRay's version, from its module
 	loadBefore string
 	loadAfter  string
 }
@@ -45,6 +47,12 @@ func describeMachine(ctx context.Context, cfg *config) machine {
 	}
 	m.apiserver = version(filepath.Join(cfg.assets, "kube-apiserver"), "--version")
 	m.etcd = version(filepath.Join(cfg.assets, "etcd"), "--version")
+	if cfg.kcm != "" {
+		m.kcm = version(cfg.kcm, "--version")
+	}
+	if cfg.kuberay != "" {
+		m.kuberay = moduleVersion(ctx, cfg.kuberay)
+	}
 	return m
 }
 
@@ -76,17 +84,38 @@ func renderReport(cfg *config, m machine, res results) string {
 	fmt.Fprintf(&b, "- command: `go run ./bench/operator %s`\n", strings.Join(os.Args[1:], " "))
 	fmt.Fprintf(&b, "- control plane (envtest; etcd with --unsafe-no-fsync): %s, %s; started with the TrainJob CRD in %s\n",
 		m.apiserver, m.etcd, secs(res.controlPlane))
+	if res.kcmCmd != "" {
+		fmt.Fprintf(&b, "- kube-controller-manager, default flags: `%s` (%s); its controllers ran %s after exec\n",
+			res.kcmCmd, m.kcm, secs(res.kcmStarted))
+	} else {
+		b.WriteString("- no kube-controller-manager (no garbage collector, no EndpointSlices)\n")
+	}
+	if res.rayErr != nil {
+		fmt.Fprintf(&b, "- KubeRay's operator: failed, so no figures of it: %v\n", res.rayErr)
+	}
+	if res.ray != nil {
+		fmt.Fprintf(&b, "- KubeRay's operator, defaults (QPS 100, burst 200, 1 reconcile worker): `%s` (%s); up %s after exec; "+
+			"RayClusters of a head and %d workers in `%s`\n", res.ray.cmd, m.kuberay, secs(res.ray.started), cfg.workers-1, rayImage)
+	}
 	fmt.Fprintf(&b, "- operator: `%s` (%s), its own process; up (caches in sync, workers running) %s after exec\n",
 		res.operatorCmd, m.trainyard, secs(res.operatorStart.wall))
 	fmt.Fprintf(&b, "- operator's API client: %s\n", res.clientLimits)
 	fmt.Fprintf(&b, "- benchmark's client: no client-side limit (QPS -1); %d goroutines create and update; its watches of namespace %q "+
-		"(metadata of Jobs, Services, pods; whole TrainJobs) time each object's arrival and departure\n\n", cfg.clients, operatorNamespace)
+		"(metadata of Services and pods; whole TrainJobs) time each object's arrival and departure\n\n", cfg.clients, operatorNamespace)
 	writeTimes(&b, cfg, res)
-	writeMemory(&b, res.memory)
-	stretches := []stretch{res.direct.create, res.direct.pods, res.direct.restart, res.direct.remove,
-		res.operatorStart, res.phase1.stretch, res.pods.stretch, res.phase2.stretch}
-	writeCPU(&b, stretches)
-	writeRequests(&b, cfg, stretches[:3], stretches[5:])
+	writeKubeRay(&b, cfg, res)
+	b.WriteString("### Operator memory\n\n")
+	writeMemory(&b, "operator process", res.memory)
+	if res.ray != nil {
+		writeMemory(&b, "KubeRay's operator process", res.ray.memory)
+	}
+	peer := []stretch{res.direct.create, res.direct.pods, res.direct.restart, res.direct.remove}
+	if res.ray != nil {
+		peer = append(peer, res.ray.stretch)
+	}
+	op := []stretch{res.phase1.stretch, res.pods.stretch, res.phase2.stretch}
+	writeCPU(&b, cfg, append(append(append([]stretch(nil), peer...), res.operatorStart), op...))
+	writeRequests(&b, cfg, peer, op)
 	return b.String()
 }
 
@@ -96,41 +125,65 @@ func writeTimes(b *strings.Builder, cfg *config, res results) {
 	p1, p2, d := res.phase1, res.phase2, res.direct
 	b.WriteString("### Time\n\n")
 	b.WriteString("| measure | operator | peer: the same objects from the benchmark's client, same API server | operator / peer |\n|---|---:|---:|---:|\n")
-	fmt.Fprintf(b, "| **phase 1**: first TrainJob create → every attempt-1 Job and Service exists | %s | %s (%d Services + %d Jobs created) | %s |\n",
-		secs(p1.allExist()), secs(d.create.wall), n, n, ratio(p1.allExist(), d.create.wall))
+	fmt.Fprintf(b, "| **phase 1**: first TrainJob create → every attempt-1 Service and pod exists | %s | %s (%d Services + %d pods created) | %s |\n",
+		secs(p1.allExist()), secs(d.create.wall), n, pods, ratio(p1.allExist(), d.create.wall))
+	if res.ray != nil {
+		fmt.Fprintf(b, "| phase 1 against KubeRay: first RayCluster create → every pod exists | %s | %s (KubeRay's operator, %d RayClusters, %d pods) | %s |\n",
+			secs(p1.allExist()), secs(res.ray.pods), n, pods, ratio(p1.allExist(), res.ray.pods))
+	}
 	fmt.Fprintf(b, "| phase 1: the %d TrainJob creates alone | %s | | |\n", n, secs(p1.creates))
-	fmt.Fprintf(b, "| phase 1: → the last Job / the last Service seen | %s / %s | | |\n", secs(p1.jobs), secs(p1.services))
+	fmt.Fprintf(b, "| phase 1: → the last pod / the last Service seen | %s / %s | | |\n", secs(p1.pods), secs(p1.services))
 	fmt.Fprintf(b, "| phase 1: → every TrainJob's status says attempt 1 was created | %s | | |\n", secs(p1.statusDone))
-	fmt.Fprintf(b, "| setup: %d pods created and set Running (the benchmark's work) | %s | %s | |\n", pods, secs(res.pods.pods), secs(d.pods.wall))
+	fmt.Fprintf(b, "| setup: %d pods set Running (the benchmark as kubelet) | %s | %s | |\n", pods, secs(res.pods.pods), secs(d.pods.wall))
 	fmt.Fprintf(b, "| setup: → every TrainJob's status says Running, %d of %d workers ready | %s | | |\n", cfg.workers, cfg.workers, secs(res.pods.running))
-	fmt.Fprintf(b, "| **phase 2**: first worker Failed → every attempt-2 Job and Service exists | %s | %s (fail one worker; delete attempt 1's Job, Service, pods; create attempt 2's) | %s |\n",
+	fmt.Fprintf(b, "| **phase 2**: first worker Failed → every attempt-2 Service and pod exists | %s | %s (fail one worker; delete attempt 1's Service and pods; create attempt 2's) | %s |\n",
 		secs(p2.allExist()), secs(d.restart.wall), ratio(p2.allExist(), d.restart.wall))
 	fmt.Fprintf(b, "| phase 2: the %d pod status updates (Failed) alone | %s | | |\n", n, secs(p2.fails))
-	fmt.Fprintf(b, "| phase 2: → the last attempt-2 Job / Service seen | %s / %s | | |\n", secs(p2.jobs), secs(p2.services))
-	fmt.Fprintf(b, "| phase 2: → attempt 1's Jobs, Services and %d pods all gone | %s | | |\n", pods, secs(p2.gone))
-	fmt.Fprintf(b, "| peer: attempt 2's %d Jobs and %d Services deleted | | %s | |\n\n", n, n, secs(d.remove.wall))
+	fmt.Fprintf(b, "| phase 2: → the last attempt-2 pod / Service seen | %s / %s | | |\n", secs(p2.pods), secs(p2.services))
+	fmt.Fprintf(b, "| phase 2: → attempt 1's Services and %d pods all gone | %s | | |\n", pods, secs(p2.gone))
+	fmt.Fprintf(b, "| peer: attempt 2's %d Services and %d pods deleted | | %s | |\n\n", n, pods, secs(d.remove.wall))
 }
 
-// writeMemory writes the operator's memory table.
-func writeMemory(b *strings.Builder, points []memPoint) {
-	b.WriteString("### Operator memory\n\n| operator process | VmRSS | VmHWM (peak so far) |\n|---|---:|---:|\n")
+// writeKubeRay writes what KubeRay's operator took, if it ran.
+func writeKubeRay(b *strings.Builder, cfg *config, res results) {
+	r := res.ray
+	if r == nil {
+		return
+	}
+	fmt.Fprintf(b, "KubeRay: the %d RayCluster creates alone %s; → the last pod %s, the last head Service %s.\n\n",
+		cfg.jobs, secs(r.creates), secs(r.pods), secs(r.services))
+}
+
+// writeMemory writes a process's memory table.
+func writeMemory(b *strings.Builder, who string, points []memPoint) {
+	fmt.Fprintf(b, "| %s | VmRSS | VmHWM (peak so far) |\n|---|---:|---:|\n", who)
 	for _, p := range points {
 		fmt.Fprintf(b, "| %s | %s | %s |\n", p.what, mb(p.mem.RSS), mb(p.mem.HWM))
 	}
 	b.WriteString("\n")
 }
 
-// writeCPU writes the CPU time each process used in each stretch.
-func writeCPU(b *strings.Builder, stretches []stretch) {
-	fmt.Fprintf(b, "### CPU time by process (%d CPUs)\n\n| stretch | wall |", runtime.NumCPU())
+// writeCPU writes the CPU time each process used in each stretch, and the operator's
+// (and KubeRay's) per job.
+func writeCPU(b *strings.Builder, cfg *config, stretches []stretch) {
+	var procs []string
 	for _, p := range processes {
+		for _, s := range stretches {
+			if _, ok := s.cpu[p]; ok {
+				procs = append(procs, p)
+				break
+			}
+		}
+	}
+	fmt.Fprintf(b, "### CPU time by process (%d CPUs)\n\n| stretch | wall |", runtime.NumCPU())
+	for _, p := range procs {
 		fmt.Fprintf(b, " %s |", p)
 	}
-	b.WriteString(" all ÷ wall |\n|---|---:|" + strings.Repeat("---:|", len(processes)+1) + "\n")
+	b.WriteString(" all ÷ wall | operator (or KubeRay) per job |\n|---|---:|" + strings.Repeat("---:|", len(procs)+2) + "\n")
 	for _, s := range stretches {
 		fmt.Fprintf(b, "| %s | %s |", s.name, secs(s.wall))
 		var all time.Duration
-		for _, p := range processes {
+		for _, p := range procs {
 			t, ok := s.cpu[p]
 			if !ok {
 				b.WriteString(" |")
@@ -139,7 +192,14 @@ func writeCPU(b *strings.Builder, stretches []stretch) {
 			all += t
 			fmt.Fprintf(b, " %s |", secs(t))
 		}
-		fmt.Fprintf(b, " %.2f |\n", all.Seconds()/s.wall.Seconds())
+		fmt.Fprintf(b, " %.2f |", all.Seconds()/s.wall.Seconds())
+		if t, ok := s.cpu[procOperator]; ok {
+			fmt.Fprintf(b, " %.1f ms |\n", float64(t.Microseconds())/1000/float64(cfg.jobs))
+		} else if t, ok := s.cpu[procKubeRay]; ok {
+			fmt.Fprintf(b, " %.1f ms |\n", float64(t.Microseconds())/1000/float64(cfg.jobs))
+		} else {
+			b.WriteString(" |\n")
+		}
 	}
 	b.WriteString("\n")
 }
@@ -182,14 +242,29 @@ func writeRequests(b *strings.Builder, cfg *config, peer, op []stretch) {
 func writeRates(b *strings.Builder, cfg *config, op []stretch) {
 	n := float64(cfg.jobs)
 	b.WriteString("The operator's writes per TrainJob, and per second of the stretch:\n\n")
-	b.WriteString("| stretch | status writes | Job creates | Service creates | Job deletes | pod deletes (collections) | events | Job creates/s | status writes/s |\n")
+	b.WriteString("| stretch | status writes | pod creates | Service creates | Service deletes | pod deletes (collections) | events | pod creates/s | status writes/s |\n")
 	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, s := range op {
-		status := s.req.sum("PUT", "trainjobs/status")
-		jobs := s.req.sum("POST", "jobs")
-		fmt.Fprintf(b, "| %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.1f | %.1f |\n", s.name, status/n, jobs/n,
-			s.req.sum("POST", "services")/n, s.req.sum("DELETE", "jobs")/n, s.req.sum("DELETE", "pods")/n,
-			s.req.sum("POST", "events")/n, jobs/s.wall.Seconds(), status/s.wall.Seconds())
+		status := s.req.sum("PUT", "trainjobs/status") + s.req.sum("PATCH", "trainjobs/status")
+		pods := s.req.sum("POST", "pods")
+		fmt.Fprintf(b, "| %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.1f | %.1f |\n", s.name, status/n, pods/n,
+			s.req.sum("POST", "services")/n, s.req.sum("DELETE", "services")/n, s.req.sum("DELETE", "pods")/n,
+			s.req.sum("POST", "events")/n, pods/s.wall.Seconds(), status/s.wall.Seconds())
 	}
 	b.WriteString("\n")
+}
+
+// moduleVersion is the main module's path and version that `go version -m` reads from a
+// Go binary.
+func moduleVersion(ctx context.Context, bin string) string {
+	out, err := exec.CommandContext(ctx, "go", "version", "-m", bin).Output()
+	if err != nil {
+		return "unknown version"
+	}
+	for line := range strings.Lines(string(out)) {
+		if f := strings.Fields(line); len(f) >= 3 && f[0] == "mod" {
+			return f[1] + " " + f[2]
+		}
+	}
+	return "unknown version"
 }

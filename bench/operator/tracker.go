@@ -6,7 +6,6 @@ import (
 	"sync"
 	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -19,14 +18,14 @@ import (
 
 // Kinds the tracker watches (metadata only).
 const (
-	kindJob     = "Job"
 	kindService = "Service"
 	kindPod     = "Pod"
 )
 
-// tracker watches the operator's namespace: Jobs, Services and pods (metadata only),
-// recording when each object was first seen and when it went, and TrainJobs (whole,
-// for their status).
+// tracker watches a namespace: Services and pods (metadata only), recording when each
+// object was first seen and when it went, and, for the operator's namespace, TrainJobs
+// (whole, for their status). Pods are tracked under podKey, so a worker's pod is known
+// by its job, attempt and index whoever named it.
 type tracker struct {
 	cache  cache.Cache
 	kinds  map[string]*watched
@@ -42,15 +41,15 @@ type watched struct {
 	deleted map[string]time.Time
 }
 
-// startTracker starts the watches on namespace ns and waits until they have listed it.
-func startTracker(ctx context.Context, cp *controlPlane, ns string) (*tracker, error) {
+// startTracker starts the watches on namespace ns and waits until they have listed it;
+// trainJobs adds a watch of TrainJobs.
+func startTracker(ctx context.Context, cp *controlPlane, ns string, trainJobs bool) (*tracker, error) {
 	c, err := cache.New(cp.config, cache.Options{Scheme: cp.scheme, DefaultNamespaces: map[string]cache.Config{ns: {}}})
 	if err != nil {
 		return nil, err
 	}
 	t := &tracker{cache: c, kinds: map[string]*watched{}, done: make(chan struct{})}
 	for kind, gvk := range map[string]schema.GroupVersionKind{
-		kindJob:     batchv1.SchemeGroupVersion.WithKind("Job"),
 		kindService: corev1.SchemeGroupVersion.WithKind("Service"),
 		kindPod:     corev1.SchemeGroupVersion.WithKind("Pod"),
 	} {
@@ -66,8 +65,10 @@ func startTracker(ctx context.Context, cp *controlPlane, ns string) (*tracker, e
 		}
 		t.kinds[kind] = w
 	}
-	if _, err := c.GetInformer(ctx, &v1.TrainJob{}); err != nil {
-		return nil, err
+	if trainJobs {
+		if _, err := c.GetInformer(ctx, &v1.TrainJob{}); err != nil {
+			return nil, err
+		}
 	}
 	cctx, cancel := context.WithCancel(context.Background())
 	t.cancel = cancel
@@ -90,10 +91,10 @@ func (t *tracker) stop() {
 
 func (w *watched) add(obj any) {
 	if o, ok := obj.(client.Object); ok {
-		now := time.Now()
+		now, key := time.Now(), podKey(o.GetName(), o.GetLabels())
 		w.mu.Lock()
-		if _, seen := w.added[o.GetName()]; !seen {
-			w.added[o.GetName()] = now
+		if _, seen := w.added[key]; !seen {
+			w.added[key] = now
 		}
 		w.mu.Unlock()
 	}
@@ -104,9 +105,9 @@ func (w *watched) remove(obj any) {
 		obj = d.Obj
 	}
 	if o, ok := obj.(client.Object); ok {
-		now := time.Now()
+		now, key := time.Now(), podKey(o.GetName(), o.GetLabels())
 		w.mu.Lock()
-		w.deleted[o.GetName()] = now
+		w.deleted[key] = now
 		w.mu.Unlock()
 	}
 }
@@ -122,6 +123,23 @@ func (t *tracker) present(kind string, names []string) (int, time.Time) {
 	for _, name := range names {
 		at, ok := w.added[name]
 		if _, gone := w.deleted[name]; ok && !gone {
+			n++
+			last = later(last, at)
+		}
+	}
+	return n, last
+}
+
+// count counts the objects of a kind that exist now, and returns the latest time one of
+// them was first seen.
+func (t *tracker) count(kind string) (int, time.Time) {
+	w := t.kinds[kind]
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var last time.Time
+	n := 0
+	for name, at := range w.added {
+		if _, gone := w.deleted[name]; !gone {
 			n++
 			last = later(last, at)
 		}
