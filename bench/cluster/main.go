@@ -9,9 +9,16 @@
 //     its first epoch, until the restarted gang's pods run and until its rank 0 has joined
 //     the process group again ("starting fashion-mnist" in attempt 2's log).
 //
+// With -inplace it measures restarts instead (issue 21): for gangs of each -workers size,
+// a small DDP script (ddp.py, gloo, CPU only) and one rank killed, the time from the kill
+// to every rank of the next attempt in the process group, for a restart in place, for
+// the gang recreated by the operator (worker 1's `trainyard worker` killed), and for
+// `trainyard run --workers W` on the host; the three alternate, -runs rounds per size.
+//
 // Usage:
 //
 //	sudo go run ./bench/cluster -assets ./bin -trainyard ./bin/trainyard [-runs 3]
+//	sudo go run ./bench/cluster -assets ./bin -trainyard ./bin/trainyard -inplace -workers 2,8,32 -runs 3
 package main
 
 import (
@@ -23,6 +30,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -44,14 +52,40 @@ func main() {
 	assets := flag.String("assets", "bin", "folder of the cluster's binaries (make cluster-assets)")
 	trainyard := flag.String("trainyard", "bin/trainyard", "the trainyard binary (its image is built from it)")
 	runs := flag.Int("runs", 3, "trials of each measurement")
+	inplace := flag.Bool("inplace", false, "measure restarts in place, recreated and local instead (issue 21)")
+	workers := flag.String("workers", "2,8,32", "with -inplace: the gang sizes, comma-separated")
+	script := flag.String("script", "bench/cluster/ddp.py", "with -inplace: the DDP script")
 	flag.Parse()
-	if err := run(*assets, *trainyard, *runs); err != nil {
+	var sizes []int
+	for _, f := range strings.Split(*workers, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 2 {
+			fmt.Fprintf(os.Stderr, "bench/cluster: -workers: %q is not a gang size of 2 or more\n", f)
+			os.Exit(2)
+		}
+		sizes = append(sizes, n)
+	}
+	m := mode{runs: *runs}
+	if *inplace {
+		m.inplace, m.sizes, m.script = true, sizes, *script
+	}
+	if err := run(*assets, *trainyard, m); err != nil {
 		fmt.Fprintln(os.Stderr, "bench/cluster:", err)
 		os.Exit(1)
 	}
 }
 
-func run(assets, trainyard string, runs int) error {
+// mode is what to measure: the default measurements, or with inplace the restarts of
+// gangs of each size in sizes.
+type mode struct {
+	runs    int
+	inplace bool
+	sizes   []int
+	script  string
+}
+
+func run(assets, trainyard string, m mode) error {
+	runs := m.runs
 	assets, _ = filepath.Abs(assets)
 	trainyard, _ = filepath.Abs(trainyard)
 	images, err := testcluster.BuildImages(filepath.Join(assets, "images"), trainyard)
@@ -71,6 +105,9 @@ func run(assets, trainyard string, runs int) error {
 	}
 	if err := b.waitOperator(ctx); err != nil {
 		return err
+	}
+	if m.inplace {
+		return b.inplaceBench(ctx, m.script, m.sizes, runs)
 	}
 	var submit, floor []time.Duration
 	for i := range runs {
@@ -218,7 +255,11 @@ func (b *bench) floorToRunning(ctx context.Context, name string) (time.Duration,
 
 // settle waits until no pod of name is left, so trials do not overlap.
 func (b *bench) settle(ctx context.Context, name string) error {
-	return poll(2*time.Minute, name+"'s pods gone", func() bool {
+	return b.settleWithin(ctx, name, 2*time.Minute)
+}
+
+func (b *bench) settleWithin(ctx context.Context, name string, timeout time.Duration) error {
+	return poll(timeout, name+"'s pods gone", func() bool {
 		pods, err := b.cl.Client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false
