@@ -54,7 +54,7 @@ type mark struct {
 }
 
 // inplaceBench runs, for each gang size, runs rounds of the three restart modes.
-func (b *bench) inplaceBench(ctx context.Context, script string, sizes []int, runs int) error {
+func (b *bench) inplaceBench(ctx context.Context, script string, sizes []gangSize) error {
 	src, err := os.ReadFile(script)
 	if err != nil {
 		return err
@@ -71,8 +71,9 @@ func (b *bench) inplaceBench(ctx context.Context, script string, sizes []int, ru
 		return err
 	}
 	var all []restartResult
-	for _, w := range sizes {
-		for i := range runs {
+	for _, g := range sizes {
+		w := g.workers
+		for i := range g.runs {
 			for _, m := range restartModes {
 				name := fmt.Sprintf("ip%d-%s-%d", w, strings.Fields(string(m))[0], i)
 				if m == inPlace {
@@ -87,8 +88,8 @@ func (b *bench) inplaceBench(ctx context.Context, script string, sizes []int, ru
 				if err != nil {
 					return fmt.Errorf("%s, %d workers: %w", m, w, err)
 				}
-				fmt.Printf("trial %-14s workers %2d: kill -> all %d ranks in the process group %6.2f s; CPU per rank %.2f s (max %.2f)%s\n",
-					r.mode, w, w, r.took.Seconds(), r.cpuMean, r.cpuMax, r.note)
+				fmt.Printf("%s trial %-14s workers %2d: kill -> all %d ranks in the process group %6.2f s; CPU per rank %.2f s (max %.2f); load %s%s\n",
+					time.Now().UTC().Format("15:04:05"), r.mode, w, w, r.took.Seconds(), r.cpuMean, r.cpuMax, loadavg(), r.note)
 				all = append(all, r)
 			}
 		}
@@ -98,11 +99,12 @@ func (b *bench) inplaceBench(ctx context.Context, script string, sizes []int, ru
 }
 
 // printInplaceTable prints the medians per gang size and mode, as Markdown.
-func printInplaceTable(all []restartResult, sizes []int) {
+func printInplaceTable(all []restartResult, sizes []gangSize) {
 	fmt.Println()
 	fmt.Println("| workers | in place | recreated | `trainyard run` | in place / local | recreated / local | CPU s per rank (in place / recreated / local) |")
 	fmt.Println("|---|---|---|---|---|---|---|")
-	for _, w := range sizes {
+	for _, g := range sizes {
+		w := g.workers
 		med := map[restartMode]time.Duration{}
 		cpu := map[restartMode]float64{}
 		for _, m := range restartModes {
@@ -209,6 +211,15 @@ func stopLocal(pid int, exited <-chan struct{}, marks string) {
 	for _, p := range runProcs(marks) {
 		_ = syscall.Kill(p.pid, syscall.SIGKILL)
 	}
+}
+
+// loadavg is the machine's 1-minute load average (every engineer's work counts).
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	return strings.Fields(string(b))[0]
 }
 
 func makeMarks(dir string) error {

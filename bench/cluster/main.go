@@ -53,17 +53,13 @@ func main() {
 	trainyard := flag.String("trainyard", "bin/trainyard", "the trainyard binary (its image is built from it)")
 	runs := flag.Int("runs", 3, "trials of each measurement")
 	inplace := flag.Bool("inplace", false, "measure restarts in place, recreated and local instead (issue 21)")
-	workers := flag.String("workers", "2,8,32", "with -inplace: the gang sizes, comma-separated")
+	workers := flag.String("workers", "2,8,32", "with -inplace: the gang sizes, comma-separated; SIZE:RUNS overrides -runs for one")
 	script := flag.String("script", "bench/cluster/ddp.py", "with -inplace: the DDP script")
 	flag.Parse()
-	var sizes []int
-	for _, f := range strings.Split(*workers, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 2 {
-			fmt.Fprintf(os.Stderr, "bench/cluster: -workers: %q is not a gang size of 2 or more\n", f)
-			os.Exit(2)
-		}
-		sizes = append(sizes, n)
+	sizes, err := parseSizes(*workers, *runs)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench/cluster: -workers:", err)
+		os.Exit(2)
 	}
 	m := mode{runs: *runs}
 	if *inplace {
@@ -80,8 +76,31 @@ func main() {
 type mode struct {
 	runs    int
 	inplace bool
-	sizes   []int
+	sizes   []gangSize
 	script  string
+}
+
+// gangSize is a gang size of -inplace and its number of rounds.
+type gangSize struct{ workers, runs int }
+
+// parseSizes parses -workers: "2,8,32:1" is 2 and 8 workers with runs rounds, 32 with one.
+func parseSizes(s string, runs int) ([]gangSize, error) {
+	var out []gangSize
+	for _, f := range strings.Split(s, ",") {
+		w, r, ok := strings.Cut(strings.TrimSpace(f), ":")
+		g := gangSize{runs: runs}
+		var err error
+		if g.workers, err = strconv.Atoi(w); err != nil || g.workers < 2 {
+			return nil, fmt.Errorf("%q is not a gang size of 2 or more", f)
+		}
+		if ok {
+			if g.runs, err = strconv.Atoi(r); err != nil || g.runs < 1 {
+				return nil, fmt.Errorf("%q: rounds must be 1 or more", f)
+			}
+		}
+		out = append(out, g)
+	}
+	return out, nil
 }
 
 func run(assets, trainyard string, m mode) error {
@@ -107,7 +126,7 @@ func run(assets, trainyard string, m mode) error {
 		return err
 	}
 	if m.inplace {
-		return b.inplaceBench(ctx, m.script, m.sizes, runs)
+		return b.inplaceBench(ctx, m.script, m.sizes)
 	}
 	var submit, floor []time.Duration
 	for i := range runs {
