@@ -53,8 +53,10 @@ type mark struct {
 	cpu     float64
 }
 
-// inplaceBench runs, for each gang size, runs rounds of the three restart modes.
-func (b *bench) inplaceBench(ctx context.Context, script string, sizes []gangSize) error {
+// inplaceBench runs rounds of the three restart modes: round 1 of every gang size, then
+// round 2 of those with more, and so on. Past until (when set) it starts no trial, and
+// a trial still waiting then gives up; what was measured is reported.
+func (b *bench) inplaceBench(ctx context.Context, script string, sizes []gangSize, until time.Time) error {
 	src, err := os.ReadFile(script)
 	if err != nil {
 		return err
@@ -70,32 +72,56 @@ func (b *bench) inplaceBench(ctx context.Context, script string, sizes []gangSiz
 	if err != nil {
 		return err
 	}
+	mctx := ctx
+	if !until.IsZero() {
+		var cancel context.CancelFunc
+		mctx, cancel = context.WithDeadline(ctx, until)
+		defer cancel()
+	}
 	var all []restartResult
-	for _, g := range sizes {
-		w := g.workers
-		for i := range g.runs {
-			for _, m := range restartModes {
-				name := fmt.Sprintf("ip%d-%s-%d", w, strings.Fields(string(m))[0], i)
-				if m == inPlace {
-					name = fmt.Sprintf("ip%d-inplace-%d", w, i)
+	err = func() error {
+		for i := range slices.MaxFunc(sizes, func(a, b gangSize) int { return a.runs - b.runs }).runs {
+			for _, g := range sizes {
+				if i >= g.runs {
+					continue
 				}
-				var r restartResult
-				if m == local {
-					r, err = b.localTrial(ctx, localScript, w, name)
-				} else {
-					r, err = b.clusterTrial(ctx, m, w, name)
+				for _, m := range restartModes {
+					if mctx.Err() != nil {
+						return fmt.Errorf("stopped at -until %s", until.Format(time.RFC3339))
+					}
+					r, err := b.trial(ctx, mctx, localScript, m, g.workers, i)
+					if err != nil {
+						return fmt.Errorf("%s, %d workers: %w", m, g.workers, err)
+					}
+					all = append(all, r)
 				}
-				if err != nil {
-					return fmt.Errorf("%s, %d workers: %w", m, w, err)
-				}
-				fmt.Printf("%s trial %-14s workers %2d: kill -> all %d ranks in the process group %6.2f s; CPU per rank %.2f s (max %.2f); load %s%s\n",
-					time.Now().UTC().Format("15:04:05"), r.mode, w, w, r.took.Seconds(), r.cpuMean, r.cpuMax, loadavg(), r.note)
-				all = append(all, r)
 			}
 		}
-	}
+		return nil
+	}()
 	printInplaceTable(all, sizes)
-	return nil
+	return err
+}
+
+// trial runs one trial and prints its line; mctx bounds its waiting, ctx its clean-up.
+func (b *bench) trial(ctx, mctx context.Context, localScript string, m restartMode, w, i int) (restartResult, error) {
+	name := fmt.Sprintf("ip%d-%s-%d", w, strings.Fields(string(m))[0], i)
+	if m == inPlace {
+		name = fmt.Sprintf("ip%d-inplace-%d", w, i)
+	}
+	var r restartResult
+	var err error
+	if m == local {
+		r, err = b.localTrial(ctx, mctx, localScript, w, name)
+	} else {
+		r, err = b.clusterTrial(ctx, mctx, m, w, name)
+	}
+	if err != nil {
+		return r, err
+	}
+	fmt.Printf("%s trial %-14s workers %2d: kill -> all %d ranks in the process group %6.2f s; CPU per rank %.2f s (max %.2f); load %s%s\n",
+		time.Now().UTC().Format("15:04:05"), r.mode, w, w, r.took.Seconds(), r.cpuMean, r.cpuMax, loadavg(), r.note)
+	return r, nil
 }
 
 // printInplaceTable prints the medians per gang size and mode, as Markdown.
@@ -122,9 +148,20 @@ func printInplaceTable(all []restartResult, sizes []gangSize) {
 			slices.Sort(cs)
 			cpu[m] = cs[len(cs)/2]
 		}
-		fmt.Printf("| %d | %.2f s | %.2f s | %.2f s | %.2f | %.2f | %.2f / %.2f / %.2f |\n", w,
-			med[inPlace].Seconds(), med[recreated].Seconds(), med[local].Seconds(),
-			float64(med[inPlace])/float64(med[local]), float64(med[recreated])/float64(med[local]),
+		sec := func(m restartMode) string {
+			if med[m] == 0 {
+				return "-"
+			}
+			return fmt.Sprintf("%.2f s", med[m].Seconds())
+		}
+		ratio := func(m restartMode) string {
+			if med[m] == 0 || med[local] == 0 {
+				return "-"
+			}
+			return fmt.Sprintf("%.2f", float64(med[m])/float64(med[local]))
+		}
+		fmt.Printf("| %d | %s | %s | %s | %s | %s | %.2f / %.2f / %.2f |\n", w,
+			sec(inPlace), sec(recreated), sec(local), ratio(inPlace), ratio(recreated),
 			cpu[inPlace], cpu[recreated], cpu[local])
 	}
 }
@@ -141,7 +178,7 @@ func (b *bench) tinyJob(name string, workers int) *v1.TrainJob {
 
 // clusterTrial runs a TrainJob of w workers, kills worker 1 as mode says once every rank
 // is in the process group, and times the restarted gang.
-func (b *bench) clusterTrial(ctx context.Context, mode restartMode, w int, name string) (restartResult, error) {
+func (b *bench) clusterTrial(ctx, mctx context.Context, mode restartMode, w int, name string) (restartResult, error) {
 	marks := filepath.Join(b.shared, "marks", name)
 	if err := makeMarks(marks); err != nil {
 		return restartResult{}, err
@@ -157,7 +194,7 @@ func (b *bench) clusterTrial(ctx context.Context, mode restartMode, w int, name 
 		_, _ = b.cli("delete", "--kube", name)
 		_ = b.settleWithin(ctx, name, 10*time.Minute)
 	}()
-	r, err := measureRestart(marks, "/shared/marks/"+name, w, mode == recreated)
+	r, err := measureRestart(mctx, marks, "/shared/marks/"+name, w, mode == recreated)
 	if err != nil {
 		return r, err
 	}
@@ -173,7 +210,7 @@ func (b *bench) clusterTrial(ctx context.Context, mode restartMode, w int, name 
 }
 
 // localTrial runs the same gang under `trainyard run --workers w` on the host.
-func (b *bench) localTrial(ctx context.Context, script string, w int, name string) (restartResult, error) {
+func (b *bench) localTrial(ctx, mctx context.Context, script string, w int, name string) (restartResult, error) {
 	dir := filepath.Join(b.shared, "local", name)
 	marks := filepath.Join(dir, "marks")
 	if err := makeMarks(marks); err != nil {
@@ -194,7 +231,7 @@ func (b *bench) localTrial(ctx context.Context, script string, w int, name strin
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
 	defer stopLocal(cmd.Process.Pid, exited, marks)
-	r, err := measureRestart(marks, marks, w, false)
+	r, err := measureRestart(mctx, marks, marks, w, false)
 	r.mode = local
 	return r, err
 }
@@ -232,11 +269,14 @@ func makeMarks(dir string) error {
 // measureRestart waits for every rank's first mark, lets the gang train 3 s, SIGKILLs
 // rank 1 (or, with launcher, the trainyard process above it), and waits for every rank's
 // mark of a later attempt. argMarks is the --marks folder as the processes see it.
-func measureRestart(marks, argMarks string, w int, launcher bool) (restartResult, error) {
+func measureRestart(ctx context.Context, marks, argMarks string, w int, launcher bool) (restartResult, error) {
 	r := restartResult{workers: w}
 	if err := poll(15*time.Minute, "every rank in the process group", func() bool {
-		return len(readMarks(marks, w, time.Time{})) == w
+		return ctx.Err() != nil || len(readMarks(marks, w, time.Time{})) == w
 	}); err != nil {
+		return r, err
+	}
+	if err := ctx.Err(); err != nil {
 		return r, err
 	}
 	time.Sleep(3 * time.Second)
@@ -256,9 +296,12 @@ func measureRestart(marks, argMarks string, w int, launcher bool) (restartResult
 	var after map[int]mark
 	if err := poll(15*time.Minute, "every rank back in the process group", func() bool {
 		after = readMarks(marks, w, killed)
-		return len(after) == w
+		return ctx.Err() != nil || len(after) == w
 	}); err != nil {
 		return r, err
+	}
+	if len(after) < w {
+		return r, fmt.Errorf("%d of %d ranks back in the process group: %w", len(after), w, ctx.Err())
 	}
 	var last time.Time
 	for _, m := range after {

@@ -55,6 +55,7 @@ func main() {
 	inplace := flag.Bool("inplace", false, "measure restarts in place, recreated and local instead (issue 21)")
 	workers := flag.String("workers", "2,8,32", "with -inplace: the gang sizes, comma-separated; SIZE:RUNS overrides -runs for one")
 	script := flag.String("script", "bench/cluster/ddp.py", "with -inplace: the DDP script")
+	until := flag.String("until", "", "with -inplace: start no trial after this time (RFC 3339), and report what was measured")
 	flag.Parse()
 	sizes, err := parseSizes(*workers, *runs)
 	if err != nil {
@@ -64,6 +65,12 @@ func main() {
 	m := mode{runs: *runs}
 	if *inplace {
 		m.inplace, m.sizes, m.script = true, sizes, *script
+	}
+	if *until != "" {
+		if m.until, err = time.Parse(time.RFC3339, *until); err != nil {
+			fmt.Fprintln(os.Stderr, "bench/cluster: -until:", err)
+			os.Exit(2)
+		}
 	}
 	if err := run(*assets, *trainyard, m); err != nil {
 		fmt.Fprintln(os.Stderr, "bench/cluster:", err)
@@ -78,6 +85,7 @@ type mode struct {
 	inplace bool
 	sizes   []gangSize
 	script  string
+	until   time.Time
 }
 
 // gangSize is a gang size of -inplace and its number of rounds.
@@ -126,7 +134,7 @@ func run(assets, trainyard string, m mode) error {
 		return err
 	}
 	if m.inplace {
-		return b.inplaceBench(ctx, m.script, m.sizes)
+		return b.inplaceBench(ctx, m.script, m.sizes, m.until)
 	}
 	var submit, floor []time.Duration
 	for i := range runs {
