@@ -35,6 +35,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
@@ -133,6 +134,9 @@ func run(assets, trainyard string, m mode) error {
 	if err := b.waitOperator(ctx); err != nil {
 		return err
 	}
+	if err := b.makeSharedClaim(ctx); err != nil {
+		return err
+	}
 	if m.inplace {
 		return b.inplaceBench(ctx, m.script, m.sizes, m.until)
 	}
@@ -205,8 +209,8 @@ func (b *bench) trainJob(name string, command []string) *v1.TrainJob {
 			Workers: ptr(int32(2)), Command: command, StoragePath: "/shared/results", MaxRestarts: 2,
 			Kubernetes: &v1.KubernetesSpec{
 				Image: testcluster.WorkerImage, ImagePullPolicy: corev1.PullIfNotPresent,
-				Volumes: []corev1.Volume{{Name: "shared", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{
-					Path: b.shared, Type: ptr(corev1.HostPathDirectoryOrCreate)}}}},
+				Volumes: []corev1.Volume{{Name: "shared", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{
+					ClaimName: sharedClaim}}}},
 				VolumeMounts: []corev1.VolumeMount{{Name: "shared", MountPath: "/shared"}},
 			},
 		},
@@ -214,6 +218,37 @@ func (b *bench) trainJob(name string, command []string) *v1.TrainJob {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// sharedClaim is the claim of the jobs' shared volume: the operator's pod policy refuses
+// hostPath volumes in jobs, so a PersistentVolume binds b.shared to it.
+const sharedClaim = "bench-shared"
+
+// makeSharedClaim makes the PersistentVolume on b.shared and the claim bound to it.
+func (b *bench) makeSharedClaim(ctx context.Context) error {
+	if err := os.MkdirAll(b.shared, 0o777); err != nil {
+		return err
+	}
+	empty := ""
+	pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: sharedClaim + "-pv"},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+			StorageClassName:              empty,
+			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: b.shared}},
+		}}
+	if _, err := b.cl.Client.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("shared volume: %w", err)
+	}
+	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: sharedClaim, Namespace: "default"},
+		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
+			StorageClassName: &empty, VolumeName: pv.Name,
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}
+	if _, err := b.cl.Client.CoreV1().PersistentVolumeClaims("default").Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("shared claim: %w", err)
+	}
+	return nil
+}
 
 var sleeper = []string{"python3", "-c", "import time; time.sleep(600)"}
 
