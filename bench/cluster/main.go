@@ -9,9 +9,16 @@
 //     its first epoch, until the restarted gang's pods run and until its rank 0 has joined
 //     the process group again ("starting fashion-mnist" in attempt 2's log).
 //
+// With -inplace it measures restarts instead (issue 21): for gangs of each -workers size,
+// a small DDP script (ddp.py, gloo, CPU only) and one rank killed, the time from the kill
+// to every rank of the next attempt in the process group, for a restart in place, for
+// the gang recreated by the operator (worker 1's `trainyard worker` killed), and for
+// `trainyard run --workers W` on the host; the three alternate, -runs rounds per size.
+//
 // Usage:
 //
 //	sudo go run ./bench/cluster -assets ./bin -trainyard ./bin/trainyard [-runs 3]
+//	sudo go run ./bench/cluster -assets ./bin -trainyard ./bin/trainyard -inplace -workers 2,8,32 -runs 3
 package main
 
 import (
@@ -23,10 +30,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
@@ -44,14 +53,67 @@ func main() {
 	assets := flag.String("assets", "bin", "folder of the cluster's binaries (make cluster-assets)")
 	trainyard := flag.String("trainyard", "bin/trainyard", "the trainyard binary (its image is built from it)")
 	runs := flag.Int("runs", 3, "trials of each measurement")
+	inplace := flag.Bool("inplace", false, "measure restarts in place, recreated and local instead (issue 21)")
+	workers := flag.String("workers", "2,8,32", "with -inplace: the gang sizes, comma-separated; SIZE:RUNS overrides -runs for one")
+	script := flag.String("script", "bench/cluster/ddp.py", "with -inplace: the DDP script")
+	until := flag.String("until", "", "with -inplace: start no trial after this time (RFC 3339), and report what was measured")
 	flag.Parse()
-	if err := run(*assets, *trainyard, *runs); err != nil {
+	sizes, err := parseSizes(*workers, *runs)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench/cluster: -workers:", err)
+		os.Exit(2)
+	}
+	m := mode{runs: *runs}
+	if *inplace {
+		m.inplace, m.sizes, m.script = true, sizes, *script
+	}
+	if *until != "" {
+		if m.until, err = time.Parse(time.RFC3339, *until); err != nil {
+			fmt.Fprintln(os.Stderr, "bench/cluster: -until:", err)
+			os.Exit(2)
+		}
+	}
+	if err := run(*assets, *trainyard, m); err != nil {
 		fmt.Fprintln(os.Stderr, "bench/cluster:", err)
 		os.Exit(1)
 	}
 }
 
-func run(assets, trainyard string, runs int) error {
+// mode is what to measure: the default measurements, or with inplace the restarts of
+// gangs of each size in sizes.
+type mode struct {
+	runs    int
+	inplace bool
+	sizes   []gangSize
+	script  string
+	until   time.Time
+}
+
+// gangSize is a gang size of -inplace and its number of rounds.
+type gangSize struct{ workers, runs int }
+
+// parseSizes parses -workers: "2,8,32:1" is 2 and 8 workers with runs rounds, 32 with one.
+func parseSizes(s string, runs int) ([]gangSize, error) {
+	var out []gangSize
+	for _, f := range strings.Split(s, ",") {
+		w, r, ok := strings.Cut(strings.TrimSpace(f), ":")
+		g := gangSize{runs: runs}
+		var err error
+		if g.workers, err = strconv.Atoi(w); err != nil || g.workers < 2 {
+			return nil, fmt.Errorf("%q is not a gang size of 2 or more", f)
+		}
+		if ok {
+			if g.runs, err = strconv.Atoi(r); err != nil || g.runs < 1 {
+				return nil, fmt.Errorf("%q: rounds must be 1 or more", f)
+			}
+		}
+		out = append(out, g)
+	}
+	return out, nil
+}
+
+func run(assets, trainyard string, m mode) error {
+	runs := m.runs
 	assets, _ = filepath.Abs(assets)
 	trainyard, _ = filepath.Abs(trainyard)
 	images, err := testcluster.BuildImages(filepath.Join(assets, "images"), trainyard)
@@ -71,6 +133,12 @@ func run(assets, trainyard string, runs int) error {
 	}
 	if err := b.waitOperator(ctx); err != nil {
 		return err
+	}
+	if err := b.makeSharedClaim(ctx); err != nil {
+		return err
+	}
+	if m.inplace {
+		return b.inplaceBench(ctx, m.script, m.sizes, m.until)
 	}
 	var submit, floor []time.Duration
 	for i := range runs {
@@ -141,8 +209,8 @@ func (b *bench) trainJob(name string, command []string) *v1.TrainJob {
 			Workers: ptr(int32(2)), Command: command, StoragePath: "/shared/results", MaxRestarts: 2,
 			Kubernetes: &v1.KubernetesSpec{
 				Image: testcluster.WorkerImage, ImagePullPolicy: corev1.PullIfNotPresent,
-				Volumes: []corev1.Volume{{Name: "shared", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{
-					Path: b.shared, Type: ptr(corev1.HostPathDirectoryOrCreate)}}}},
+				Volumes: []corev1.Volume{{Name: "shared", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{
+					ClaimName: sharedClaim}}}},
 				VolumeMounts: []corev1.VolumeMount{{Name: "shared", MountPath: "/shared"}},
 			},
 		},
@@ -150,6 +218,37 @@ func (b *bench) trainJob(name string, command []string) *v1.TrainJob {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// sharedClaim is the claim of the jobs' shared volume: the operator's pod policy refuses
+// hostPath volumes in jobs, so a PersistentVolume binds b.shared to it.
+const sharedClaim = "bench-shared"
+
+// makeSharedClaim makes the PersistentVolume on b.shared and the claim bound to it.
+func (b *bench) makeSharedClaim(ctx context.Context) error {
+	if err := os.MkdirAll(b.shared, 0o777); err != nil {
+		return err
+	}
+	empty := ""
+	pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: sharedClaim + "-pv"},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+			StorageClassName:              empty,
+			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: b.shared}},
+		}}
+	if _, err := b.cl.Client.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("shared volume: %w", err)
+	}
+	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: sharedClaim, Namespace: "default"},
+		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
+			StorageClassName: &empty, VolumeName: pv.Name,
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}
+	if _, err := b.cl.Client.CoreV1().PersistentVolumeClaims("default").Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("shared claim: %w", err)
+	}
+	return nil
+}
 
 var sleeper = []string{"python3", "-c", "import time; time.sleep(600)"}
 
@@ -218,7 +317,11 @@ func (b *bench) floorToRunning(ctx context.Context, name string) (time.Duration,
 
 // settle waits until no pod of name is left, so trials do not overlap.
 func (b *bench) settle(ctx context.Context, name string) error {
-	return poll(2*time.Minute, name+"'s pods gone", func() bool {
+	return b.settleWithin(ctx, name, 2*time.Minute)
+}
+
+func (b *bench) settleWithin(ctx context.Context, name string, timeout time.Duration) error {
+	return poll(timeout, name+"'s pods gone", func() bool {
 		pods, err := b.cl.Client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false
