@@ -108,6 +108,10 @@ func TestCheckTrainJob(t *testing.T) {
 			want: []string{"spec.kubernetes.podTemplate.spec.containers[0].env[1].valueFrom.secretKeyRef.name",
 				"spec.kubernetes.podTemplate.spec.containers[0].envFrom[0].secretRef.name",
 				"spec.kubernetes.podTemplate.spec.volumes[0].projected.sources[1].secret.name", "spec.kubernetes.volumes[0].secret.secretName"}},
+		"another job's gang Secret": {tmpl: `{"spec": {"containers": [{"name": "worker",
+			"env": [{"name": "KEY", "valueFrom": {"secretKeyRef": {"name": "other-gang", "key": "key"}}}]}]}}`,
+			access: &podpolicy.Access{},
+			want:   []string{"spec.kubernetes.podTemplate.spec.containers[0].env[0].valueFrom.secretKeyRef.name"}},
 		"no cluster asked: service accounts and Secrets unchecked": {tmpl: `{"spec": {"serviceAccountName": "kube-proxy"}}`,
 			change: gitSecret},
 	}
