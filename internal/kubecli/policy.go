@@ -10,6 +10,7 @@ import (
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
 	"github.com/trainyard/trainyard/internal/podpolicy"
+	"github.com/trainyard/trainyard/internal/workload"
 )
 
 // policyLevel is the pod policy submit checks a job against: --pod-policy, else the
@@ -75,8 +76,8 @@ func (c *Cluster) CheckAccess(ctx context.Context, job *v1.TrainJob, kf *JobFlag
 		warnings = append(warnings, warning...)
 	}
 	for _, name := range refs.Secrets {
-		if name == SecretPlaceholder {
-			continue
+		if name == SecretPlaceholder || name == workload.GangSecretName(named.Name) {
+			continue // the operator makes the job's gang Secret
 		}
 		s, err := core.Secrets(ns).Get(ctx, name, metav1.GetOptions{})
 		allowed, warning, err := accessible(err, "Secret", name, ns, func() map[string]string { return s.Labels })

@@ -408,13 +408,13 @@ func TestCLIListGetStopDelete(t *testing.T) {
 		"Priority:    N/A\n", "Run dir:     /trainyard/results/mnist-1234\n", "Iteration:   7\n", "Checkpoint:  checkpoint_000007\n",
 		"Last metrics (iteration 7):", "  accuracy  0.86\n  loss      0.4123\n",
 		"Conditions:", "  Restarting  False   Evicted",
-		"Workers of attempt 2 (mnist-a2):\n  WORKER  RANKS  POD            PHASE    STATE             RESTARTS  GPUS  NODE   IP         AGE  MESSAGE\n",
+		"Workers of attempt 2 (mnist-a2):\n  WORKER  RANKS  POD            PHASE    STATE             RESTARTS  REPLACED  GPUS  NODE   IP         AGE  MESSAGE\n",
 		"\nGPUs:\n  Allocated/Requested GPUs of Job: 1/2\n",
 		"Events:\n  TYPE     REASON      AGE", "  Normal   Created", "trainyard.dev/operator  created attempt 2 (mnist-a2)\n")
 	wantMatch(t, "get", out, `Duration:    \d+s\n`,
 		`  Warning  Restarting  3m\d*s? \(x2 over 5m\d*s?\) +trainyard-operator +worker 1 was evicted; starting attempt 2\n`,
-		`  0       0      mnist-a2-0-x2  Running  Running           0         1     gpu-a  10\.0\.2\.10  \d+s +-\n`,
-		`  1       1      mnist-a2-1-x2  Pending  ImagePullBackOff  1         1     -      10\.0\.2\.11  \d+s +Back-off pulling image "img:1"\n`)
+		`  0       0      mnist-a2-0-x2  Running  Running           0         0         1     gpu-a  10\.0\.2\.10  \d+s +-\n`,
+		`  1       1      mnist-a2-1-x2  Pending  ImagePullBackOff  1         0         1     -      10\.0\.2\.11  \d+s +Back-off pulling image "img:1"\n`)
 	if strings.Contains(out, "mnist-a1-0") || strings.Contains(out, "FailedScheduling") {
 		t.Errorf("get shows the first attempt's pod, or without -e a pod's event:\n%s", out)
 	}

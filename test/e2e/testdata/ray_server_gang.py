@@ -15,8 +15,10 @@ from ray.train.torch import TorchTrainer
 
 def train_loop_per_worker(config):
     ctx = ray.train.get_context()
+    # Every rank sees the gang's GPUs on its host (CUDA_VISIBLE_DEVICES, as under Ray);
+    # TRAINYARD_CUDA_DEVICE names its own.
     print(f"GANG rank={ctx.get_world_rank()} world={ctx.get_world_size()} "
-          f"cuda=[{os.environ.get('CUDA_VISIBLE_DEVICES', '')}]", flush=True)
+          f"cuda=[{os.environ.get('TRAINYARD_CUDA_DEVICE', '')}] visible=[{os.environ.get('CUDA_VISIBLE_DEVICES', '')}]", flush=True)
     ray.train.report({"step": 1})
 
 
