@@ -28,36 +28,28 @@ func followResizes(ctx context.Context, job *v1.TrainJob, log *slog.Logger) <-ch
 		return out
 	}
 	var seen int64 // the server removes the file before it starts a supervisor: all are for this one
-	go func() {
-		tick := time.NewTicker(resizePoll)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-			r, ok, err := preempt.ReadResize(path)
-			if err != nil {
-				log.Warn("read a resize request", "err", err)
-				continue
-			}
-			if !ok || r.Seq == seen {
-				continue
-			}
-			seen = r.Seq
-			rz, err := resizeOf(ctx, job, r)
-			if err != nil {
-				log.Warn("ignored a resize request", "err", err)
-				continue
-			}
-			select { // a newer request replaces one not yet taken
-			case <-out:
-			default:
-			}
-			out <- rz
+	go poll(ctx, resizePoll, func() bool {
+		r, ok, err := preempt.ReadResize(path)
+		if err != nil {
+			log.Warn("read a resize request", "err", err)
+			return false
 		}
-	}()
+		if !ok || r.Seq == seen {
+			return false
+		}
+		seen = r.Seq
+		rz, err := resizeOf(ctx, job, r)
+		if err != nil {
+			log.Warn("ignored a resize request", "err", err)
+			return false
+		}
+		select { // a newer request replaces one not yet taken
+		case <-out:
+		default:
+		}
+		out <- rz
+		return false
+	})
 	return out
 }
 

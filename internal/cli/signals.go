@@ -76,20 +76,28 @@ func watchNotice(ctx context.Context, path string) <-chan string {
 		return out
 	}
 	preempt.Listen(path)
-	go func() {
-		tick := time.NewTicker(noticePoll)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-			if c, ok, _ := preempt.Read(path); ok {
-				out <- c.Reason
-				return
-			}
+	go poll(ctx, noticePoll, func() bool {
+		c, ok, _ := preempt.Read(path)
+		if ok {
+			out <- c.Reason
 		}
-	}()
+		return ok
+	})
 	return out
+}
+
+// poll calls check every period until it returns true or ctx ends.
+func poll(ctx context.Context, every time.Duration, check func() bool) {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if check() {
+			return
+		}
+	}
 }
