@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/trainyard/trainyard/internal/filemode"
 )
 
 // steps are the points of a commit, in order, after which the test hook runs: "taken" is
@@ -261,7 +264,7 @@ func (c *commit) finish() {
 			return
 		}
 	}
-	if err := makeReadOnly(c.staged, c.files); err != nil {
+	if err := makeReadOnly(c.staged, c.files, c.dirs, folderMode(c.s.run.root)); err != nil {
 		warn(err)
 	}
 	if err := c.s.step("read-only"); err != nil {
@@ -298,21 +301,44 @@ func (c *commit) close() {
 	}
 }
 
-// makeReadOnly removes the write permissions of the checkpoint's files.
-func makeReadOnly(d *dir, files []File) error {
-	for _, f := range files {
+// makeReadOnly makes the committed checkpoint as private as its run folder (run is the run
+// folder's mode): its files lose their write permissions and what group and others may not
+// have there (see filemode.ReadOnly), the manifest too, and its folders get the run
+// folder's own folder mode, so that they stay private also once copied out of it.
+func makeReadOnly(d *dir, files []File, dirs []entry, run fs.FileMode) error {
+	for _, f := range append(files, File{Path: ManifestName}) {
 		file, err := openRegular(d, f.Path)
 		if err != nil {
 			return fmt.Errorf("make %s read-only: %w", f.Path, err)
 		}
 		fi, err := file.Stat()
 		if err == nil {
-			err = file.Chmod(fi.Mode().Perm() &^ 0o222)
+			err = file.Chmod(filemode.ReadOnly(fi.Mode(), run))
 		}
 		file.Close()
 		if err != nil {
 			return fmt.Errorf("make %s read-only: %w", f.Path, err)
 		}
 	}
+	dirMode, _ := filemode.Of(run)
+	for _, e := range append([]entry{{rel: "."}}, dirs...) {
+		if err := d.root.Chmod(filepath.FromSlash(e.rel), dirMode); err != nil {
+			return fmt.Errorf("set the mode of folder %s: %w", e.rel, err)
+		}
+	}
 	return nil
+}
+
+// folderMode returns the mode of root's folder, or filemode.Private when it cannot be read.
+func folderMode(root *os.Root) fs.FileMode {
+	if info, err := root.Stat("."); err == nil {
+		return info.Mode()
+	}
+	return filemode.Private
+}
+
+// stagingMode is the mode of the staging folder in the run folder root: the run folder's.
+func stagingMode(root *os.Root) fs.FileMode {
+	dir, _ := filemode.In(root)
+	return dir
 }

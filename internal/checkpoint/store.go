@@ -115,7 +115,7 @@ func (s *Store) openStaging() error {
 
 // makeStaging creates .staging in the run folder if needed and opens it.
 func (s *Store) makeStaging() (*dir, error) {
-	if err := s.run.root.Mkdir(StagingDir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+	if err := s.run.root.Mkdir(StagingDir, stagingMode(s.run.root)); err != nil && !errors.Is(err, fs.ErrExist) {
 		return nil, err
 	}
 	staging, info, err := s.run.openIn(StagingDir)

@@ -17,6 +17,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/trainyard/trainyard/internal/filemode"
 )
 
 // File names of the results in a run folder.
@@ -312,7 +314,8 @@ func (r *Results) widenCSV(added int) error {
 func (r *Results) replaceCSV(rows func(w *csv.Writer) error) error {
 	closeFile(&r.csvFile) // the next append opens the new file
 	tmp := ProgressFile + ".tmp"
-	f, err := r.root.Create(tmp)
+	_, mode := filemode.In(r.root)
+	f, err := r.root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode)
 	if err != nil {
 		return fmt.Errorf("write %s: %w", ProgressFile, err)
 	}
@@ -356,7 +359,8 @@ func (r *Results) Close() error {
 // is not open. After a failure the file is closed, so the next append opens it again.
 func (r *Results) appendTo(f **os.File, name string, data []byte) error {
 	if *f == nil {
-		opened, err := r.root.OpenFile(name, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		_, mode := filemode.In(r.root)
+		opened, err := r.root.OpenFile(name, os.O_CREATE|os.O_APPEND|os.O_WRONLY, mode)
 		if err != nil {
 			return fmt.Errorf("append to %s: %w", name, err)
 		}

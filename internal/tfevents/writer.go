@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
+
+	"github.com/trainyard/trainyard/internal/filemode"
 )
 
 // FileVersion is the file_version of the first event of every file, which tells
@@ -41,7 +43,7 @@ type Writer struct {
 // process creates. It writes the first event, with file_version "brain.Event:2", through
 // to the operating system.
 func Create(dir string) (*Writer, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create events file: %w", err)
 	}
 	root, err := os.OpenRoot(dir)
@@ -78,9 +80,10 @@ func CreateIn(root *os.Root) (*Writer, error) {
 // earlier container whose process had the same pid.
 func createUnique(root *os.Root, now time.Time) (*os.File, string, error) {
 	host := hostname()
+	_, mode := filemode.In(root)
 	for range 100 {
 		name := fmt.Sprintf("%s%d.%s.%d.%d", FilePrefix, now.Unix(), host, os.Getpid(), fileSeq.Add(1))
-		f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
 		if !errors.Is(err, fs.ErrExist) {
 			return f, name, err
 		}

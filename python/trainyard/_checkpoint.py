@@ -42,26 +42,31 @@ def new_checkpoint_dir() -> str:
     fds = [_rundir.open_run_dir(run_dir)]
     try:
         path = run_dir
+        # as private as the run folder (0700, or 0750 when shared with a group)
+        mode = (os.fstat(fds[0]).st_mode & 0o750) | 0o700
         for name in (".scratch", f"rank-{ctx.rank}"):
             path = os.path.join(path, name)
-            fds.append(_rundir.open_private(fds[-1], name, path))
-        return _unique(path, fds[-1])
+            fds.append(_rundir.open_private(fds[-1], name, path, mode))
+        return _unique(path, fds[-1], mode)
     finally:
         for fd in fds:
             os.close(fd)
 
 
-def _unique(base: str, base_fd: int | None) -> str:
-    """Make a new folder in base (reached through base_fd when given) and return its path."""
+def _unique(base: str, base_fd: int | None, mode: int = 0o777) -> str:
+    """Make a new folder in base (reached through base_fd when given) and return its path.
+
+    Its mode is mode & ~umask: 0o777, like any folder the user makes, outside a run folder;
+    the run folder's own inside one.
+    """
     stamp = time.strftime("%Y%m%d-%H%M%S")
     while True:
         name = f"checkpoint-{stamp}-{secrets.token_hex(4)}"
         try:
-            # mode 0o777 & ~umask, like any folder the user makes
             if base_fd is None:
-                os.mkdir(os.path.join(base, name))
+                os.mkdir(os.path.join(base, name), mode)
             else:
-                os.mkdir(name, dir_fd=base_fd)
+                os.mkdir(name, mode, dir_fd=base_fd)
         except FileExistsError:
             continue
         return os.path.join(base, name)

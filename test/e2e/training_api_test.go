@@ -63,6 +63,27 @@ func TestReportRecordsResults(t *testing.T) {
 	if code != 0 || !strings.Contains(table, "checkpoint_000002") {
 		t.Errorf("trainyard results: exit %d\n%s", code, table)
 	}
+	assertPrivate(t, dir)
+}
+
+// assertPrivate fails the test for anything in the run folder dir that its group or others
+// may read, write or enter (the README: a run folder is 0700 and what Trainyard writes in
+// it 0600, committed checkpoints' files read-only to their owner).
+func assertPrivate(t *testing.T, dir string) {
+	t.Helper()
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err == nil && info.Mode().Perm()&0o077 != 0 {
+			t.Errorf("%s: mode %v, want nothing for group and others", p, info.Mode().Perm())
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 // Every rank's checkpoint folder of a report goes into one checkpoint (Ray Train 2.7+),
