@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -128,7 +129,7 @@ func removeKubeRay(ctx context.Context, cp *controlPlane) error {
 	if err := cp.client.DeleteAllOf(ctx, rc, client.InNamespace(rayNamespace)); err != nil {
 		return fmt.Errorf("delete the RayClusters: %w", err)
 	}
-	if err := cp.client.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(rayNamespace)); err != nil {
+	if err := deleteAllPods(ctx, cp.client, rayNamespace); err != nil {
 		return fmt.Errorf("delete the RayClusters' pods: %w", err)
 	}
 	var svcs corev1.ServiceList
@@ -153,4 +154,21 @@ func removeKubeRay(ctx context.Context, cp *controlPlane) error {
 		}
 		return len(pods.Items) == 0 && len(svcs.Items) == 0, fmt.Sprintf("%d pods, %d Services left", len(pods.Items), len(svcs.Items)), nil
 	})
+}
+
+// deleteAllPods deletes every pod of namespace, asking again while the API server answers
+// that it ran out of time (a delete collection of 4,000 pods can take longer than its
+// 60 s, and goes on after that answer).
+func deleteAllPods(ctx context.Context, c client.Client, namespace string) error {
+	for {
+		err := c.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(namespace))
+		if err == nil || !(apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err)) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
 }
