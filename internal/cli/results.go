@@ -36,7 +36,9 @@ func newResultsCommand(g *globals) *cobra.Command {
 		Use:   "results [RUN|JOB]",
 		Short: "List the runs in the storage path, or print the results of one",
 		Long: `Without RUN, list the runs under --storage-path, oldest first: each run's name, status
-(from its run.json), the metrics of its last trainyard.report() and its age.
+(from its run.json), its restarts after failures, how long its attempts ran (not the
+time it waited between a stop and its continuation), the metrics of its last
+trainyard.report() and its age.
 
 With RUN, print the result table of that run again: one row per trainyard.report() of
 rank 0, with its metrics, the checkpoint it committed, the time of the iteration and the
@@ -144,6 +146,13 @@ type runSummary struct {
 	Created  time.Time   `json:"created"`
 	Updated  time.Time   `json:"updated"`
 	Finished *time.Time  `json:"finished,omitempty"`
+	// Attempts counts the gang's starts; Restarts the restarts after failures among
+	// them, Preemptions the stops for preemptions.
+	Attempts    int `json:"attempts"`
+	Restarts    int `json:"restarts"`
+	Preemptions int `json:"preemptions,omitempty"`
+	// DurationSeconds is how long the run's attempts ran (rundir.Record.RunningTime).
+	DurationSeconds float64 `json:"durationSeconds"`
 	// LastResult is the run's last report (as trainyard get -o json shows it); nil when
 	// it has none.
 	LastResult *client.Result `json:"lastResult,omitempty"`
@@ -201,6 +210,8 @@ func summarize(dir string) runSummary {
 		return s
 	}
 	s.Status, s.Reason, s.Created, s.Updated, s.Finished = rec.Phase, rec.Reason, rec.Created, rec.Updated, rec.Finished
+	s.Attempts, s.Restarts, s.Preemptions = len(rec.Attempts), rec.Restarts(), rec.Preemptions
+	s.DurationSeconds = rec.RunningTime(time.Now()).Round(time.Millisecond).Seconds()
 	last, ok, err := reporting.LastResult(dir)
 	switch {
 	case err != nil:
@@ -235,9 +246,9 @@ func printRuns(v view, storage string, runs []runSummary) error {
 		return err
 	}
 	tw := v.table()
-	fmt.Fprintln(tw, "NAME\tSTATUS\tLAST METRICS\tAGE")
+	fmt.Fprintln(tw, "NAME\tSTATUS\tRESTARTS\tDURATION\tLAST METRICS\tAGE")
 	for _, r := range runs {
-		status, metrics, age := string(r.Status), "-", "-"
+		status, metrics, age, ran, restarts := string(r.Status), "-", "-", "-", "-"
 		switch {
 		case r.Error != "" && r.Status == "":
 			status, metrics = "unknown", r.Error
@@ -247,7 +258,12 @@ func printRuns(v view, storage string, runs []runSummary) error {
 		if !r.Created.IsZero() {
 			age = humanDuration(v.now.Sub(r.Created))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", cell(r.Name), orDash(status), shorten(cell(metrics), lastMetricsWidth), age)
+		if r.Attempts > 0 {
+			ran = humanDuration(time.Duration(r.DurationSeconds * float64(time.Second)))
+			restarts = strconv.Itoa(r.Restarts)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", cell(r.Name), orDash(status), restarts, ran,
+			shorten(cell(metrics), lastMetricsWidth), age)
 	}
 	return tw.Flush()
 }

@@ -18,11 +18,17 @@ import (
 // its result.json of the given lines.
 func makeRun(t *testing.T, storage, name string, phase v1.JobPhase, ago time.Duration, results ...string) string {
 	t.Helper()
-	dir := filepath.Join(storage, name)
+	return writeRun(t, storage, rundir.Record{Name: name, Phase: phase, Created: now.Add(-ago), Updated: now.Add(-ago / 2)}, results...)
+}
+
+// writeRun writes a run folder under storage with the record rec and result.json of the
+// given lines.
+func writeRun(t *testing.T, storage string, rec rundir.Record, results ...string) string {
+	t.Helper()
+	dir := filepath.Join(storage, rec.Name)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	rec := rundir.Record{Name: name, Phase: phase, Created: now.Add(-ago), Updated: now.Add(-ago / 2)}
 	data, err := json.Marshal(rec)
 	if err != nil {
 		t.Fatal(err)
@@ -48,7 +54,10 @@ func resultLine(iteration int, metrics string) string {
 func testStorage(t *testing.T) string {
 	t.Helper()
 	storage := t.TempDir()
-	makeRun(t, storage, "fashion-mnist", v1.PhaseSucceeded, 3*time.Hour,
+	// failed after 10 minutes, restarted, succeeded 20 minutes later: 30m in all
+	start, failed, ended := now.Add(-3*time.Hour), now.Add(-170*time.Minute), now.Add(-150*time.Minute)
+	writeRun(t, storage, rundir.Record{Name: "fashion-mnist", Phase: v1.PhaseSucceeded, Created: start, Updated: ended, Finished: &ended,
+		Attempts: []rundir.Attempt{{Number: 1, Started: start, Ended: &failed, Outcome: "failed"}, {Number: 2, Started: failed, Ended: &ended, Outcome: "succeeded"}}},
 		resultLine(1, `, "loss": 0.9, "accuracy": 0.61`), resultLine(2, `, "loss": 0.41234567, "accuracy": 0.8765, "checkpoint": "checkpoint_000002"`))
 	makeRun(t, storage, "train-20250301-113000-3fa9", v1.PhaseRunning, 30*time.Minute)
 	makeRun(t, storage, "diverged", v1.PhaseFailed, 2*time.Hour, resultLine(7, `, "loss": "NaN"`))

@@ -74,3 +74,36 @@ func (r *Record) DriverExitCode() *int {
 	}
 	return nil
 }
+
+// Restarts counts the attempts that followed a failed one: the run's restarts, not the
+// starts that continued it after an interruption, a preemption or a resize.
+func (r *Record) Restarts() int {
+	n := 0
+	for i := 1; i < len(r.Attempts); i++ {
+		if r.Attempts[i-1].Outcome == "failed" {
+			n++
+		}
+	}
+	return n
+}
+
+// RunningTime returns how long the run's attempts ran, summed: an attempt that has not
+// ended counts until now while the run is active, else until the record's last update
+// (its launcher died). The time a run waited between a stop and its continuation is not
+// counted.
+func (r *Record) RunningTime(now time.Time) time.Duration {
+	var d time.Duration
+	for _, a := range r.Attempts {
+		end := now
+		switch {
+		case a.Ended != nil:
+			end = *a.Ended
+		case !r.Phase.Active():
+			end = r.Updated
+		}
+		if end.After(a.Started) {
+			d += end.Sub(a.Started)
+		}
+	}
+	return d
+}

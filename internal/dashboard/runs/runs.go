@@ -76,7 +76,7 @@ func (s *Source) run(name string) (client.JobDetail, error) {
 			j.Entrypoint = strings.Join(append(slices.Clone(spec.Spec.Command), spec.Spec.Args...), " ")
 		}
 	}
-	j.Restarts, j.Preemptions = restarts(rec), rec.Preemptions
+	j.Restarts, j.Preemptions = rec.Restarts(), rec.Preemptions
 	d.Job = j
 	if last, ok, err := reporting.LastResult(dir); err == nil && ok {
 		d.Results = server.ResultOf(last)
@@ -93,18 +93,6 @@ func ended(rec rundir.Record) *time.Time {
 	}
 	at := rec.Updated
 	return &at
-}
-
-// restarts counts the attempts of a run that followed a failed one: its restarts, not
-// the starts that continued it after an interruption or a preemption.
-func restarts(rec rundir.Record) int {
-	n := 0
-	for i := 1; i < len(rec.Attempts); i++ {
-		if rec.Attempts[i-1].Outcome == "failed" {
-			n++
-		}
-	}
-	return n
 }
 
 // status maps a run's phase to a job's status.
