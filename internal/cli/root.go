@@ -168,6 +168,7 @@ On Kubernetes:
 	root.AddCommand(newInstallCommand(g), newUninstallCommand(g), newOperatorCommand(g))
 	root.AddCommand(newWorkerCommand(g), newCopySelfCommand(g))
 	markFailures(root)
+	addCompletions(root)
 	return root
 }
 
