@@ -12,7 +12,6 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
 	"github.com/trainyard/trainyard/client"
 	"github.com/trainyard/trainyard/internal/jobspec"
@@ -176,7 +175,7 @@ On Kubernetes:
 const helpWidth = 100
 
 func init() {
-	cobra.AddTemplateFunc("wrappedFlagUsages", func(fs *pflag.FlagSet) string { return fs.FlagUsagesWrapped(helpWidth) })
+	cobra.AddTemplateFunc("wrappedFlagUsages", flagUsages)
 }
 
 // wrapFlags returns cobra's usage template with the flags' descriptions wrapped to

@@ -141,6 +141,12 @@ func newRunCommand(g *globals) *cobra.Command {
 	// Arena's --data mounts a cluster's volume: taken only to say what to do instead.
 	cmd.Flags().StringArray("data", nil, "")
 	_ = cmd.Flags().MarkHidden("data")
+	groupFlags(cmd,
+		flagGroup{"Faults and checkpoints", []string{"max-restarts", "hang-timeout", "pg-timeout", "grace-period",
+			"keep-checkpoints", "checkpoint-score", "score-order", "resume", "fresh", "start-workers"}},
+		flagGroup{"Code from git", []string{"sync-source", "sync-branch", "sync-rev", "sync-mode"}},
+		flagGroup{"Console", []string{"fold-logs", "ranks"}},
+	)
 	return cmd
 }
 

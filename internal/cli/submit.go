@@ -160,6 +160,15 @@ func newSubmitCommand(g *globals) *cobra.Command {
 	kjob.Bind(cmd.Flags())
 	kube.only(append(kjob.Names(), "output")...)
 	kube.notWith("id")
+	groupFlags(cmd,
+		flagGroup{"Faults and checkpoints", []string{"max-restarts", "hang-timeout", "pg-timeout", "grace-period",
+			"keep-checkpoints", "checkpoint-score", "score-order"}},
+		flagGroup{"Code from git", []string{"sync-source", "sync-branch", "sync-rev", "sync-mode", "sync-secret"}},
+		flagGroup{"The job server", []string{"address", "token-file", "ca-cert"}},
+		flagGroup{"Kubernetes (with --kube)", []string{"kube", "kubeconfig", "context", "namespace", "image", "image-pull-policy",
+			"data", "annotation", "label", "node-selector", "selector", "toleration", "queue", "priority-class",
+			"service-account", "pod-policy", "tensorboard", "tensorboard-image", "logdir", "dry-run", "output", "show-children"}},
+	)
 	return cmd
 }
 

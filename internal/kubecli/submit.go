@@ -77,7 +77,7 @@ func (f *JobFlags) Bind(fs *pflag.FlagSet) {
 	fs.StringVar(&f.DryRun, "dry-run", "", "with --kube: create nothing; client: print the TrainJob, with no cluster ('| kubectl apply -f -'\n"+
 		"creates it); server (the default of a bare --dry-run): have the cluster check the job")
 	fs.Lookup("dry-run").NoOptDefVal = DryRunServer
-	fs.BoolVar(&f.ShowChildren, "show-children", false, "with --kube --dry-run=client: also print, to read, the Indexed Job and Service (and TensorBoard)\n"+
+	fs.BoolVar(&f.ShowChildren, "show-children", false, "with --kube --dry-run=client: also print, to read, the headless Service and the workers' pods (and TensorBoard)\n"+
 		"the operator creates for the first attempt, with a placeholder UID; apply only the TrainJob")
 	fs.StringArrayVar(&f.Selector, "selector", nil, "with --kube: Arena's spelling of --node-selector KEY=VALUE (repeatable)")
 	fs.StringArrayVar(&f.Tolerations, "toleration", nil, "with --kube: tolerate the taints of this key, or all taints with 'all', as Arena's (repeatable)")
@@ -115,7 +115,7 @@ func (f *JobFlags) CheckDryRun() error {
 const PlaceholderUID = "00000000-0000-0000-0000-000000000000"
 
 // RenderFirstAttempt returns what the operator creates for job's first attempt in
-// namespace, with the trainyard image image: the Indexed Job and the headless Service,
+// namespace, with the trainyard image image: the headless Service and the workers' pods,
 // from the operator's own rendering (internal/workload). A job without a name gets its
 // generateName and "<name>" in their place.
 func RenderFirstAttempt(job *v1.TrainJob, namespace, image string) (*v1.TrainJob, *workload.Attempt, error) {
