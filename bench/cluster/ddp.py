@@ -1,17 +1,21 @@
 """A small DDP job for bench/cluster's -inplace mode: a tiny model over gloo, CPU only.
 
 Every attempt, once its process group is up (init_process_group and a first all-reduce),
-each rank appends a line to MARKS/rank-<rank>: the attempt, the Unix time and the CPU
-seconds the process has used so far (importing torch and joining), then prints
-"in the process group". It then trains until it is stopped.
+each rank appends a line to MARKS/rank-<rank>: the attempt, the Unix time, the CPU
+seconds the process has used so far (importing torch and joining) and the Unix time its
+Python started this script (before importing torch), then prints "in the process group".
+It then trains until it is stopped.
 """
 
-import argparse
-import os
-import resource
 import time
 
-import torch
+STARTED = time.time()  # before anything else: when the launcher's new process began its work
+
+import argparse  # noqa: E402
+import os  # noqa: E402
+import resource  # noqa: E402
+
+import torch  # noqa: E402
 import torch.distributed as dist
 
 
@@ -31,7 +35,7 @@ def main():
     attempt = os.environ.get("TRAINYARD_ATTEMPT", "?")
     os.makedirs(args.marks, exist_ok=True)
     with open(os.path.join(args.marks, f"rank-{rank}"), "a") as f:
-        f.write(f"{attempt} {now:.6f} {ru.ru_utime + ru.ru_stime:.3f}\n")
+        f.write(f"{attempt} {now:.6f} {ru.ru_utime + ru.ru_stime:.3f} {STARTED:.6f}\n")
     print(f"in the process group: attempt {attempt} rank {rank} of {int(t.item())}", flush=True)
 
     model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(16, 1))

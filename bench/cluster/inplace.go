@@ -41,6 +41,10 @@ type restartResult struct {
 	mode    restartMode
 	workers int
 	took    time.Duration
+	// started is the kill to every rank's new Python at the first line of the script:
+	// the restart's own path (signals, the coordinator, new processes), without the
+	// CPU-bound import of torch and join that follow it on W ranks sharing the cores.
+	started time.Duration
 	cpuMean float64 // seconds per rank: import torch, init_process_group, first all-reduce
 	cpuMax  float64
 	note    string
@@ -51,6 +55,7 @@ type mark struct {
 	attempt string
 	at      time.Time
 	cpu     float64
+	started time.Time // the script's first line; zero in lines of an older ddp.py
 }
 
 // inplaceBench runs rounds of the three restart modes: round 1 of every gang size, then
@@ -119,32 +124,32 @@ func (b *bench) trial(ctx, mctx context.Context, localScript string, m restartMo
 	if err != nil {
 		return r, err
 	}
-	fmt.Printf("%s trial %-14s workers %2d: kill -> all %d ranks in the process group %6.2f s; CPU per rank %.2f s (max %.2f); load %s%s\n",
-		time.Now().UTC().Format("15:04:05"), r.mode, w, w, r.took.Seconds(), r.cpuMean, r.cpuMax, loadavg(), r.note)
+	fmt.Printf("%s trial %-14s workers %2d: kill -> all %d ranks started %6.2f s, in the process group %6.2f s; CPU per rank %.2f s (max %.2f); load %s%s\n",
+		time.Now().UTC().Format("15:04:05"), r.mode, w, w, r.started.Seconds(), r.took.Seconds(), r.cpuMean, r.cpuMax, loadavg(), r.note)
 	return r, nil
 }
 
 // printInplaceTable prints the medians per gang size and mode, as Markdown.
 func printInplaceTable(all []restartResult, sizes []gangSize) {
 	fmt.Println()
-	fmt.Println("| workers | in place | recreated | `trainyard run` | in place / local | recreated / local | CPU s per rank (in place / recreated / local) |")
-	fmt.Println("|---|---|---|---|---|---|---|")
+	fmt.Println("| workers | in place | recreated | `trainyard run` | in place / local | recreated / local | kill → every rank's Python started (in place / recreated / local) | CPU s per rank (in place / recreated / local) |")
+	fmt.Println("|---|---|---|---|---|---|---|---|")
 	for _, g := range sizes {
 		w := g.workers
-		med := map[restartMode]time.Duration{}
+		med, start := map[restartMode]time.Duration{}, map[restartMode]time.Duration{}
 		cpu := map[restartMode]float64{}
 		for _, m := range restartModes {
-			var ds []time.Duration
+			var ds, ss []time.Duration
 			var cs []float64
 			for _, r := range all {
 				if r.workers == w && r.mode == m {
-					ds, cs = append(ds, r.took), append(cs, r.cpuMean)
+					ds, ss, cs = append(ds, r.took), append(ss, r.started), append(cs, r.cpuMean)
 				}
 			}
 			if len(ds) == 0 {
 				continue
 			}
-			med[m] = median(ds)
+			med[m], start[m] = median(ds), median(ss)
 			slices.Sort(cs)
 			cpu[m] = cs[len(cs)/2]
 		}
@@ -160,9 +165,15 @@ func printInplaceTable(all []restartResult, sizes []gangSize) {
 			}
 			return fmt.Sprintf("%.2f", float64(med[m])/float64(med[local]))
 		}
-		fmt.Printf("| %d | %s | %s | %s | %s | %s | %.2f / %.2f / %.2f |\n", w,
+		started := func(m restartMode) string {
+			if start[m] == 0 {
+				return "-"
+			}
+			return fmt.Sprintf("%.2f s", start[m].Seconds())
+		}
+		fmt.Printf("| %d | %s | %s | %s | %s | %s | %s / %s / %s | %.2f / %.2f / %.2f |\n", w,
 			sec(inPlace), sec(recreated), sec(local), ratio(inPlace), ratio(recreated),
-			cpu[inPlace], cpu[recreated], cpu[local])
+			started(inPlace), started(recreated), started(local), cpu[inPlace], cpu[recreated], cpu[local])
 	}
 }
 
@@ -303,15 +314,21 @@ func measureRestart(ctx context.Context, marks, argMarks string, w int, launcher
 	if len(after) < w {
 		return r, fmt.Errorf("%d of %d ranks back in the process group: %w", len(after), w, ctx.Err())
 	}
-	var last time.Time
+	var last, lastStart time.Time
 	for _, m := range after {
 		if m.at.After(last) {
 			last = m.at
+		}
+		if m.started.After(lastStart) {
+			lastStart = m.started
 		}
 		r.cpuMean += m.cpu / float64(w)
 		r.cpuMax = max(r.cpuMax, m.cpu)
 	}
 	r.took = last.Sub(killed)
+	if !lastStart.IsZero() {
+		r.started = lastStart.Sub(killed)
+	}
 	return r, nil
 }
 
@@ -326,14 +343,20 @@ func readMarks(dir string, w int, since time.Time) map[int]mark {
 		sc := bufio.NewScanner(f)
 		for sc.Scan() {
 			fs := strings.Fields(sc.Text())
-			if len(fs) != 3 {
+			if len(fs) != 3 && len(fs) != 4 {
 				continue
 			}
 			sec, err1 := strconv.ParseFloat(fs[1], 64)
 			cpu, err2 := strconv.ParseFloat(fs[2], 64)
 			at := time.Unix(0, int64(sec*1e9))
 			if err1 == nil && err2 == nil && at.After(since) {
-				out[rank] = mark{attempt: fs[0], at: at, cpu: cpu}
+				m := mark{attempt: fs[0], at: at, cpu: cpu}
+				if len(fs) == 4 {
+					if s, err := strconv.ParseFloat(fs[3], 64); err == nil {
+						m.started = time.Unix(0, int64(s*1e9))
+					}
+				}
+				out[rank] = m
 				break
 			}
 		}
