@@ -83,6 +83,9 @@ func Parse(data []byte) (*v1.TrainJob, error) {
 	if !strings.HasPrefix(strings.TrimSpace(string(js)), "{") {
 		return nil, errors.New("the job file must be a mapping with apiVersion, kind and spec")
 	}
+	if js, err = elasticWorkers(js); err != nil {
+		return nil, err
+	}
 	var job v1.TrainJob
 	strict, err := json.UnmarshalStrict(js, &job, json.DisallowDuplicateFields, json.DisallowUnknownFields)
 	if err != nil {
