@@ -43,7 +43,10 @@ type TrainJobSpec struct {
 	// attempts in a row instead of failing the job, while the gang keeps at least
 	// MinWorkers; the resize uses no restart. Default: Workers (not elastic). The job
 	// server also starts it with what fits, grows it into free room and shrinks it for
-	// jobs of higher priority; the operator refuses it.
+	// jobs of higher priority. On Kubernetes a job admitted by Kueue (the queue-name
+	// label) asks Kueue for MinWorkers to Workers workers (the PodSet's minCount, Kueue's
+	// partial admission) and runs with what Kueue admits (status.workers); without Kueue
+	// the gang runs with Workers.
 	// +kubebuilder:validation:Minimum=1
 	// +optional
 	MinWorkers *int32 `json:"minWorkers,omitempty"`
@@ -333,6 +336,12 @@ type TrainJobStatus struct {
 	// +optional
 	WorkersReady int32 `json:"workersReady,omitempty"`
 
+	// Workers is the gang's size when it runs with fewer than spec.workers: an elastic
+	// gang (spec.minWorkers) of which Kueue admitted only part (its partial admission).
+	// Zero while the gang has its full size or waits.
+	// +optional
+	Workers int32 `json:"workers,omitempty"`
+
 	// Conditions are the job's conditions (Created, Running, Restarting, Succeeded,
 	// Failed, Suspended), each with its reason.
 	// +listType=map
@@ -443,6 +452,15 @@ func (s *TrainJobSpec) MinWorkerCount() int {
 		return s.WorkerCount()
 	}
 	return int(*s.MinWorkers)
+}
+
+// GangSize returns the number of workers the gang runs with: status.workers when an
+// elastic gang was admitted with fewer than spec.workers, else spec.workers.
+func (j *TrainJob) GangSize() int {
+	if n := int(j.Status.Workers); n > 0 && n < j.Spec.WorkerCount() {
+		return n
+	}
+	return j.Spec.WorkerCount()
 }
 
 // WorkerCount returns the number of workers, 1 when unset.

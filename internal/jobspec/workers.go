@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-
-	v1 "github.com/trainyard/trainyard/api/v1alpha1"
 )
 
 // Workers is the value of --workers: a count, or MIN:MAX for an elastic gang.
@@ -42,14 +40,3 @@ func (w *Workers) Set(v string) error {
 
 // Type names the value in --help.
 func (w *Workers) Type() string { return "N|MIN:MAX" }
-
-// NotElastic refuses an elastic gang (spec.minWorkers below spec.workers) where only
-// `trainyard run` resizes gangs: the job server and the operator would run it at its most
-// without ever resizing it.
-func NotElastic(s *v1.TrainJobSpec, where string) error {
-	if s.MinWorkerCount() >= s.WorkerCount() {
-		return nil
-	}
-	return fmt.Errorf("--workers %d:%d (spec.minWorkers): %s does not resize gangs yet, only 'trainyard run' does; give --workers %d",
-		s.MinWorkerCount(), s.WorkerCount(), where, s.WorkerCount())
-}

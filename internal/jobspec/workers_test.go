@@ -23,7 +23,7 @@ func TestWorkersFlag(t *testing.T) {
 }
 
 // --workers MIN:MAX sets spec.minWorkers and spec.workers; a bad minWorkers in a file is
-// refused naming the field; the server and the operator refuse an elastic gang.
+// refused naming the field.
 func TestElasticWorkers(t *testing.T) {
 	job, err := resolve(t, "--workers", "2:4", "--", "python3", "train.py")
 	if err != nil {
@@ -32,17 +32,13 @@ func TestElasticWorkers(t *testing.T) {
 	if s := job.Spec; s.WorkerCount() != 4 || s.MinWorkerCount() != 2 {
 		t.Errorf("workers %d, min %d; want 4, 2", s.WorkerCount(), s.MinWorkerCount())
 	}
-	if err := NotElastic(&job.Spec, "the job server"); err == nil ||
-		err.Error() != "--workers 2:4 (spec.minWorkers): the job server does not resize gangs yet, only 'trainyard run' does; give --workers 4" {
-		t.Errorf("NotElastic: %v", err)
-	}
 	min := int32(5)
 	job.Spec.MinWorkers = &min
 	if err := Validate(job); err == nil || !strings.Contains(err.Error(), "spec.minWorkers") {
 		t.Errorf("minWorkers 5 of 4: %v", err)
 	}
 	plain := &v1.TrainJobSpec{}
-	if plain.MinWorkerCount() != 1 || NotElastic(plain, "x") != nil {
+	if plain.MinWorkerCount() != 1 {
 		t.Errorf("a job without minWorkers is elastic")
 	}
 }

@@ -187,8 +187,8 @@ func detailFields(v View, d *Detail) [][2]string {
 		f = append(f, [2]string{"Attempt", fmt.Sprint(st.Attempt)})
 	}
 	f = append(f, [2]string{"Restarts", restarts(st)},
-		[2]string{"Workers", gangShape(s)},
-		[2]string{"Ready", fmt.Sprintf("%d/%d", st.WorkersReady, s.WorkerCount())})
+		[2]string{"Workers", gangShape(s) + partly(d.Job)},
+		[2]string{"Ready", fmt.Sprintf("%d/%d", st.WorkersReady, d.Job.GangSize())})
 	if k := s.Kubernetes; k != nil {
 		f = append(f, [2]string{"Image", orDash(k.Image)})
 		if k.QueueName != "" {
@@ -329,7 +329,7 @@ func replaced(st *v1.TrainJobStatus, w int) int32 {
 // not ended) of those it asks for, while it has not ended and asks for some.
 func printGPUs(v View, d *Detail) error {
 	j := d.Job
-	requested := int64(j.Spec.WorkerCount()) * int64(j.Spec.Resources.GPU)
+	requested := int64(j.GangSize()) * int64(j.Spec.Resources.GPU)
 	if requested == 0 || j.Status.Phase.Finished() {
 		return nil
 	}

@@ -102,10 +102,24 @@ func procsPerWorker(s *v1.TrainJobSpec) int {
 	return max(1, int(s.Resources.GPU))
 }
 
-// gangShape describes the workers: how many, with how many processes and GPUs each.
+// partly says how many workers an elastic gang runs with when Kueue admitted fewer than
+// its most; "" otherwise.
+func partly(j *v1.TrainJob) string {
+	if n := j.GangSize(); n < j.Spec.WorkerCount() {
+		return fmt.Sprintf(" (elastic: running with %d, as Kueue admitted)", n)
+	}
+	return ""
+}
+
+// gangShape describes the workers: how many (MIN:MAX for an elastic gang), with how many
+// processes and GPUs each.
 func gangShape(s *v1.TrainJobSpec) string {
 	procs := procsPerWorker(s)
-	out := fmt.Sprintf("%d x %d process", s.WorkerCount(), procs)
+	count := strconv.Itoa(s.WorkerCount())
+	if s.MinWorkerCount() < s.WorkerCount() {
+		count = fmt.Sprintf("%d:%d", s.MinWorkerCount(), s.WorkerCount())
+	}
+	out := fmt.Sprintf("%s x %d process", count, procs)
 	if procs != 1 {
 		out += "es"
 	}

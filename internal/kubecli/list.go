@@ -98,7 +98,7 @@ func PrintJobs(v View, jobs []v1.TrainJob, nodes WorkerNodes, allNamespaces bool
 
 // jobRow is one job's row of the list.
 func jobRow(v View, j *v1.TrainJob, node string, allNamespaces bool) string {
-	workers := j.Spec.WorkerCount()
+	workers := j.GangSize()
 	p := phase(j)
 	if j.Spec.Suspend && j.Status.Phase != v1.PhaseSuspended && !j.Status.Phase.Finished() {
 		p += " (suspending)"

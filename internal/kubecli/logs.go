@@ -121,7 +121,7 @@ func (l *logReader) check() error {
 	}
 	if l.opts.Rank >= 0 {
 		procs := procsPerWorker(s)
-		if world := s.WorkerCount() * procs; l.opts.Rank >= world {
+		if world := l.job.GangSize() * procs; l.opts.Rank >= world {
 			return inputError("--rank %d: TrainJob %s has ranks 0 to %d", l.opts.Rank, l.job.Name, world-1)
 		}
 		l.worker = l.opts.Rank / procs
@@ -136,7 +136,7 @@ func (l *logReader) instance(ctx context.Context) error {
 	if name == "" {
 		return nil
 	}
-	if w, ok := workerName(name); ok && w < l.job.Spec.WorkerCount() {
+	if w, ok := workerName(name); ok && w < l.job.GangSize() {
 		l.worker = w
 		return nil
 	}
@@ -182,7 +182,7 @@ const maxNamedPods = 8
 // unknownInstance is the error for an -i that names neither a worker of job nor one of its
 // pods: it says which there are.
 func unknownInstance(job *v1.TrainJob, name string, pods []corev1.Pod) error {
-	n := job.Spec.WorkerCount()
+	n := job.GangSize()
 	workers := "1 worker, worker-0"
 	switch {
 	case n == 2:
@@ -519,7 +519,7 @@ func (l *logReader) write(line logLine) error {
 func (l *logReader) followPods(ctx context.Context, n int32) error {
 	workers := []int{l.worker}
 	if l.worker < 0 {
-		workers = make([]int, l.job.Spec.WorkerCount())
+		workers = make([]int, l.job.GangSize())
 		for i := range workers {
 			workers[i] = i
 		}

@@ -134,7 +134,40 @@ func (s *step) kueueGate(ctx context.Context) (admitted bool, err error) {
 	if evicted != nil && evicted.Status == metav1.ConditionTrue || !wlAdmittedNow(wl) {
 		return false, s.notAdmitted(ctx, wl, evicted)
 	}
+	s.admittedSize(admittedWorkers(wl))
 	return true, nil
+}
+
+// admittedWorkers is how many workers Kueue's admission of wl counts for the workers
+// PodSet: below spec.workers only for an elastic gang partly admitted; 0 when no
+// assignment says.
+func admittedWorkers(wl *unstructured.Unstructured) int {
+	assignments, _, _ := unstructured.NestedSlice(wl.Object, "status", "admission", "podSetAssignments")
+	for _, a := range assignments {
+		m, _ := a.(map[string]any)
+		if name, _ := m["name"].(string); name != podSetWorkers {
+			continue
+		}
+		if n, ok, _ := unstructured.NestedInt64(m, "count"); ok {
+			return int(n)
+		}
+	}
+	return 0
+}
+
+// admittedSize records the gang's size Kueue admitted in status.workers (0: all of
+// spec.workers), saying so when an elastic gang is admitted with fewer.
+func (s *step) admittedSize(n int) {
+	st, max, min := &s.job.Status, s.job.Spec.WorkerCount(), s.job.Spec.MinWorkerCount()
+	if n <= 0 || n >= max || n < min {
+		st.Workers = 0
+		return
+	}
+	if int(st.Workers) != n {
+		s.event(corev1.EventTypeNormal, "PartlyAdmitted", fmt.Sprintf(
+			"Kueue admitted %d of %d workers of the elastic gang (spec.minWorkers %d): it runs with %d", n, max, min, n))
+	}
+	st.Workers = int32(n)
 }
 
 // notAdmitted handles a Workload Kueue does not admit (now): the running attempt ends as a
@@ -221,6 +254,11 @@ func (s *step) createWorkload(ctx context.Context) error {
 		"podSets": []any{map[string]any{
 			"name": podSetWorkers, "count": int64(s.job.Spec.WorkerCount()), "template": tmpl,
 		}},
+	}
+	if min := s.job.Spec.MinWorkerCount(); min < s.job.Spec.WorkerCount() {
+		// Kueue's partial admission: it may admit as few as min workers when the quota
+		// has no room for all.
+		spec["podSets"].([]any)[0].(map[string]any)["minCount"] = int64(min)
 	}
 	if pc := s.job.Spec.Kubernetes.PriorityClassName; pc != "" {
 		var cls schedulingv1.PriorityClass

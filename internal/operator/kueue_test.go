@@ -2,6 +2,7 @@ package operator_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -294,5 +295,56 @@ func testKueueSuspend(k *cluster) {
 	})
 	if active, _, _ := unstructured.NestedBool(k.theWorkload().Object, "spec", "active"); active {
 		k.t.Errorf("the operator activated a Workload it did not deactivate; status %+v", got.Status)
+	}
+}
+
+// An elastic gang (spec.minWorkers) in a Kueue queue asks Kueue for as few as minWorkers
+// (the PodSet's minCount, for Kueue's partial admission) and runs with as many workers as
+// Kueue admits: that many pods, each told the gang's size, and the status says so.
+func testKueueElastic(k *cluster) {
+	flavor := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": map[string]any{"name": "default"}}}
+	if err := k.c.Create(context.Background(), flavor); err != nil && !apierrors.IsAlreadyExists(err) {
+		k.t.Fatal(err)
+	}
+	k.newJob("elastic", 4, func(j *v1.TrainJob) {
+		j.Spec.Kubernetes.QueueName = "team-a"
+		j.Spec.MinWorkers = ptr(int32(2))
+	})
+	sets, _, _ := unstructured.NestedSlice(k.theWorkload().Object, "spec", "podSets")
+	if set := sets[0].(map[string]any); set["count"] != int64(4) || set["minCount"] != int64(2) {
+		k.t.Fatalf("pod set count %v, minCount %v; want 4 and 2", set["count"], set["minCount"])
+	}
+
+	// Kueue's quota has room for 3.
+	admission := map[string]any{"clusterQueue": "gpus", "podSetAssignments": []any{map[string]any{
+		"name": "workers", "count": int64(3), "flavors": map[string]any{"cpu": "default"}}}}
+	k.kueueSets(admission, wlCond("QuotaReserved", metav1.ConditionTrue, "QuotaReserved", "Quota reserved in ClusterQueue gpus"),
+		wlCond("Admitted", metav1.ConditionTrue, "Admitted", "The workload is admitted"))
+	pods := k.attempt("elastic", 1)
+	if n := len(k.pods("elastic", 1)); n != 3 {
+		k.t.Fatalf("%d pods; want the 3 Kueue admitted", n)
+	}
+	for _, p := range pods {
+		var job v1.TrainJob
+		for _, e := range p.Spec.Containers[0].Env {
+			if e.Name == workload.EnvJob {
+				_ = json.Unmarshal([]byte(e.Value), &job)
+			}
+		}
+		if job.Spec.WorkerCount() != 3 || job.Spec.MinWorkers != nil {
+			k.t.Errorf("pod %s: the workers' spec says %d workers (min %v); want 3, not elastic", p.Name, job.Spec.WorkerCount(), job.Spec.MinWorkers)
+		}
+	}
+	k.runAll("elastic", 1)
+	k.waitStatus("elastic", "running with 3", func(st *v1.TrainJobStatus) bool {
+		return st.Phase == v1.PhaseRunning && st.WorkersReady == 3 && st.Workers == 3
+	})
+	for _, p := range k.pods("elastic", 1) {
+		k.setPod(&p, exited(0, ""))
+	}
+	got := k.waitStatus("elastic", "succeeded", func(st *v1.TrainJobStatus) bool { return st.Phase == v1.PhaseSucceeded })
+	if !strings.Contains(got.Status.Reason, "all 3 workers succeeded") {
+		k.t.Errorf("reason %q; want all 3 workers", got.Status.Reason)
 	}
 }

@@ -73,6 +73,7 @@ func TestOperator(t *testing.T) {
 		{"ttl after finished", testTTL},
 		{"kueue", testKueue},
 		{"kueue suspend", testKueueSuspend},
+		{"kueue partial admission", testKueueElastic},
 		{"bad pod template", testBadTemplate},
 		{"bad input is not restarted", testBadInput},
 		{"git source and tensorboard", testGitAndTensorBoard},
@@ -165,13 +166,14 @@ func hasCond(st *v1.TrainJobStatus, kind string, status metav1.ConditionStatus, 
 // worker order.
 func (k *cluster) attempt(name string, n int) []*corev1.Pod {
 	k.t.Helper()
-	workers := int(k.get(name).Spec.WorkerCount())
-	out := make([]*corev1.Pod, workers)
+	var out []*corev1.Pod
 	key := client.ObjectKey{Namespace: k.ns, Name: workload.AttemptName(name, n)}
 	k.eventually(key.Name+" Service and pods", func() (bool, string) {
 		if err := k.c.Get(context.Background(), key, &corev1.Service{}); err != nil {
 			return false, fmt.Sprintf("%v; TrainJob status %+v", err, k.get(name).Status)
 		}
+		workers := k.get(name).GangSize() // what Kueue admitted of an elastic gang
+		out = make([]*corev1.Pod, workers)
 		pods := k.pods(name, n)
 		for i := range pods {
 			if w := workload.WorkerIndex(pods[i].Labels); w >= 0 && w < workers {

@@ -176,7 +176,7 @@ func (s *step) countLoss(f *failure, p *corev1.Pod) error {
 		st.Disruptions++
 		st.Restarts++
 	}
-	if f.worker >= 0 && f.worker < s.job.Spec.WorkerCount() {
+	if f.worker >= 0 && f.worker < s.gangSize() {
 		for len(st.WorkerReplacements) <= f.worker {
 			st.WorkerReplacements = append(st.WorkerReplacements, 0)
 		}

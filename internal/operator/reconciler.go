@@ -201,7 +201,7 @@ func (s *step) run(ctx context.Context) error {
 	}
 	pods := s.kids.podsOf(s.podsAttempt())
 	s.r.expect.settle(s.job.UID, pods)
-	o := observe(pods, s.job.Spec.WorkerCount(), s.r.nodeDown(ctx))
+	o := observe(pods, s.gangSize(), s.r.nodeDown(ctx))
 	return s.track(ctx, o)
 }
 
@@ -270,12 +270,16 @@ func (s *step) render(ctx context.Context, n int) (*workload.Attempt, error) {
 	if err != nil {
 		return nil, err
 	}
-	a, err := workload.Render(s.job, n, workload.Options{Image: s.r.Options.Image, Placement: placement})
+	a, err := workload.Render(s.job, n, workload.Options{Image: s.r.Options.Image, Placement: placement, Workers: s.gangSize()})
 	if err != nil {
 		return nil, &templateError{err}
 	}
 	return a, nil
 }
+
+// gangSize is the number of workers the gang runs with: what Kueue admitted of an
+// elastic gang (status.workers), else spec.workers.
+func (s *step) gangSize() int { return s.job.GangSize() }
 
 // templateError is a pod template override that does not apply: the job fails.
 type templateError struct{ error }
@@ -479,7 +483,7 @@ func (s *step) waitTeardown(ctx context.Context) error {
 
 func (s *step) succeed() error {
 	st := &s.job.Status
-	msg := fmt.Sprintf("all %d workers succeeded in attempt %d", s.job.Spec.WorkerCount(), st.Attempt)
+	msg := fmt.Sprintf("all %d workers succeeded in attempt %d", s.gangSize(), st.Attempt)
 	st.Phase, st.Reason, st.WorkersReady, st.CompletionTime = v1.PhaseSucceeded, msg, 0, s.time()
 	s.condition(v1.CondSucceeded, true, "AllWorkersSucceeded", msg)
 	s.condition(v1.CondRunning, false, "Completed", msg)

@@ -36,6 +36,9 @@ type Options struct {
 	// Placement is what the queue that admitted the gang assigned (placement.go); nil
 	// for none.
 	Placement *Placement
+	// Workers is the gang's size when it runs with fewer than spec.workers (an elastic
+	// gang partly admitted); 0 for spec.workers. The workers see it as spec.workers.
+	Workers int
 }
 
 // Attempt is what the operator creates for one attempt of a TrainJob: a headless Service,
@@ -135,6 +138,9 @@ func Labels(job *v1.TrainJob, n int) map[string]string {
 // apply.
 func Render(job *v1.TrainJob, n int, opts Options) (*Attempt, error) {
 	d := Defaulted(job)
+	if opts.Workers > 0 && opts.Workers < d.Spec.WorkerCount() {
+		d.Spec.Workers, d.Spec.MinWorkers = ptr(int32(opts.Workers)), nil
+	}
 	name := AttemptName(job.Name, n)
 	owner := ownerRef(job)
 	meta := metav1.ObjectMeta{Name: name, Namespace: job.Namespace, Labels: Labels(job, n),
