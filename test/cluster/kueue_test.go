@@ -199,6 +199,29 @@ func TestKueueWorkloadPerTrainJob(t *testing.T) {
 		}
 	})
 
+	t.Run("an elastic gang runs with what Kueue's partial admission gives it", func(t *testing.T) {
+		// 2 to 3 workers of 2 GPUs, in a quota of 4: Kueue admits 2.
+		world := []string{"python3", "-c", "import os, time; print('world', os.environ['WORLD_SIZE'], flush=True); time.sleep(5)"}
+		elastic := gpuJob("elastic", "low", 0, world)
+		elastic.workers, elastic.spec = 3, elastic.spec+"\n  minWorkers: 2"
+		elastic.submit(t, ctx)
+		s := waitStatus(t, "elastic", 4*time.Minute, func(s trainJobStatus) bool { return s.Phase == "Succeeded" || s.Phase == "Failed" })
+		if s.Phase != "Succeeded" || s.Workers != 2 || !strings.Contains(s.Reason, "all 2 workers succeeded") {
+			t.Fatalf("elastic: %+v; want Succeeded with the 2 workers Kueue admitted", s)
+		}
+		_, logs, _ := trainyardCmd(t, ctx, "logs", "--kube", "elastic")
+		if !strings.Contains(logs, "world 2") || strings.Contains(logs, "world 3") {
+			t.Errorf("the ranks' WORLD_SIZE is not 2:\n%s", logs)
+		}
+		_, described, _ := trainyardCmd(t, ctx, "describe", "--kube", "elastic")
+		if !strings.Contains(described, "2:3 x 1 process") || !strings.Contains(described, "running with 2, as Kueue admitted") {
+			t.Errorf("describe does not say the gang's range and size:\n%s", described)
+		}
+		if n := len(jobWorkloads(t, ctx, kc, "elastic")); n != 1 {
+			t.Errorf("elastic has %d Workloads; want 1", n)
+		}
+	})
+
 	t.Run("preempted by a higher priority, resumed from the checkpoint", func(t *testing.T) {
 		_ = os.MkdirAll(filepath.Join(sharedDir, "code"), 0o755)
 		// Long enough that the preemption comes mid-run: the status learns of the first

@@ -170,6 +170,8 @@ type trainJobStatus struct {
 	Attempt     int    `json:"attempt"`
 	Restarts    int    `json:"restarts"`
 	Disruptions int    `json:"disruptions"`
+	// Workers is the size Kueue admitted of an elastic gang (0: all of spec.workers).
+	Workers int `json:"workers"`
 	// WorkerReplacements counts each worker's pods replaced alone.
 	WorkerReplacements []int          `json:"workerReplacements"`
 	Iteration          int            `json:"iteration"`
