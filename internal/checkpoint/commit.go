@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -264,7 +265,7 @@ func (c *commit) finish() {
 			return
 		}
 	}
-	if err := makeReadOnly(c.staged, c.files, c.dirs, folderMode(c.s.run.root)); err != nil {
+	if err := makeReadOnly(c.staged, c.files, c.dirs, folderOf(c.s.run.root)); err != nil {
 		warn(err)
 	}
 	if err := c.s.step("read-only"); err != nil {
@@ -302,39 +303,68 @@ func (c *commit) close() {
 }
 
 // makeReadOnly makes the committed checkpoint as private as its run folder (run is the run
-// folder's mode): its files lose their write permissions and what group and others may not
-// have there (see filemode.ReadOnly), the manifest too, and its folders get the run
-// folder's own folder mode, so that they stay private also once copied out of it.
-func makeReadOnly(d *dir, files []File, dirs []entry, run fs.FileMode) error {
+// folder's mode and group): its files lose their write permissions and what group and
+// others may not have there (see filemode.ReadOnly), the manifest too, and its folders get
+// the run folder's own folder mode, so that they stay private also once copied out of it.
+// In a run folder shared with a group (setgid) they also get its group, which a copied
+// checkpoint's files would otherwise not have.
+func makeReadOnly(d *dir, files []File, dirs []entry, run runFolder) error {
 	for _, f := range append(files, File{Path: ManifestName}) {
 		file, err := openRegular(d, f.Path)
 		if err != nil {
 			return fmt.Errorf("make %s read-only: %w", f.Path, err)
 		}
 		fi, err := file.Stat()
+		if err == nil && run.shared() {
+			err = file.Chown(-1, run.gid)
+		}
 		if err == nil {
-			err = file.Chmod(filemode.ReadOnly(fi.Mode(), run))
+			err = file.Chmod(filemode.ReadOnly(fi.Mode(), run.mode))
 		}
 		file.Close()
 		if err != nil {
 			return fmt.Errorf("make %s read-only: %w", f.Path, err)
 		}
 	}
-	dirMode, _ := filemode.Of(run)
+	dirMode, _ := filemode.Of(run.mode)
 	for _, e := range append([]entry{{rel: "."}}, dirs...) {
-		if err := d.root.Chmod(filepath.FromSlash(e.rel), dirMode); err != nil {
+		name := filepath.FromSlash(e.rel)
+		if run.shared() {
+			if err := d.root.Lchown(name, -1, run.gid); err != nil {
+				return fmt.Errorf("give folder %s the run folder's group: %w", e.rel, err)
+			}
+		}
+		if err := d.root.Chmod(name, dirMode); err != nil {
 			return fmt.Errorf("set the mode of folder %s: %w", e.rel, err)
 		}
 	}
 	return nil
 }
 
-// folderMode returns the mode of root's folder, or filemode.Private when it cannot be read.
-func folderMode(root *os.Root) fs.FileMode {
-	if info, err := root.Stat("."); err == nil {
-		return info.Mode()
+// runFolder is what a checkpoint takes from its run folder: its mode and group.
+type runFolder struct {
+	mode fs.FileMode
+	gid  int
+}
+
+// shared reports whether the run folder is shared with its group (setgid).
+func (r runFolder) shared() bool { return r.mode&fs.ModeSetgid != 0 }
+
+// folderOf returns the mode and group of root's folder, or a private folder's mode when it
+// cannot be read.
+func folderOf(root *os.Root) runFolder {
+	info, err := root.Stat(".")
+	if err != nil {
+		return runFolder{mode: filemode.Private, gid: -1}
 	}
-	return filemode.Private
+	r := runFolder{mode: info.Mode(), gid: -1}
+	if st, ok := info.Sys().(*syscall.Stat_t); ok {
+		r.gid = int(st.Gid)
+	}
+	if r.gid < 0 {
+		r.mode &^= fs.ModeSetgid
+	}
+	return r
 }
 
 // stagingMode is the mode of the staging folder in the run folder root: the run folder's.

@@ -150,7 +150,7 @@ func writeManifest(d *dir, m Manifest) error {
 		return fmt.Errorf("encode manifest: %w", err)
 	}
 	_ = d.root.Remove(manifestTemp) // a leftover would be read-only
-	f, err := d.root.OpenFile(manifestTemp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o400)
+	f, err := d.root.OpenFile(manifestTemp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o444)
 	if err != nil {
 		return fmt.Errorf("write manifest: %w", err)
 	}
