@@ -200,7 +200,8 @@ func TestKueueWorkloadPerTrainJob(t *testing.T) {
 	})
 
 	t.Run("an elastic gang runs with what Kueue's partial admission gives it", func(t *testing.T) {
-		// 2 to 3 workers of 2 GPUs, in a quota of 4: Kueue admits 2.
+		// 2 to 3 workers of 2 GPUs (2 ranks each), in a quota of 4: Kueue admits 2 workers,
+		// so the world is 4 ranks, not 6.
 		world := []string{"python3", "-c", "import os, time; print('world', os.environ['WORLD_SIZE'], flush=True); time.sleep(5)"}
 		elastic := gpuJob("elastic", "low", 0, world)
 		elastic.workers, elastic.spec = 3, elastic.spec+"\n  minWorkers: 2"
@@ -210,11 +211,11 @@ func TestKueueWorkloadPerTrainJob(t *testing.T) {
 			t.Fatalf("elastic: %+v; want Succeeded with the 2 workers Kueue admitted", s)
 		}
 		_, logs, _ := trainyardCmd(t, ctx, "logs", "--kube", "elastic")
-		if !strings.Contains(logs, "world 2") || strings.Contains(logs, "world 3") {
-			t.Errorf("the ranks' WORLD_SIZE is not 2:\n%s", logs)
+		if !strings.Contains(logs, "world 4") || strings.Contains(logs, "world 6") {
+			t.Errorf("the ranks' WORLD_SIZE is not 4 (2 workers of 2 ranks):\n%s", logs)
 		}
 		_, described, _ := trainyardCmd(t, ctx, "describe", "--kube", "elastic")
-		if !strings.Contains(described, "2:3 x 1 process") || !strings.Contains(described, "running with 2, as Kueue admitted") {
+		if !strings.Contains(described, "2:3 x 2 processes") || !strings.Contains(described, "running with 2, as Kueue admitted") {
 			t.Errorf("describe does not say the gang's range and size:\n%s", described)
 		}
 		if n := len(jobWorkloads(t, ctx, kc, "elastic")); n != 1 {
