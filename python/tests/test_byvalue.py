@@ -1,0 +1,208 @@
+"""The by-value pickler a driver's fit() sends its training loop with (ray.train._byvalue).
+
+Each case pickles in one Python process (a script, its loop in ``__main__``) and loads in
+another that never saw the script, as a gang's worker does.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+import threading
+import unittest
+
+_COMPAT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "compat")
+if _COMPAT not in sys.path:
+    sys.path.append(_COMPAT)
+
+from ray.train import _byvalue  # noqa: E402
+from tests.support import PACKAGE_PARENT  # noqa: E402
+
+#: A script in Ray's quickstart style: no main guard, its loop calls what the script defines.
+SCRIPT = '''
+import dataclasses, enum, functools, sys, xml.dom.minidom
+from ray.train import _byvalue
+import sibling
+
+print("TOP LEVEL RAN", flush=True)
+SCALE = 3
+
+class Base:
+    def __init__(self, x):
+        self.x = x
+
+class Net(Base):
+    k = 2
+    def __init__(self, x):
+        super().__init__(x)          # the __class__ cell: a cycle through the class
+    def forward(self):
+        return helper(self.x) * self.k
+    @staticmethod
+    def name():
+        return "net"
+    @classmethod
+    def kind(cls):
+        return cls.__name__
+    @property
+    def plus_one(self):
+        return self.x + 1
+
+class Color(enum.Enum):
+    RED = 1
+    BLUE = 2
+    def lower(self):
+        return self.name.lower()
+
+@dataclasses.dataclass
+class Config:
+    a: int = 1
+    b: list = dataclasses.field(default_factory=list)
+
+class Slotted:
+    __slots__ = ("v",)
+    def __init__(self):
+        self.v = 5
+
+def helper(v):
+    return v * SCALE
+
+def even(n):                          # two functions that call each other
+    return True if n == 0 else odd(n - 1)
+
+def odd(n):
+    return False if n == 0 else even(n - 1)
+
+def fact(n, *, base=1):               # a function that calls itself, with a kw default
+    return base if n <= 1 else n * fact(n - 1, base=base)
+
+def counter():
+    def count(n):                     # a nested function whose closure holds itself
+        return 0 if n == 0 else 1 + count(n - 1)
+    return count
+
+def plus(k):
+    def add(x):
+        return x + k
+    return add
+
+def traced(fn):
+    @functools.wraps(fn)
+    def wrapper(*args):
+        return fn(*args) + 100
+    return wrapper
+
+@traced
+def decorated(x):
+    return x
+
+COUNT = counter()
+ADD2 = plus(2)
+
+def train_loop_per_worker(config):
+    return {
+        "net": Net(config["x"]).forward(), "static": Net.name(), "cls": Net.kind(), "prop": Net(1).plus_one,
+        "enum": (Color.BLUE.lower(), Color(1) is Color.RED), "dataclass": (Config() == Config(), Config(2, [1]) == Config(2, [1])),
+        "slots": Slotted().v, "mutual": even(10), "recursive": fact(5), "closure": (COUNT(4), ADD2(1)),
+        "decorated": decorated(1), "lambda": config["fn"](1), "submodule": xml.dom.minidom.parseString("<a/>").documentElement.tagName,
+        "sibling": sibling.VALUE, "module": __name__, "same_globals": even.__globals__ is odd.__globals__,
+    }
+
+with open(sys.argv[1], "wb") as f:
+    f.write(_byvalue.dumps({"loop": train_loop_per_worker, "config": {"x": 2, "fn": lambda y: y + SCALE}}))
+'''
+
+#: What a worker runs: load the payload and call the loop (the script's folder appended last).
+WORKER = '''
+import json, sys
+sys.path.append(sys.argv[2])
+from ray.train import _byvalue
+with open(sys.argv[1], "rb") as f:
+    payload = _byvalue.loads(f.read())
+print(json.dumps(payload["loop"](payload["config"]), sort_keys=True))
+'''
+
+WANT = {
+    "net": 12, "static": "net", "cls": "Net", "prop": 2, "enum": ["blue", True], "dataclass": [True, True],
+    "slots": 5, "mutual": True, "recursive": 120, "closure": [4, 3], "decorated": 101, "lambda": 4,
+    "submodule": "a", "sibling": 7, "module": "__main__", "same_globals": True,
+}
+
+
+def _python(code_or_file: list[str], cwd: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([PACKAGE_PARENT, _COMPAT]))
+    return subprocess.run([sys.executable, *code_or_file], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=60, check=False)
+
+
+class ByValueTest(unittest.TestCase):
+    def test_a_loop_runs_in_a_process_that_never_saw_the_script(self) -> None:
+        import json
+
+        with tempfile.TemporaryDirectory() as folder:
+            script, payload = os.path.join(folder, "train.py"), os.path.join(folder, "loop.pkl")
+            with open(script, "w") as f:
+                f.write(SCRIPT)
+            with open(os.path.join(folder, "sibling.py"), "w") as f:
+                f.write("VALUE = 7\n")
+            driver = _python([script, payload], folder)
+            self.assertEqual(driver.returncode, 0, driver.stderr)
+            self.assertEqual(driver.stdout.count("TOP LEVEL RAN"), 1)
+            with tempfile.TemporaryDirectory() as elsewhere:  # not the script's folder
+                worker = _python(["-c", WORKER, payload, folder], elsewhere)
+            self.assertEqual(worker.returncode, 0, worker.stderr)
+            self.assertNotIn("TOP LEVEL RAN", worker.stdout, "the worker ran the script's top level")
+            self.assertEqual(json.loads(worker.stdout), WANT)
+
+    def test_what_cannot_be_pickled_is_named(self) -> None:
+        lock = threading.Lock()
+
+        def loop(config):
+            return helper(config)
+
+        def helper(config):
+            return lock
+
+        with self.assertRaisesRegex(_byvalue.NotSendable, "cannot pickle '_thread.lock' object"):
+            _byvalue.dumps(loop)
+        where = _byvalue.find_unsendable({"train_loop_per_worker": loop}, "spec")
+        self.assertRegex(where, r"^the variable 'lock' that .*helper\(\) closes over \(a _thread.lock\) "
+                                r"cannot be pickled \(TypeError: cannot pickle '_thread.lock' object\)$")
+        with open(os.devnull, "rb") as f:
+            where = _byvalue.find_unsendable({"files": [1, f]}, "train_loop_config")
+        self.assertRegex(where, r"^train_loop_config\['files'\]\[1\] \(a _io.BufferedReader\) cannot be pickled")
+        self.assertIsNone(_byvalue.find_unsendable({"a": [1, 2]}, "train_loop_config"))
+
+    def test_a_generator_global_is_named(self) -> None:
+        namespace: dict[str, object] = {"__name__": "__main__"}
+        exec("rows = (i for i in range(3))\ndef loop(config):\n    return list(rows)\n", namespace)  # noqa: S102
+        where = _byvalue.find_unsendable(namespace["loop"], "train_loop_per_worker")
+        self.assertRegex(where, r"^the global 'rows' that loop\(\) uses \(a builtins.generator\)")
+
+    def test_modules_and_importable_functions_go_by_reference(self) -> None:
+        import json
+        import os.path as osp
+
+        data = _byvalue.dumps([json, osp.join, json.JSONDecoder])
+        self.assertNotIn(b"_load_code", data)
+        self.assertLess(len(data), 200)  # names, no code
+        self.assertEqual(_byvalue.loads(data), [json, osp.join, json.JSONDecoder])
+
+    def test_another_python_is_refused_with_what_to_do(self) -> None:
+        data = _byvalue.dumps(lambda: 1)
+        tag = _byvalue.python_tag().encode()
+        with self.assertRaisesRegex(_byvalue.WrongPython, r"with Python cpython-10.*run the workers with the driver's Python"):
+            _byvalue.loads(data.replace(tag, b"cpython-10", 1))
+
+    def test_a_module_not_importable_by_name_is_refused(self) -> None:
+        import types
+
+        fake = types.ModuleType("not_in_sys_modules")
+        with self.assertRaisesRegex(_byvalue.NotSendable, "'not_in_sys_modules' cannot be imported by name"):
+            _byvalue.dumps(fake)
+
+
+if __name__ == "__main__":
+    unittest.main()
