@@ -181,6 +181,12 @@ class ByValueTest(unittest.TestCase):
         where = _byvalue.find_unsendable(namespace["loop"], "train_loop_per_worker")
         self.assertRegex(where, r"^the global 'rows' that loop\(\) uses \(a builtins.generator\)")
 
+    def test_only_the_globals_the_code_uses_go(self) -> None:
+        namespace: dict[str, object] = {"__name__": "__main__", "train": threading.Lock(), "SCALE": 2}
+        exec("def loop(model):\n    model.train()\n    return [SCALE for _ in range(1)]\n", namespace)  # noqa: S102
+        self.assertEqual(_byvalue.referenced_globals(namespace["loop"]), {"SCALE": 2})  # not train
+        self.assertEqual(_byvalue.loads(_byvalue.dumps(namespace["loop"]))(types_namespace()), [2])
+
     def test_modules_and_importable_functions_go_by_reference(self) -> None:
         import json
         import os.path as osp
@@ -202,6 +208,13 @@ class ByValueTest(unittest.TestCase):
         fake = types.ModuleType("not_in_sys_modules")
         with self.assertRaisesRegex(_byvalue.NotSendable, "'not_in_sys_modules' cannot be imported by name"):
             _byvalue.dumps(fake)
+
+
+def types_namespace():
+    """An object with a train() method."""
+    import types
+
+    return types.SimpleNamespace(train=lambda: None)
 
 
 if __name__ == "__main__":

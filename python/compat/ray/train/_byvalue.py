@@ -7,7 +7,8 @@ fit()) runs once, in the driver, as in Ray. What the loop needs travels with it:
 - functions (lambdas, nested functions, closures, decorated ones) and classes that cannot
   be imported by name (defined in ``__main__``, the script, or inside a function) go by
   value: a function as its code (``marshal``), its defaults, its closure's cells and the
-  globals its code names (``co_names`` of the code and of the code nested in it); a class
+  globals its code uses (its global instructions, and those of the code nested in it, as
+  cloudpickle finds them); a class
   as its metaclass, name and bases, then its attributes (methods by value too);
 - modules, and functions and classes that their module holds under their name, go by
   reference: the worker imports them (the script's folder and the working folder are on
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import builtins
 import dataclasses
+import dis
 import enum
 import importlib
 import io
@@ -195,10 +197,25 @@ def code_names(code: types.CodeType) -> set[str]:
     return names
 
 
+#: The instructions that use a global by name (LOAD_NAME: in a class body nested in fn).
+_GLOBAL_OPS = frozenset(dis.opmap[op] for op in ("LOAD_GLOBAL", "STORE_GLOBAL", "DELETE_GLOBAL", "LOAD_NAME")
+                        if op in dis.opmap)
+
+
+def global_names(code: types.CodeType) -> set[str]:
+    """Return the names code and the code nested in it use as globals (not attributes,
+    which share co_names: ``model.train()`` does not use a global ``train``)."""
+    names = {i.argval for i in dis.get_instructions(code) if i.opcode in _GLOBAL_OPS}
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= global_names(const)
+    return names
+
+
 def referenced_globals(fn: types.FunctionType) -> dict[str, Any]:
-    """Return the globals of fn that its code names."""
+    """Return the globals of fn that its code uses."""
     g = fn.__globals__
-    return {name: g[name] for name in sorted(code_names(fn.__code__)) if name in g}
+    return {name: g[name] for name in sorted(global_names(fn.__code__)) if name in g}
 
 
 def _submodules(refs: dict[str, Any], names: set[str]) -> list[types.ModuleType]:
