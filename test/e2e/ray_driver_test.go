@@ -139,3 +139,30 @@ func TestRayDriverFailureThenRestore(t *testing.T) {
 		t.Errorf("committed checkpoints %v, want the last 2 (the restored run's num_to_keep=2)", got)
 	}
 }
+
+// A driver with no main guard: its top level and its code after fit() run once. A loop
+// that uses a global open file is refused at fit(), naming the global and saying what to
+// do; a lambda that closes over a local and calls a recursive function of the script runs
+// on both ranks, as Ray's cloudpickle would send it.
+func TestRayDriverSendsTheLoopByValue(t *testing.T) {
+	needPlainTorch(t)
+	storage := t.TempDir()
+	script := filepath.Join(repoRoot(t), "test", "e2e", "testdata", "ray_by_value.py")
+	code, out := run(t, t.TempDir(), []string{"PYTHONPATH=", "PYTHONUSERBASE=" + t.TempDir()},
+		"run", "--storage-path", storage, "--name", "driver", "--", python, script)
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	for line, want := range map[string]int{"] TOP pid=": 1, "] AFTER FIT path=" + filepath.Join(storage, "gang"): 1,
+		"] LOOP lambda rank=0 fib=155": 1, "] LOOP lambda rank=1 fib=155": 1} {
+		if n := strings.Count(out, line); n != want {
+			t.Errorf("%q printed %d times, want %d:\n%s", line, n, want, out)
+		}
+	}
+	refused := "] REFUSED TorchTrainer.fit(): cannot send the training loop to the workers: the global 'log' " +
+		"that reads_the_log() uses (a _io.TextIOWrapper) cannot be pickled (TypeError: cannot pickle " +
+		"'_io.TextIOWrapper' object)."
+	if !strings.Contains(out, refused) || !strings.Contains(out, "Create such an object inside train_loop_per_worker") {
+		t.Errorf("want %q, and what to do:\n%s", refused, out)
+	}
+}
