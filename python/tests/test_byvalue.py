@@ -98,6 +98,10 @@ def traced(fn):
 def decorated(x):
     return x
 
+@functools.lru_cache(maxsize=8)
+def cached(n):
+    return n * 10
+
 COUNT = counter()
 ADD2 = plus(2)
 
@@ -106,7 +110,7 @@ def train_loop_per_worker(config):
         "net": Net(config["x"]).forward(), "static": Net.name(), "cls": Net.kind(), "prop": Net(1).plus_one,
         "enum": (Color.BLUE.lower(), Color(1) is Color.RED), "dataclass": (Config() == Config(), Config(2, [1]) == Config(2, [1])),
         "slots": Slotted().v, "mutual": even(10), "recursive": fact(5), "closure": (COUNT(4), ADD2(1)),
-        "decorated": decorated(1), "lambda": config["fn"](1), "submodule": xml.dom.minidom.parseString("<a/>").documentElement.tagName,
+        "decorated": decorated(1), "cached": (cached(3), cached.cache_info().maxsize), "lambda": config["fn"](1), "submodule": xml.dom.minidom.parseString("<a/>").documentElement.tagName,
         "sibling": sibling.VALUE, "module": __name__, "same_globals": even.__globals__ is odd.__globals__,
     }
 
@@ -126,7 +130,7 @@ print(json.dumps(payload["loop"](payload["config"]), sort_keys=True))
 
 WANT = {
     "net": 12, "static": "net", "cls": "Net", "prop": 2, "enum": ["blue", True], "dataclass": [True, True],
-    "slots": 5, "mutual": True, "recursive": 120, "closure": [4, 3], "decorated": 101, "lambda": 4,
+    "slots": 5, "mutual": True, "cached": [30, 8], "recursive": 120, "closure": [4, 3], "decorated": 101, "lambda": 4,
     "submodule": "a", "sibling": 7, "module": "__main__", "same_globals": True,
 }
 

@@ -30,6 +30,7 @@ import builtins
 import dataclasses
 import dis
 import enum
+import functools
 import importlib
 import io
 import marshal
@@ -143,6 +144,11 @@ def _set_class_state(cls: type, attrs: dict[str, Any]) -> None:
         setattr(cls, key, value)
 
 
+def _lru_cache(fn: Any, parameters: dict[str, Any]) -> Any:
+    """Return fn wrapped in functools.lru_cache as it was (an empty cache)."""
+    return functools.lru_cache(maxsize=parameters["maxsize"], typed=parameters["typed"])(fn)
+
+
 def _import(name: str) -> types.ModuleType:
     """Import the module name, saying that the loop uses it when it cannot be found."""
     try:
@@ -232,6 +238,9 @@ def _submodules(refs: dict[str, Any], names: set[str]) -> list[types.ModuleType]
     return out
 
 
+#: The type of a function that functools.lru_cache (or cache) wraps.
+_LRU_CACHE = type(functools.lru_cache(maxsize=None)(lambda: None))
+
 #: Attributes of a class's __dict__ that its metaclass makes itself.
 _CLASS_SKIP = frozenset({"__dict__", "__weakref__", "_abc_impl"})
 
@@ -268,6 +277,8 @@ class _Pickler(pickle.Pickler):
             return (property, (obj.fget, obj.fset, obj.fdel, obj.__doc__))
         if t is types.MappingProxyType:
             return (types.MappingProxyType, (dict(obj),))
+        if t is _LRU_CACHE and not _importable(obj):  # pickle would name it in __main__
+            return (_lru_cache, (obj.__wrapped__, obj.cache_parameters()))
         return NotImplemented
 
     def _function(self, fn: types.FunctionType) -> tuple[Any, ...]:
