@@ -125,13 +125,19 @@ sys.path.append(sys.argv[2])
 from ray.train import _byvalue
 with open(sys.argv[1], "rb") as f:
     payload = _byvalue.loads(f.read())
-print(json.dumps(payload["loop"](payload["config"]), sort_keys=True))
+out = payload["loop"](payload["config"])
+# The script's classes go into this __main__ (as a gang worker does), so pickle finds them.
+import pickle
+from ray.train._worker import share_main
+share_main(payload["loop"])
+out["pickled_here"] = pickle.loads(pickle.dumps(payload["loop"].__globals__["Net"](4))).forward()
+print(json.dumps(out, sort_keys=True))
 '''
 
 WANT = {
     "net": 12, "static": "net", "cls": "Net", "prop": 2, "enum": ["blue", True], "dataclass": [True, True],
     "slots": 5, "mutual": True, "cached": [30, 8], "recursive": 120, "closure": [4, 3], "decorated": 101, "lambda": 4,
-    "submodule": "a", "sibling": 7, "module": "__main__", "same_globals": True,
+    "submodule": "a", "sibling": 7, "module": "__main__", "same_globals": True, "pickled_here": 24,
 }
 
 

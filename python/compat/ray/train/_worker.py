@@ -17,8 +17,6 @@ after the driver started shadows nothing.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import os
 import pickle
 import sys
