@@ -156,8 +156,8 @@ def _import(name: str) -> types.ModuleType:
     except ImportError as e:
         raise ImportError(
             f"ray.train: train_loop_per_worker uses the module {name!r}, which this worker cannot import "
-            f"({e}); the workers import modules by name, with the script's folder and the working folder "
-            "at the end of sys.path: install it, or keep it beside the script"
+            f"({e}); the workers import modules by name, with the script's folder, the driver's sys.path and "
+            "the working folder at the end of sys.path: install it, or keep it beside the script"
         ) from e
 
 
