@@ -23,7 +23,7 @@ from tests.support import PACKAGE_PARENT  # noqa: E402
 
 #: A script in Ray's quickstart style: no main guard, its loop calls what the script defines.
 SCRIPT = '''
-import dataclasses, enum, functools, sys, xml.dom.minidom
+import dataclasses, enum, functools, sys, typing, xml.dom.minidom
 from ray.train import _byvalue
 import sibling
 
@@ -60,6 +60,12 @@ class Color(enum.Enum):
 class Config:
     a: int = 1
     b: list = dataclasses.field(default_factory=list)
+
+T = typing.TypeVar("T")
+
+class Box(typing.Generic[T]):         # a generic class: its bases as written, its TypeVar
+    def __init__(self, v: T):
+        self.v = v
 
 class Slotted:
     __slots__ = ("v",)
@@ -109,7 +115,7 @@ def train_loop_per_worker(config):
     return {
         "net": Net(config["x"]).forward(), "static": Net.name(), "cls": Net.kind(), "prop": Net(1).plus_one,
         "enum": (Color.BLUE.lower(), Color(1) is Color.RED), "dataclass": (Config() == Config(), Config(2, [1]) == Config(2, [1])),
-        "slots": Slotted().v, "mutual": even(10), "recursive": fact(5), "closure": (COUNT(4), ADD2(1)),
+        "slots": Slotted().v, "generic": Box[int](3).v, "mutual": even(10), "recursive": fact(5), "closure": (COUNT(4), ADD2(1)),
         "decorated": decorated(1), "cached": (cached(3), cached.cache_info().maxsize), "lambda": config["fn"](1), "submodule": xml.dom.minidom.parseString("<a/>").documentElement.tagName,
         "sibling": sibling.VALUE, "module": __name__, "same_globals": even.__globals__ is odd.__globals__,
     }
@@ -136,7 +142,7 @@ print(json.dumps(out, sort_keys=True))
 
 WANT = {
     "net": 12, "static": "net", "cls": "Net", "prop": 2, "enum": ["blue", True], "dataclass": [True, True],
-    "slots": 5, "mutual": True, "cached": [30, 8], "recursive": 120, "closure": [4, 3], "decorated": 101, "lambda": 4,
+    "slots": 5, "generic": 3, "mutual": True, "cached": [30, 8], "recursive": 120, "closure": [4, 3], "decorated": 101, "lambda": 4,
     "submodule": "a", "sibling": 7, "module": "__main__", "same_globals": True, "pickled_here": 24,
 }
 

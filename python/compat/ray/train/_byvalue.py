@@ -37,6 +37,7 @@ import marshal
 import pickle
 import sys
 import types
+import typing
 from typing import Any
 
 __all__ = ["NotSendable", "WrongPython", "dumps", "find_unsendable", "loads", "python_tag"]
@@ -147,6 +148,18 @@ def _set_class_state(cls: type, attrs: dict[str, Any]) -> None:
 def _lru_cache(fn: Any, parameters: dict[str, Any]) -> Any:
     """Return fn wrapped in functools.lru_cache as it was (an empty cache)."""
     return functools.lru_cache(maxsize=parameters["maxsize"], typed=parameters["typed"])(fn)
+
+
+def _make_typevar(name: str, bound: Any, constraints: tuple[Any, ...], covariant: bool,
+                  contravariant: bool) -> Any:
+    """Return a TypeVar as the script defined it."""
+    return typing.TypeVar(name, *constraints, bound=bound, covariant=covariant, contravariant=contravariant)
+
+
+def _importable_typevar(tv: Any) -> bool:
+    """Whether the TypeVar is found by its name in its module (other than __main__)."""
+    module = getattr(tv, "__module__", None)
+    return module != "__main__" and getattr(sys.modules.get(module or ""), tv.__name__, None) is tv
 
 
 def _import(name: str) -> types.ModuleType:
@@ -277,6 +290,9 @@ class _Pickler(pickle.Pickler):
             return (property, (obj.fget, obj.fset, obj.fdel, obj.__doc__))
         if t is types.MappingProxyType:
             return (types.MappingProxyType, (dict(obj),))
+        if t is typing.TypeVar and not _importable_typevar(obj):  # pickle would name it in __main__
+            return (_make_typevar, (obj.__name__, obj.__bound__, obj.__constraints__, obj.__covariant__,
+                                    obj.__contravariant__))
         if t is _LRU_CACHE and not _importable(obj):  # pickle would name it in __main__
             return (_lru_cache, (obj.__wrapped__, obj.cache_parameters()))
         return NotImplemented
@@ -321,8 +337,10 @@ class _Pickler(pickle.Pickler):
                 attrs.pop(key, None)
             return (_make_enum, (type(cls), cls.__name__, cls.__bases__, members, namespace), attrs, None, None,
                     _set_class_state)
-        return (_make_class, (type(cls), cls.__name__, cls.__bases__, namespace), attrs, None, None,
-                _set_class_state)
+        # A generic class's bases as written (Generic[T]): new_class resolves them again.
+        bases = cls.__dict__.get("__orig_bases__", cls.__bases__)
+        attrs.pop("__orig_bases__", None)
+        return (_make_class, (type(cls), cls.__name__, bases, namespace), attrs, None, None, _set_class_state)
 
     def _module(self, module: types.ModuleType) -> tuple[Any, ...]:
         """A module by reference: the worker imports it by name."""
