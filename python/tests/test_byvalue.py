@@ -203,6 +203,14 @@ class ByValueTest(unittest.TestCase):
         self.assertEqual(_byvalue.referenced_globals(namespace["loop"]), {"SCALE": 2})  # not train
         self.assertEqual(_byvalue.loads(_byvalue.dumps(namespace["loop"]))(types_namespace()), [2])
 
+    def test_an_object_pickled_by_its_name_in_the_script_is_refused(self) -> None:
+        namespace: dict[str, object] = {"__name__": "__main__"}
+        exec("class Token:\n    def __reduce__(self):\n        return 'TOKEN'\nTOKEN = Token()\n"  # noqa: S102
+             "def loop(config):\n    return TOKEN\n", namespace)
+        with self.assertRaisesRegex(_byvalue.NotSendable, r"Token 'TOKEN' pickles as a name of the script "
+                                                          r"\(__main__.TOKEN\), and the workers do not run"):
+            _byvalue.dumps(namespace["loop"])
+
     def test_modules_and_importable_functions_go_by_reference(self) -> None:
         import json
         import os.path as osp

@@ -258,6 +258,20 @@ _LRU_CACHE = type(functools.lru_cache(maxsize=None)(lambda: None))
 _CLASS_SKIP = frozenset({"__dict__", "__weakref__", "_abc_impl"})
 
 
+def _refuse_named_in_main(obj: Any, proto: int) -> None:
+    """Raise PicklingError when pickle would send obj by its name in ``__main__`` (its
+    ``__reduce__`` says a name): the workers' ``__main__`` is not the script."""
+    try:
+        reduced = obj.__reduce_ex__(proto)
+    except Exception:  # pickle says why, itself
+        return
+    if isinstance(reduced, str):
+        raise pickle.PicklingError(
+            f"{type(obj).__qualname__} {reduced!r} pickles as a name of the script (__main__.{reduced}), "
+            "and the workers do not run the script"
+        )
+
+
 class _Pickler(pickle.Pickler):
     """A Pickler that sends functions and classes by value when they cannot be imported."""
 
@@ -295,6 +309,8 @@ class _Pickler(pickle.Pickler):
                                     obj.__contravariant__))
         if t is _LRU_CACHE and not _importable(obj):  # pickle would name it in __main__
             return (_lru_cache, (obj.__wrapped__, obj.cache_parameters()))
+        if getattr(obj, "__module__", None) == "__main__":
+            _refuse_named_in_main(obj, pickle.HIGHEST_PROTOCOL)
         return NotImplemented
 
     def _function(self, fn: types.FunctionType) -> tuple[Any, ...]:
