@@ -19,6 +19,13 @@ Cycles (a function that calls itself, functions that call each other, a method w
 ``super()`` names its class) are pickle's memo's: an object is recorded before its state,
 and the functions of one module share one globals dict in the worker, as in cloudpickle.
 
+What cannot be sent is refused by dumps (NotSendable, a TypeError; find_unsendable says
+where it is used): what pickle refuses (an open file, a lock, a socket, a generator), a
+module that cannot be imported by name (the script itself, one loaded from a file path),
+and an object whose ``__reduce__`` returns a name of the script (pickle would send the
+name, which the workers' ``__main__`` lacks). A module that the worker cannot import
+fails there, saying so.
+
 The rules are cloudpickle 3's (Ray 2.x vendors it as ``ray.cloudpickle``): "by value"
 exactly when ``module.qualname`` does not find the object. Code objects tie the bytes
 to the Python that wrote them: ``loads`` refuses another Python with an error saying so.
