@@ -16,8 +16,10 @@ patterns from Ray's and torchrun's guides come with it:
     trainyard run -- python3 quickstart_sharded.py              # fit() starts 2 workers
     trainyard run --workers 2 -- python3 quickstart_sharded.py  # the gang runs the loop
 
-Its top level runs again in each worker (it only builds the trainer, calls fit() and prints
-the result), which is harmless.
+In the first, as in Ray, the script is the driver: its top level runs once, and the workers
+run only ``train_func`` (sent to them pickled by value, with the ``Net`` class it uses), so
+what follows fit() (opening the checkpoint, listing the kept ones) runs once too. In the
+second every rank runs the whole script, as torchrun does, and each prints the result.
 """
 
 import os
@@ -30,8 +32,19 @@ from torch.utils.data import DataLoader, TensorDataset
 
 import ray.train
 import ray.train.torch
-from ray.train import Checkpoint, RunConfig, ScalingConfig
+from ray.train import Checkpoint, CheckpointConfig, RunConfig, ScalingConfig
 from ray.train.torch import TorchTrainer
+
+
+class Net(nn.Module):
+    """A small MLP, defined in the script as Ray's guides define theirs."""
+
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.Sequential(nn.Linear(20, 64), nn.ReLU(), nn.Linear(64, 4))
+
+    def forward(self, x):
+        return self.layers(x)
 
 
 def prepare_data(data_dir):
@@ -60,7 +73,7 @@ def train_func(config):
     dataset = prepare_data(config["data_dir"])
 
     # [1] Prepare the model and the data loader for distributed training.
-    model = nn.Sequential(nn.Linear(20, 64), nn.ReLU(), nn.Linear(64, 4))
+    model = Net()
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
     start, seen = 0, 0
     checkpoint = ray.train.get_checkpoint()
@@ -102,9 +115,12 @@ trainer = TorchTrainer(
     train_func,
     train_loop_config={"epochs": 3, "data_dir": os.path.expanduser("~/data/quickstart-sharded")},
     scaling_config=scaling_config,
-    run_config=RunConfig(name="quickstart-sharded"),
+    run_config=RunConfig(name="quickstart-sharded", checkpoint_config=CheckpointConfig(num_to_keep=2)),
 )
 result = trainer.fit()
 with result.checkpoint.as_directory() as checkpoint_dir:
     files = sorted(f for f in os.listdir(checkpoint_dir) if not f.startswith("."))
 print(f"checkpoint {os.path.basename(result.checkpoint.path)} holds: {', '.join(files)}")
+best = [os.path.basename(checkpoint.path) for checkpoint, _ in result.best_checkpoints]
+on_disk = sorted(n for n in os.listdir(result.path) if n.startswith("checkpoint_"))
+print(f"best_checkpoints: {', '.join(best)}; the run folder holds: {', '.join(on_disk)}")

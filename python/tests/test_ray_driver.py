@@ -16,11 +16,19 @@ if _COMPAT not in sys.path:
     sys.path.append(_COMPAT)
 
 from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig  # noqa: E402
-from ray.train import _driver, _worker  # noqa: E402
+from ray.train import _byvalue, _driver, _worker  # noqa: E402
 
 
 def top_level_loop(config):
     return config
+
+
+def _trainer(loop, config, run_config=None):
+    """A TorchTrainer with the loop and its config (and the RunConfig)."""
+    from ray.train.torch import TorchTrainer
+
+    return TorchTrainer(loop, train_loop_config=config, scaling_config=ScalingConfig(num_workers=2),
+                        run_config=run_config)
 
 
 class DriverTest(unittest.TestCase):
@@ -35,16 +43,31 @@ class DriverTest(unittest.TestCase):
         with environment(TRAINYARD_GANG="implicit"):
             self.assertFalse(_driver.is_driver(two))
 
-    def test_loops_workers_cannot_import_are_refused(self) -> None:
-        self.assertEqual(_driver.loop_location(top_level_loop), (__name__, "top_level_loop"))
-        with self.assertRaisesRegex(ValueError, "lambda.*top level"):
-            _driver.loop_location(lambda config: None)
+    def test_any_loop_ray_accepts_is_sent_and_what_cannot_be_pickled_is_named(self) -> None:
+        import threading
 
         def inner(config):
-            return None
+            return config["x"] + 1
 
-        with self.assertRaisesRegex(ValueError, "inside another function.*top level"):
-            _driver.loop_location(inner)
+        for loop in (top_level_loop, lambda config: config, inner):
+            parts = _byvalue.loads(_driver.payload(_trainer(loop, {"x": 1})))
+            self.assertEqual(parts["train_loop_config"], {"x": 1})
+            self.assertEqual(parts["train_loop_per_worker"]({"x": 1}), loop({"x": 1}))
+        lock = threading.Lock()
+
+        def uses_a_lock(config):
+            return lock
+
+        with self.assertRaisesRegex(TypeError, r"cannot send the training loop to the workers: the variable 'lock' "
+                                               r"that .*uses_a_lock\(\) closes over \(a _thread.lock\) cannot be "
+                                               r"pickled .*Create such an object inside train_loop_per_worker"):
+            _driver.payload(_trainer(uses_a_lock, {}))
+        with self.assertRaisesRegex(TypeError, r"train_loop_config\['lock'\] \(a _thread.lock\)"):
+            _driver.payload(_trainer(top_level_loop, {"lock": lock}))
+        # RunConfig's callbacks and stop mean nothing to the workers: not sent.
+        rc = RunConfig(name="x", callbacks=[lock])
+        sent = _byvalue.loads(_driver.payload(_trainer(top_level_loop, None, rc)))["run_config"]
+        self.assertEqual((sent.name, sent.callbacks), ("x", None))
 
     def test_command_follows_the_configs(self) -> None:
         trainer = types.SimpleNamespace(
@@ -86,32 +109,37 @@ class DriverTest(unittest.TestCase):
             storage, name = _driver._run_place(RunConfig())
         self.assertEqual((storage, name), ("/runs", "a" * 39 + "-train"))
 
-    def test_worker_finds_the_loop_or_says_to_move_it(self) -> None:
+    def test_worker_loads_the_loop_with_the_drivers_folders_last_on_its_path(self) -> None:
         with tempfile.TemporaryDirectory() as folder:
-            script = os.path.join(folder, "train.py")
-            with open(script, "w") as f:
-                f.write("import sys\nimport sibling\nARGV = list(sys.argv)\ndef loop(config):\n    pass\n"
-                        "if __name__ == '__main__':\n    def hidden(config):\n        pass\n    raise SystemExit(3)\n")
-            with open(os.path.join(folder, "sibling.py"), "w") as f:
-                f.write("VALUE = 1\n")
+            spec = self._spec(folder)
             saved = list(sys.argv), list(sys.path)
             try:
-                module = _worker.load({"script": script, "module": "__main__", "argv": [script, "--x"]})
-                path = list(sys.path)
+                parts = _worker.load(spec)
+                path, argv = list(sys.path), list(sys.argv)
             finally:
                 sys.argv[:], sys.path[:] = saved
-                sys.modules.pop(_worker.MODULE, None)
-                sys.modules.pop("sibling", None)
-            self.assertEqual(module.ARGV, [script, "--x"])
-            self.assertEqual(module.sibling.VALUE, 1)
-            # The script's folder comes last, after this package (the working folder, here
-            # the tests' own, is on the path already).
-            self.assertEqual(path[-1], folder)
-            self.assertIn(os.getcwd(), path)
+            self.assertEqual(argv, ["train.py", "--x"])
+            self.assertEqual(path[-1], folder)  # after this package and the installed ones
             self.assertLess(path.index(_COMPAT), path.index(folder))
-            self.assertIs(_worker.find(module, "loop", script), module.loop)
-            with self.assertRaisesRegex(LookupError, "__main__.*Move the def"):
-                _worker.find(module, "hidden", script)
+            self.assertEqual(parts["train_loop_per_worker"]({"x": 2}), 3)
+
+    def test_worker_refuses_another_python_or_spec_format(self) -> None:
+        with tempfile.TemporaryDirectory() as folder:
+            spec = dict(self._spec(folder), python="cpython-10", executable="/opt/py/bin/python3")
+            with self.assertRaisesRegex(RuntimeError, r"the driver runs Python cpython-10 \(/opt/py/bin/python3\).*"
+                                                      "start the script with the Python its workers run"):
+                _worker.load(spec)
+            with self.assertRaisesRegex(RuntimeError, "format 1.*the same Trainyard"):
+                _worker.load(dict(spec, version=1))
+
+    @staticmethod
+    def _spec(folder: str) -> dict:
+        """A spec as the driver writes it, of a loop that is not importable (a lambda)."""
+        return {
+            "version": _driver.SPEC_VERSION, "python": _byvalue.python_tag(), "executable": sys.executable,
+            "payload": _driver.payload(_trainer(lambda config: config["x"] + 1, {"x": 2})),
+            "path": [folder], "argv": ["train.py", "--x"], "result_file": os.path.join(folder, "r.pkl"),
+        }
 
     def test_worker_boot_ignores_a_ray_in_the_working_folder(self) -> None:
         with tempfile.TemporaryDirectory() as folder:

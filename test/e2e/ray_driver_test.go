@@ -10,7 +10,7 @@ import (
 
 var (
 	rayDriverResult = regexp.MustCompile(`DRIVER RESULT checkpoint=(\S+) epoch=2 saved_epoch=2 path=(\S+)`)
-	rayDriverWorker = regexp.MustCompile(`WORKER rank=(\d) world=2 start=(\d) module=__trainyard_driver__ name=(\S+)`)
+	rayDriverWorker = regexp.MustCompile(`WORKER rank=(\d) world=2 start=(\d) module=__main__ name=(\S+)`)
 )
 
 // runRayDriver runs testdata/ray_driver.py as one plain process (no --workers): its fit(),
@@ -32,7 +32,7 @@ func runRayDriver(t *testing.T, scriptArgs ...string) (string, string) {
 		t.Errorf("the gang's run: phase %s, want Succeeded", rec.Phase)
 	}
 	if drivers := strings.Count(out, "DRIVER pid="); drivers != 1 {
-		t.Errorf("the __main__ block ran %d times, want once (the workers import the script as a module):\n%s", drivers, out)
+		t.Errorf("the __main__ block ran %d times, want once (the workers never run the script):\n%s", drivers, out)
 	}
 	return out, gang
 }
@@ -52,8 +52,10 @@ func checkDriverResult(t *testing.T, out, gang string) {
 }
 
 // A Ray Train script run as `trainyard run -- python3 script.py` is the driver: fit()
-// launches a gang of 2 through trainyard run, each worker imports the script (argv and
-// all, not as __main__) and trains, and fit() returns the gang's latest checkpoint.
+// launches a gang of 2 through trainyard run, each worker runs the loop the driver sent it
+// by value (its globals with it: the args the script's top level parsed from its argv; in
+// the loop, __name__ is the script's, as in Ray), and fit() returns the gang's latest
+// checkpoint.
 func TestRayDriverLaunchesTheGang(t *testing.T) {
 	out, gang := runRayDriver(t)
 	workers := rayDriverWorker.FindAllStringSubmatch(out, -1)
@@ -135,5 +137,32 @@ func TestRayDriverFailureThenRestore(t *testing.T) {
 	}
 	if got := committedCheckpoints(t, gang); len(got) != 2 {
 		t.Errorf("committed checkpoints %v, want the last 2 (the restored run's num_to_keep=2)", got)
+	}
+}
+
+// A driver with no main guard: its top level and its code after fit() run once. A loop
+// that uses a global open file is refused at fit(), naming the global and saying what to
+// do; a lambda that closes over a local and calls a recursive function of the script runs
+// on both ranks, as Ray's cloudpickle would send it.
+func TestRayDriverSendsTheLoopByValue(t *testing.T) {
+	needPlainTorch(t)
+	storage := t.TempDir()
+	script := filepath.Join(repoRoot(t), "test", "e2e", "testdata", "ray_by_value.py")
+	code, out := run(t, t.TempDir(), []string{"PYTHONPATH=", "PYTHONUSERBASE=" + t.TempDir()},
+		"run", "--storage-path", storage, "--name", "driver", "--", python, script)
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	for line, want := range map[string]int{"] TOP pid=": 1, "] AFTER FIT path=" + filepath.Join(storage, "gang"): 1,
+		"] LOOP lambda rank=0 fib=155": 1, "] LOOP lambda rank=1 fib=155": 1} {
+		if n := strings.Count(out, line); n != want {
+			t.Errorf("%q printed %d times, want %d:\n%s", line, n, want, out)
+		}
+	}
+	refused := "] REFUSED TorchTrainer.fit(): cannot send the training loop to the workers: the global 'log' " +
+		"that reads_the_log() uses (a _io.TextIOWrapper) cannot be pickled (TypeError: cannot pickle " +
+		"'_io.TextIOWrapper' object)."
+	if !strings.Contains(out, refused) || !strings.Contains(out, "Create such an object inside train_loop_per_worker") {
+		t.Errorf("want %q, and what to do:\n%s", refused, out)
 	}
 }

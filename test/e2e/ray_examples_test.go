@@ -131,19 +131,28 @@ func TestRayFinetuneSurvivesAKilledWorker(t *testing.T) {
 }
 
 // Ray's quickstart in the style of its guide, unmodified (no main guard, fit() at the top
-// level), with every worker saving its part of each checkpoint: under fit()'s own gang and
-// under `trainyard run --workers 2`, local rank 0 alone prepares the data while the other
-// waits at a barrier (both ranks are on node 0, local ranks 0 and 1 of 2), every
-// checkpoint holds both workers' shards merged, and a resumed run gives each worker its own.
+// level, its model a class of the script), with every worker saving its part of each
+// checkpoint: under fit()'s own gang and under `trainyard run --workers 2`, local rank 0
+// alone prepares the data while the other waits at a barrier (both ranks are on node 0,
+// local ranks 0 and 1 of 2), every checkpoint holds both workers' shards merged, and a
+// resumed run gives each worker its own. When fit() starts the gang, the script is Ray's
+// driver: its top level runs once (the workers get train_func by value and never run the
+// script), so what follows fit() prints once, and best_checkpoints lists the 2 checkpoints
+// CheckpointConfig(num_to_keep=2) kept. Under --workers 2 every rank runs the script, as
+// torchrun would, so each prints it.
 func TestRayQuickstartShardedCheckpoints(t *testing.T) {
 	needTorch(t)
 	script := filepath.Join(repoRoot(t), "examples", "ray-train", "quickstart_sharded.py")
 	cases := map[string]struct {
-		args []string
-		run  string // the run folder's name
+		args     []string
+		run      string // the run folder's name
+		topLevel int    // how many processes run the script's top level
+		kept     string // best_checkpoints and the run folder's checkpoints, as the script prints them
 	}{
-		"fit() starts the gang":     {run: "quickstart-sharded"},
-		"trainyard run --workers 2": {args: []string{"--workers", "2", "--name", "qs"}, run: "qs"},
+		"fit() starts the gang": {run: "quickstart-sharded", topLevel: 1,
+			kept: "] best_checkpoints: checkpoint_000002, checkpoint_000003; the run folder holds: checkpoint_000002, checkpoint_000003\n"},
+		"trainyard run --workers 2": {args: []string{"--workers", "2", "--name", "qs"}, run: "qs", topLevel: 2,
+			kept: "the run folder holds: checkpoint_000001, checkpoint_000002, checkpoint_000003\n"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -163,6 +172,12 @@ func TestRayQuickstartShardedCheckpoints(t *testing.T) {
 				if !strings.Contains(out, want) {
 					t.Errorf("output lacks %q:\n%s", want, out)
 				}
+			}
+			if n := strings.Count(out, "] checkpoint checkpoint_000003 holds: "); n != tc.topLevel {
+				t.Errorf("the code after fit() ran %d times, want %d:\n%s", n, tc.topLevel, out)
+			}
+			if n := strings.Count(out, tc.kept); n != tc.topLevel {
+				t.Errorf("%d lines %q, want %d:\n%s", n, tc.kept, tc.topLevel, out)
 			}
 			if strings.Contains(out, "only rank 0's checkpoint is kept") {
 				t.Errorf("a rank's files were dropped:\n%s", out)

@@ -13,7 +13,7 @@ from ray.train.torch import TorchTrainer, prepare_data_loader, prepare_model
 parser = argparse.ArgumentParser()
 parser.add_argument("--name", required=True)
 parser.add_argument("--fail-once", action="store_true", help="rank 1 raises after epoch 0 of attempt 1")
-args = parser.parse_args()  # at the top level: the workers parse the driver's argv too
+args = parser.parse_args()  # at the top level, once: the loop gets args with its globals
 
 
 def train_loop_per_worker(config):

@@ -5,9 +5,17 @@ one process that Trainyard marks ``TRAINYARD_GANG=implicit``. There, a fit() tha
 more than that one process (``num_workers`` above 1, or GPUs) makes the script Ray's
 driver: it runs ``trainyard run --workers N ...`` (the same binary, TRAINYARD_BINARY) as a
 child, whose output reaches this console, waits for it, and returns the Result of the
-gang's run folder. Each worker runs ``ray.train._worker`` (see WORKER_BOOT), which imports
-the driver's script as a module (its ``if __name__ == "__main__":`` block does not run
-again) and calls the loop through the in-gang fit().
+gang's run folder.
+
+As in Ray, the workers run ``train_loop_per_worker`` only, never the script: fit()
+pickles the loop by value (``_byvalue``: its code, the globals it uses, the functions and
+classes of the script it calls), with ``train_loop_config`` and the trainer's configs,
+into a private file (0600) of the driver's run folder; each worker runs
+``ray.train._worker`` (see WORKER_BOOT), which loads it and calls the loop through the
+in-gang fit(). So the script's top level (with or without ``if __name__ ==
+"__main__":``) runs once, in the driver, and what follows fit() sees the gang's Result. A
+loop that uses something that cannot be pickled (an open file, a lock, a generator) is
+refused here, at fit(), with an error naming it.
 
 When the gang fails for good, fit() raises Ray's TrainingFailedError with the exception
 and traceback of each worker that failed with one in the last attempt: each writes its own,
@@ -37,14 +45,17 @@ UNLIMITED_RESTARTS = 1_000_000
 #: Trainyard's run names: 1 to 45 characters.
 MAX_NAME = 45
 
+#: The version of the spec's format (the worker refuses another).
+SPEC_VERSION = 2
+
 #: What a worker's Python runs (``python -c WORKER_BOOT <spec>``): ``ray.train._worker``'s
 #: main, imported once the working folder is off the front of sys.path. ``python -m`` would
 #: put the working folder first, so a ``ray`` package that anyone able to write there
 #: created after the driver started (a shared project folder, even a sticky one) would be
 #: imported instead of this one and run as the job's user. ``-P`` (PYTHONSAFEPATH) does
 #: the same from Python 3.11 on only; this works in every Python. The worker appends the
-#: script's folder and the working folder at the end of sys.path instead (see
-#: _worker.extend_path), so the loop's own imports still work.
+#: script's folder, the driver's sys.path and the working folder at the end of sys.path
+#: instead (see _worker.extend_path), so the loop's own imports still work.
 WORKER_BOOT = (
     "import sys; sys.path[:1] = [p for p in sys.path[:1] if p]; "
     "from ray.train._worker import main; sys.exit(main(sys.argv[1:]))"
@@ -58,33 +69,64 @@ def is_driver(scaling: Any) -> bool:
     return scaling.max_workers > 1 or scaling.gpus_per_worker > 0
 
 
-def loop_location(fn: Any) -> tuple[str, str]:
-    """Return (module, qualified name) a worker finds the loop by, or raise ValueError."""
-    qualname = getattr(fn, "__qualname__", None)
-    module = getattr(fn, "__module__", None)
-    if not qualname or not module or "<" in qualname:
-        what = "a lambda" if qualname and "<lambda>" in qualname else "defined inside another function"
-        raise ValueError(
-            f"TorchTrainer.fit(): train_loop_per_worker {qualname or fn!r} is {what}, so the workers "
-            "Trainyard starts cannot import it; define it with def at the top level of the script "
-            "(outside if __name__ == \"__main__\":) and pass it by name"
-        )
-    return module, qualname
+def payload(trainer: Any) -> bytes:
+    """Return what the workers run, pickled by value: the loop, its config and the
+    trainer's configs; raise NotSendable naming the part that cannot be pickled."""
+    from . import _byvalue  # pylint: disable=import-outside-toplevel
+
+    parts = {
+        "train_loop_per_worker": trainer.train_loop_per_worker,
+        "train_loop_config": trainer.train_loop_config,
+        "torch_config": trainer.torch_config,
+        "scaling_config": trainer.scaling_config,
+        "run_config": _sendable_run_config(trainer.run_config),
+        "resume_from_checkpoint": trainer.resume_from_checkpoint,
+    }
+    try:
+        return _byvalue.dumps(parts)
+    except _byvalue.NotSendable as e:
+        where = None
+        for name, part in parts.items():
+            where = _byvalue.find_unsendable(part, name)
+            if where:
+                break
+        raise _byvalue.NotSendable(
+            f"TorchTrainer.fit(): cannot send the training loop to the workers: {where or e}. As in Ray, the "
+            "workers get train_loop_per_worker and what it uses (its globals, the functions and classes it "
+            "calls, train_loop_config) pickled; they never run the script. Create such an object inside "
+            "train_loop_per_worker (each worker its own), or pass what makes it (a path, a number) in "
+            "train_loop_config"
+        ) from None
+
+
+def _sendable_run_config(rc: Any) -> Any:
+    """Return the RunConfig without the options the workers ignore (callbacks, stop),
+    which may hold what cannot be pickled."""
+    import dataclasses  # pylint: disable=import-outside-toplevel
+
+    if getattr(rc, "callbacks", None) is None and getattr(rc, "stop", None) is None:
+        return rc
+    return dataclasses.replace(rc, callbacks=None, stop=None)
+
+
+def _path_folders() -> list[str]:
+    """Return the folders the workers append to sys.path: the script's, those of this
+    process's sys.path (absolute; a folder the script put there too), the working folder."""
+    folders = []
+    if sys.argv and sys.argv[0] and os.path.isfile(sys.argv[0]):
+        folders.append(os.path.dirname(os.path.abspath(sys.argv[0])))
+    folders += [os.path.abspath(p) for p in sys.path if p and isinstance(p, str)]
+    folders.append(os.getcwd())
+    return list(dict.fromkeys(folders))
 
 
 def launch(trainer: Any) -> Result:
     """Run the trainer's loop in a gang started by Trainyard and return the gang's Result."""
-    module, qualname = loop_location(trainer.train_loop_per_worker)
-    script = os.path.abspath(sys.argv[0]) if module == "__main__" else ""
-    if module == "__main__" and not os.path.isfile(script):
-        raise ValueError(
-            "TorchTrainer.fit(): the loop is defined in __main__ but the script's file is unknown "
-            f"({sys.argv[0]!r}); run a script file (python3 train.py)"
-        )
+    loop = payload(trainer)
     storage, name = _run_place(trainer.run_config)
     folder, folder_fd = _driver_folder()
     try:
-        return _launch(trainer, module, qualname, script, storage, name, folder, folder_fd)
+        return _launch(trainer, loop, storage, name, folder, folder_fd)
     finally:
         os.close(folder_fd)
 
@@ -103,26 +145,22 @@ def _driver_folder() -> tuple[str, int]:
         os.close(run_fd)
 
 
-def _launch(trainer: Any, module: str, qualname: str, script: str, storage: str, name: str,
-            folder: str, folder_fd: int) -> Result:
+def _launch(trainer: Any, loop: bytes, storage: str, name: str, folder: str, folder_fd: int) -> Result:
     """Write the spec into the driver's folder (folder_fd), run the gang, return its Result."""
+    from . import _byvalue  # pylint: disable=import-outside-toplevel
+
     spec = os.path.join(folder, f"{name}.pkl")
     result_name = f"{name}.result.pkl"
     result_file = os.path.join(folder, result_name)
     _remove(result_name, folder_fd)
     _remove_errors(name, folder_fd)
     _write_private(f"{name}.pkl", folder_fd, {
-        "script": script,
-        "module": module,
-        "qualname": qualname,
+        "version": SPEC_VERSION,
+        "python": _byvalue.python_tag(),
+        "executable": sys.executable,
+        "payload": loop,
+        "path": _path_folders(),
         "argv": list(sys.argv),
-        "config": trainer.train_loop_config,
-        "trainer": {
-            "torch_config": trainer.torch_config,
-            "scaling_config": trainer.scaling_config,
-            "run_config": trainer.run_config,
-            "resume_from_checkpoint": trainer.resume_from_checkpoint,
-        },
         "result_file": result_file,
     })
     argv = command(trainer, storage, name) + ["--", sys.executable, "-c", WORKER_BOOT, spec]

@@ -43,12 +43,8 @@ def _as_json(value: Any) -> tuple[bool, Any]:
 
 def describe(trainer: Any) -> dict[str, Any]:
     """Return what restore() needs of the trainer, as JSON data."""
-    from ._worker import MODULE  # pylint: disable=import-outside-toplevel
-
     loop = trainer.train_loop_per_worker
-    module = getattr(loop, "__module__", None)
-    if module == MODULE:  # a gang worker imported the driver's script under this name
-        module = "__main__"
+    module = getattr(loop, "__module__", None)  # a driver's loop keeps its own in the workers
     saved, config = _as_json(trainer.train_loop_config)
     _, metadata = _as_json(trainer.metadata)
     rc = trainer.run_config

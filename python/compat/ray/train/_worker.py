@@ -2,31 +2,25 @@
 
 ``python -c <_driver.WORKER_BOOT> <spec>``: reads the pickled spec the driver wrote (0600,
 in the driver's run folder; refused unless it is a private file of this user, as
-unpickling runs code), imports the driver's script as the module
-``__trainyard_driver__`` (with the driver's ``sys.argv``, so argparse at the top level
-works, and without running its ``if __name__ == "__main__":`` block), finds the loop there
-by its qualified name and runs it through the in-gang TorchTrainer.fit(). A script that
-calls fit() at its top level runs that fit() while it is imported, in the gang, and the
-loop is not run twice.
+unpickling runs code), checks that this Python can load the driver's code (the same
+bytecode version), loads the loop the driver pickled by value (``_byvalue``) and runs it
+through the in-gang TorchTrainer.fit(). The driver's script is never imported: as in Ray,
+its top level runs once, in the driver. ``sys.argv`` is the driver's, for a loop that
+reads it.
 
 The working folder is not first on a worker's sys.path (WORKER_BOOT takes it off): the
-script's folder and the working folder come last (extend_path), after this package and
-the installed ones, so the loop imports its sibling modules as Ray's workers do, and a
-package that someone else created in a shared folder after the driver started shadows
-nothing.
+script's folder, the folders of the driver's sys.path and the working folder come last
+(extend_path), after this package and the installed ones, so the loop imports its sibling
+modules as Ray's workers do, and a package that someone else created in a shared folder
+after the driver started shadows nothing.
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import os
 import pickle
 import sys
 from typing import Any
-
-#: The name the driver's script is imported under in a worker.
-MODULE = "__trainyard_driver__"
 
 #: Where fit() in a worker writes rank 0's outcome for the driver (set by main).
 RESULT_ENV = "TRAINYARD_RAY_RESULT_FILE"
@@ -52,59 +46,67 @@ def main(argv: list[str]) -> int:
 
 
 def run(spec: dict[str, Any]) -> None:
-    """Import the driver's script, then run its loop through the in-gang fit()."""
+    """Load the driver's loop, then run it through the in-gang fit()."""
     from .torch import _trainer
 
-    module = load(spec)
-    if _trainer.fits_run() > 0:  # the script called fit() at its top level: done
-        return
-    loop = find(module, spec["qualname"], spec["script"] or spec["module"])
-    trainer = _trainer.TorchTrainer(loop, train_loop_config=spec["config"], **spec["trainer"])
+    parts = load(spec)
+    loop = parts.pop("train_loop_per_worker")
+    config = parts.pop("train_loop_config")
+    trainer = _trainer.TorchTrainer(loop, train_loop_config=config, **parts)
     trainer.fit()
 
 
-def load(spec: dict[str, Any]) -> Any:
-    """Import the module that defines the loop: the driver's script, or a module by name."""
-    extend_path(spec)
-    if not spec["script"]:
-        return importlib.import_module(spec["module"])
-    script = spec["script"]
+def load(spec: dict[str, Any]) -> dict[str, Any]:
+    """Return the loop and configs the driver pickled, once its folders are on sys.path."""
+    from . import _byvalue  # pylint: disable=import-outside-toplevel
+    from ._driver import SPEC_VERSION  # pylint: disable=import-outside-toplevel
+
+    if spec.get("version") != SPEC_VERSION:
+        raise RuntimeError(
+            f"ray.train: the driver wrote its spec in format {spec.get('version')}, this worker reads "
+            f"{SPEC_VERSION}: the driver and its workers must use the same Trainyard"
+        )
+    if spec["python"] != _byvalue.python_tag():
+        raise _byvalue.WrongPython(
+            f"ray.train: the driver runs Python {spec['python']} ({spec['executable']}), this worker "
+            f"{_byvalue.python_tag()} ({sys.executable}); train_loop_per_worker's code loads only in the "
+            "driver's Python: start the script with the Python its workers run"
+        )
+    extend_path(spec["path"])
     sys.argv = list(spec["argv"])
-    loaded = importlib.util.spec_from_file_location(MODULE, script)
-    if loaded is None or loaded.loader is None:
-        raise ImportError(f"ray.train: cannot import the driver's script {script}")
-    module = importlib.util.module_from_spec(loaded)
-    sys.modules[MODULE] = module
-    loaded.loader.exec_module(module)
-    return module
+    parts = _byvalue.loads(spec["payload"])
+    share_main(parts["train_loop_per_worker"])
+    return parts
 
 
-def extend_path(spec: dict[str, Any]) -> None:
-    """Append the script's folder and the working folder to sys.path, where they are not.
+def extend_path(folders: list[str]) -> None:
+    """Append the driver's folders (the script's, its sys.path's, the working folder) to
+    sys.path, where they are not.
 
     The driver found its modules there (``python3 train.py`` puts the script's folder
     first, ``python3 -m pkg.train`` the working folder), and Ray adds both to its workers'
     paths; last, not first, so that nothing created there later shadows this package or
     an installed one.
     """
-    folders = [os.path.dirname(spec["script"])] if spec["script"] else []
-    for folder in folders + [os.getcwd()]:
+    for folder in folders:
         if folder not in sys.path:
             sys.path.append(folder)
 
 
-def find(module: Any, qualname: str, where: str) -> Any:
-    """Return the object named qualname (a.b.c) in module, or raise a clear error."""
-    obj = module
-    for part in qualname.split("."):
-        obj = getattr(obj, part, None)
-        if obj is None:
-            raise LookupError(
-                f"ray.train: train_loop_per_worker {qualname!r} is not defined when {where} is imported: "
-                "it is probably defined under if __name__ == \"__main__\":, which the workers do not run. "
-                "Move the def to the top level of the script (keep only the fit() call under __main__)"
-            )
-    return obj
+def share_main(loop: Any) -> None:
+    """Give this worker's ``__main__`` the script's top-level functions and classes the loop
+    uses, where it has none of that name, so that pickle finds them by name here as in
+    the driver (``torch.save`` of a model whose class the script defines, say)."""
+    import types  # pylint: disable=import-outside-toplevel
+
+    main = sys.modules.get("__main__")
+    g = getattr(loop, "__globals__", None)
+    if main is None or getattr(loop, "__module__", None) != "__main__" or not isinstance(g, dict):
+        return
+    for name, value in g.items():
+        if (isinstance(value, (type, types.FunctionType)) and getattr(value, "__module__", None) == "__main__"
+                and getattr(value, "__qualname__", None) == name and not hasattr(main, name)):
+            setattr(main, name, value)
 
 
 def write_result(outcome: tuple[Any, Any, Any]) -> None:

@@ -10,7 +10,8 @@ How fit() runs, in this version:
 - In a plain single process of ``trainyard run -- python3 train.py`` (no ``--workers``, no
   job file: TRAINYARD_GANG=implicit), a ScalingConfig of more than one worker, or with
   GPUs, makes the script the driver: fit() launches that gang with ``trainyard run`` and
-  waits for it (see ``ray.train._driver``).
+  waits for it (see ``ray.train._driver``). The workers get the loop pickled by value
+  and never run the script: its top level runs once, in the driver, as in Ray.
 - Otherwise in a single process (or with no Trainyard at all), a ScalingConfig of one
   worker runs the loop in this process, as a gang of one; more workers are an error that
   says to start the script with ``trainyard run``.
@@ -43,8 +44,6 @@ from .._session import Session, _open, _warn
 
 __all__ = ["TorchConfig", "TorchTrainer"]
 
-_fits = 0  # how many in-gang fit() calls this process has started
-
 
 def _leave_process_group() -> None:
     """Destroy the process group once the loop has ended, as Ray's TorchConfig does when
@@ -54,11 +53,6 @@ def _leave_process_group() -> None:
 
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
-
-
-def fits_run() -> int:
-    """Return how many times fit() ran the loop in this process (the worker bootstrap asks)."""
-    return _fits
 
 
 @dataclass
@@ -194,8 +188,6 @@ class TorchTrainer:
             self._warn_ignored()
         if _driver.is_driver(self.scaling_config):
             return _driver.launch(self)
-        global _fits
-        _fits += 1
         self._join_gang()
         self._warn_disagreements()
         ctx = trainyard.get_context()
