@@ -1,0 +1,186 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"golang.org/x/net/websocket"
+)
+
+// liveScript prints argv[1] lines a second for argv[2] seconds, each with the time it
+// was printed ("t=<ms since the epoch>") and a word in green (ANSI SGR).
+const liveScript = `import sys, time
+rate, secs = int(sys.argv[1]), float(sys.argv[2])
+t0 = time.time()
+i = 0
+while True:
+    now = time.time()
+    if now - t0 > secs:
+        break
+    due = int((now - t0) * rate)
+    while i < due:
+        i += 1
+        sys.stdout.write("line %d t=%d \x1b[32mok\x1b[0m loss 0.%05d\n" % (i, time.time() * 1000, i))
+    sys.stdout.flush()
+    time.sleep(0.002)
+`
+
+// printedRE finds the print time of a line of liveScript.
+var printedRE = regexp.MustCompile(`t=(\d{13})`)
+
+// lagSamples are how far behind the printing a reader was, sampled during the run.
+type lagSamples struct {
+	last, most time.Duration
+}
+
+func (l *lagSamples) add(d time.Duration) { l.last, l.most = d, max(l.most, d) }
+
+// streamReader reads a job's log as the dashboard's page does (its WebSocket, with the
+// session cookie), without drawing anything: the peer of the tab.
+type streamReader struct {
+	mu      sync.Mutex
+	printed int64 // the print time (ms) of the newest line received
+	lines   int
+}
+
+// read reads the stream until it ends or ctx does.
+func (r *streamReader) read(ctx context.Context, s *serverProc, id string) error {
+	cfg, err := websocket.NewConfig("ws"+strings.TrimPrefix(s.url, "http")+"/jobs/"+id+"/follow", s.url)
+	if err != nil {
+		return err
+	}
+	cfg.Header.Set("Cookie", s.cookie.Name+"="+s.cookie.Value)
+	ws, err := cfg.DialContext(ctx)
+	if err != nil {
+		return fmt.Errorf("open the log stream: %w", err)
+	}
+	context.AfterFunc(ctx, func() { ws.Close() })
+	defer ws.Close()
+	for {
+		var msg string
+		if err := websocket.Message.Receive(ws, &msg); err != nil {
+			return nil // the job ended, or ctx did
+		}
+		all := printedRE.FindAllStringSubmatch(msg, -1)
+		r.mu.Lock()
+		r.lines += strings.Count(msg, "\n")
+		if len(all) > 0 {
+			r.printed, _ = strconv.ParseInt(all[len(all)-1][1], 10, 64)
+		}
+		r.mu.Unlock()
+	}
+}
+
+// lag returns how far behind the newest line received is now; 0 before the first.
+func (r *streamReader) lag() time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.printed == 0 {
+		return 0
+	}
+	return time.Duration(time.Now().UnixMilli()-r.printed) * time.Millisecond
+}
+
+// tabLagJS returns, in the job's page, how far behind its log box is: now less the print
+// time of the last line in pre#log's text (-1 before the first). It reads the text, so it
+// measures any version of the page.
+const tabLagJS = `(() => {
+	const t = document.getElementById("log").textContent;
+	const i = t.lastIndexOf("t=");
+	return i < 0 ? -1 : Date.now() - parseInt(t.slice(i + 2, i + 15), 10);
+})()`
+
+// measureLive runs a job that prints cfg.liveRate lines a second, opens its page in
+// Chromium and, beside it, reads the same log stream without drawing it; for
+// cfg.liveSeconds it samples every half second how far behind the printing each is.
+func measureLive(ctx context.Context, s *serverProc, cfg config) ([]figure, error) {
+	secs := cfg.liveSeconds + 15 // still printing when the measurement ends
+	out, err := s.cli(ctx, "submit", "--no-wait", "--name", "live-log", "--", "/usr/bin/python3", "-c", liveScript,
+		strconv.Itoa(cfg.liveRate), strconv.Itoa(secs))
+	if err != nil {
+		return nil, err
+	}
+	id := strings.TrimSpace(out)
+	defer func() { _, _ = s.cli(context.Background(), "stop", id) }()
+	if err := s.waitRunning(ctx, id); err != nil {
+		return nil, err
+	}
+	b, err := newBrowser(ctx, s, cfg.chromium)
+	if err != nil {
+		return nil, err
+	}
+	defer b.cancel()
+	if err := chromedp.Do(b.ctx, chromedp.Navigate(s.url+"/jobs/"+id)); err != nil {
+		return nil, fmt.Errorf("open the live job's page: %w", err)
+	}
+	rctx, stopReading := context.WithCancel(ctx)
+	defer stopReading()
+	peer := &streamReader{}
+	go func() { _ = peer.read(rctx, s, id) }()
+
+	var tab, stream lagSamples
+	start := time.Now()
+	for time.Since(start) < time.Duration(cfg.liveSeconds)*time.Second {
+		time.Sleep(500 * time.Millisecond)
+		ms, err := chromedp.Run(b.ctx, chromedp.Evaluate[float64](tabLagJS))
+		if err != nil {
+			return nil, fmt.Errorf("read the tab's log: %w", err)
+		}
+		if ms >= 0 {
+			tab.add(time.Duration(ms * float64(time.Millisecond)))
+		}
+		stream.add(peer.lag())
+	}
+	elapsed := time.Since(start)
+	kept, err := chromedp.Run(b.ctx, chromedp.Evaluate[int](`document.getElementById("log").textContent.split("\n").length - 1`))
+	if err != nil {
+		return nil, err
+	}
+	peer.mu.Lock()
+	rate := float64(peer.lines) / elapsed.Seconds()
+	peer.mu.Unlock()
+	return []figure{{
+		name:     fmt.Sprintf("live log of a job printing %d lines/s: how far the tab is behind after %d s", cfg.liveRate, cfg.liveSeconds),
+		value:    tab.last,
+		peerName: "the same log stream (/jobs/<id>/follow) read by a Go WebSocket client, not drawn",
+		peer:     stream.last,
+		detail: fmt.Sprintf("the most behind during the run: tab %s, stream %s; %.0f lines/s arrived; %d lines in the box at the end",
+			ms(tab.most), ms(stream.most), rate, kept),
+	}}, nil
+}
+
+// waitRunning waits until the server says the job runs (a minute at most).
+func (s *serverProc) waitRunning(ctx context.Context, id string) error {
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url+"/api/v1/jobs/"+id, nil)
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Authorization", "Bearer "+s.token)
+		resp, err := s.http.Do(req)
+		if err == nil {
+			var d struct {
+				Job struct{ Status string } `json:"job"`
+			}
+			err = json.NewDecoder(resp.Body).Decode(&d)
+			resp.Body.Close()
+			if err == nil && d.Job.Status == "RUNNING" {
+				return nil
+			}
+			if err == nil {
+				err = fmt.Errorf("it is %s", d.Job.Status)
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("job %s did not start within a minute: %v", id, err)
+		}
+	}
+}
