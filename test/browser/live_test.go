@@ -37,7 +37,7 @@ func TestLiveLogAndListRefresh(t *testing.T) {
 	s := startServer(t, bin)
 	trigger := filepath.Join(t.TempDir(), "go")
 	burst := s.submit(t, "burst", "/usr/bin/python3", "-c", burstScript, trigger)
-	short := s.submit(t, "short", "sh", "-c", "sleep 6")
+	short := s.submit(t, "short", "sh", "-c", "sleep 10")
 	s.waitStatus(t, burst, "RUNNING")
 	s.waitStatus(t, short, "RUNNING")
 
