@@ -35,15 +35,18 @@ func TestLiveLogAndListRefresh(t *testing.T) {
 		t.Skip("Chromium is missing (neither /usr/bin/chromium nor chromium on PATH): install Debian's package chromium to run the browser test")
 	}
 	s := startServer(t, bin)
-	trigger := filepath.Join(t.TempDir(), "go")
+	trigger, end := filepath.Join(t.TempDir(), "go"), filepath.Join(t.TempDir(), "end")
 	burst := s.submit(t, "burst", "/usr/bin/python3", "-c", burstScript, trigger)
-	short := s.submit(t, "short", "sh", "-c", "sleep 10")
+	short := s.submit(t, "short", "sh", "-c", "while [ ! -e "+end+" ]; do sleep 0.2; done") // ends when the test says
 	s.waitStatus(t, burst, "RUNNING")
 	s.waitStatus(t, short, "RUNNING")
 
 	ctx := newBrowser(t, chromium)
 	signInWith(t, ctx, s.link(t), s.url+"/")
 	checkRows(t, ctx, "the running jobs", map[string]string{burst: "running", short: "running"})
+	if err := os.WriteFile(end, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	poll(t, time.Minute, "the short job's row to say succeeded, without a reload", func() (bool, error) {
 		rows, err := chromedp.Run(ctx, chromedp.Evaluate[map[string]string](`Object.fromEntries(
 			[...document.querySelectorAll("table#jobs tr[data-id]")].map((r) => [r.dataset.id, r.querySelector("span.status").textContent.trim()]))`))
