@@ -28,7 +28,8 @@ time.sleep(600)
 // The live log appends what arrives and keeps 5,000 lines at most in the page, scrolled
 // to its end; ANSI colours are drawn, markup stays text, each live line has the time it
 // arrived, and the filter hides the other lines. The job list refreshes by itself while
-// one of its jobs runs: a job that ends is shown ended without a reload.
+// one of its jobs runs: a job that ends is shown ended without a reload; once none runs,
+// it stops refreshing.
 func TestLiveLogAndListRefresh(t *testing.T) {
 	chromium := chromiumPath()
 	if chromium == "" {
@@ -113,5 +114,26 @@ func TestLiveLogAndListRefresh(t *testing.T) {
 	visible := run(t, ctx, "count the lines shown", chromedp.Evaluate[int](`[...document.querySelectorAll("pre#log .line")].filter((e) => !e.hidden).length`))
 	if visible != 1 {
 		t.Errorf("filtered on \"all printed\", %d lines are shown, want 1", visible)
+	}
+
+	// Once no job on the list runs, the list stops refreshing.
+	do(t, ctx, "open the job list", chromedp.Navigate(s.url+"/"))
+	if _, err := s.cli("stop", burst); err != nil {
+		t.Fatal(err)
+	}
+	var refreshes int
+	poll(t, time.Minute, "the burst's row to say stopped, without a reload", func() (bool, error) {
+		got, err := chromedp.Run(ctx, chromedp.Evaluate[[]int](`[
+			document.querySelector("table#jobs tr[data-id='`+burst+`'] span.status").textContent.trim() === "stopped" ? 1 : 0,
+			window.trainyardListRefreshes || 0]`))
+		if err != nil {
+			return false, err
+		}
+		refreshes = got[1]
+		return got[0] == 1, fmt.Errorf("not stopped yet after %d refreshes", got[1])
+	})
+	time.Sleep(12 * time.Second) // more than twice the list's shortest wait
+	if n := run(t, ctx, "count the refreshes", chromedp.Evaluate[int](`window.trainyardListRefreshes || 0`)); n != refreshes {
+		t.Errorf("the list refreshed %d more times after no job on it ran, want none", n-refreshes)
 	}
 }
