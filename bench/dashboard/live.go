@@ -120,7 +120,9 @@ const tabLagJS = `(() => {
 // Chromium and, beside it, reads the same log stream without drawing it; for
 // cfg.liveSeconds it samples every half second how far behind the printing each is.
 func measureLive(ctx context.Context, s *serverProc, cfg config) ([]figure, error) {
-	secs := cfg.liveSeconds + 15 // still printing when the measurement ends
+	// Still printing however late the last sample comes (a busy tab answers late); the
+	// job is stopped once measured. After it stopped printing, "behind" would only grow.
+	secs := cfg.liveSeconds + 600
 	out, err := s.cli(ctx, "submit", "--no-wait", "--name", "live-log", "--", "/usr/bin/python3", "-c", liveScript,
 		strconv.Itoa(cfg.liveRate), strconv.Itoa(secs))
 	if err != nil {
