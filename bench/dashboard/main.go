@@ -7,7 +7,9 @@
 //     in Chromium the time to a loaded page and the page's JavaScript heap, against
 //     opening the whole log as text;
 //   - a curve of 100,000 reported results: the time from navigation to the curves drawn
-//     in Chromium with every point (?points=100000), against the default 5,000.
+//     in Chromium with every point (?points=100000), against the default 5,000;
+//   - a job printing 1,000 lines a second: how far behind the printing its page's live
+//     log is after 20 s in Chromium, against the same stream read without drawing.
 //
 // Usage:
 //
@@ -38,6 +40,10 @@ type config struct {
 	repeat    int // measurements of each figure; the median is reported
 	markdown  string
 	keep      bool
+	// liveRate and liveSeconds are the live log's job: lines a second, and how long it
+	// is watched.
+	liveRate, liveSeconds int
+	only                  string // "live": the live log alone
 }
 
 func main() {
@@ -58,11 +64,20 @@ func run() error {
 	fs.IntVar(&cfg.repeat, "repeat", 5, "measurements of each figure (the median is reported)")
 	fs.StringVar(&cfg.markdown, "markdown", "", "also write the report as Markdown to this file")
 	fs.BoolVar(&cfg.keep, "keep", false, "keep the run's folder")
+	fs.IntVar(&cfg.liveRate, "live-rate", 1000, "lines a second that the live log's job prints")
+	fs.IntVar(&cfg.liveSeconds, "live-seconds", 20, "how long the live log is watched")
+	fs.StringVar(&cfg.only, "only", "", `"live": measure the live log alone (on a server with one job)`)
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return err
 	}
-	if cfg.jobs < 1 || cfg.logLines < 1 || cfg.points < 2 || cfg.repeat < 1 {
-		return fmt.Errorf("-jobs, -log-lines, -repeat must be 1 or more and -points 2 or more")
+	if cfg.jobs < 1 || cfg.logLines < 1 || cfg.points < 2 || cfg.repeat < 1 || cfg.liveRate < 1 || cfg.liveSeconds < 1 {
+		return fmt.Errorf("-jobs, -log-lines, -repeat, -live-rate, -live-seconds must be 1 or more and -points 2 or more")
+	}
+	if cfg.only != "" && cfg.only != "live" {
+		return fmt.Errorf(`-only %q: "live" or nothing`, cfg.only)
+	}
+	if cfg.only == "live" {
+		cfg.jobs, cfg.logLines, cfg.points = 1, 1, 2
 	}
 	bin, err := filepath.Abs(cfg.trainyard)
 	if err != nil {
@@ -92,10 +107,15 @@ func run() error {
 	defer s.stop()
 	rep := report{cfg: cfg, seeded: seeded, machine: fmt.Sprintf("%d cores (%s), %s, %s, load %s",
 		runtime.NumCPU(), host.CPU(), "Linux "+host.Kernel(), host.MemTotalGiB(), host.LoadAverage())}
-	if rep.server, err = measureServer(ctx, s, big, cfg); err != nil {
-		return err
+	if cfg.only == "" {
+		if rep.server, err = measureServer(ctx, s, big, cfg); err != nil {
+			return err
+		}
+		if rep.browser, err = measureBrowser(ctx, s, big, cfg); err != nil {
+			return err
+		}
 	}
-	if rep.browser, err = measureBrowser(ctx, s, big, cfg); err != nil {
+	if rep.live, err = measureLive(ctx, s, cfg); err != nil {
 		return err
 	}
 	return rep.print(os.Stdout, cfg.markdown)

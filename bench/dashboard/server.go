@@ -88,10 +88,63 @@ func writeResults(path string, n int) error {
 // serverProc is a running `trainyard server` with a signed-in session.
 type serverProc struct {
 	cmd    *exec.Cmd
+	bin    string
 	url    string
 	token  string
+	env    []string // the CLI's environment: this server's address and token file
 	cookie *http.Cookie
 	http   *http.Client
+}
+
+// cli runs the trainyard CLI against the server and returns its standard output.
+func (s *serverProc) cli(ctx context.Context, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, s.bin, args...)
+	cmd.Env = s.env
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("trainyard %s: %w: %s", strings.Join(args, " "), err, stderr.String())
+	}
+	return string(out), nil
+}
+
+// link returns a one-time sign-in link to the dashboard ('trainyard open --print').
+func (s *serverProc) link(ctx context.Context) (string, error) {
+	out, err := s.cli(ctx, "open", "--print")
+	if err != nil {
+		return "", err
+	}
+	link, _, _ := strings.Cut(out, "\n")
+	if !strings.HasPrefix(link, s.url+"/login#code=") {
+		return "", fmt.Errorf("trainyard open --print printed %q, not a sign-in link", out)
+	}
+	return link, nil
+}
+
+// signIn signs in to the dashboard with a one-time link and keeps the session cookie.
+func (s *serverProc) signIn(ctx context.Context) error {
+	link, err := s.link(ctx)
+	if err != nil {
+		return err
+	}
+	code := strings.TrimPrefix(link, s.url+"/login#code=")
+	resp, err := s.http.PostForm(s.url+"/login", url.Values{"code": {code}})
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	for _, c := range resp.Cookies() {
+		if strings.HasPrefix(c.Name, "trainyard_session") {
+			s.cookie = c
+		}
+	}
+	if s.cookie == nil {
+		return fmt.Errorf("signing in to the dashboard set no session cookie (%s)", resp.Status)
+	}
+	return nil
 }
 
 // startServer starts a server on dir's state and signs in to its dashboard.
@@ -108,8 +161,14 @@ func startServer(ctx context.Context, bin, dir string) (*serverProc, error) {
 	}
 	defer logFile.Close()
 	tokenFile := filepath.Join(dir, "token")
-	s := &serverProc{url: "http://" + addr, http: &http.Client{Timeout: time.Minute,
+	s := &serverProc{bin: bin, url: "http://" + addr, http: &http.Client{Timeout: time.Minute,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+	for _, kv := range os.Environ() { // the CLI must find this server and no other
+		if !strings.HasPrefix(kv, "TRAINYARD_") {
+			s.env = append(s.env, kv)
+		}
+	}
+	s.env = append(s.env, "TRAINYARD_TOKEN_FILE="+tokenFile, "TRAINYARD_ADDRESS="+s.url)
 	s.cmd = exec.Command(bin, "server", "--address", addr, "--state-dir", filepath.Join(dir, "state"),
 		"--storage-path", filepath.Join(dir, "runs"), "--token-file", tokenFile)
 	s.cmd.Dir, s.cmd.Stdout, s.cmd.Stderr = dir, logFile, logFile
@@ -135,20 +194,9 @@ func startServer(ctx context.Context, bin, dir string) (*serverProc, error) {
 		return nil, err
 	}
 	s.token = strings.TrimSpace(string(tok))
-	resp, err := s.http.PostForm(s.url+"/login", url.Values{"token": {s.token}})
-	if err != nil {
+	if err := s.signIn(ctx); err != nil {
 		s.stop()
 		return nil, err
-	}
-	resp.Body.Close()
-	for _, c := range resp.Cookies() {
-		if c.Name == "trainyard_session" {
-			s.cookie = c
-		}
-	}
-	if s.cookie == nil {
-		s.stop()
-		return nil, fmt.Errorf("signing in to the dashboard set no session cookie (%s)", resp.Status)
 	}
 	return s, nil
 }

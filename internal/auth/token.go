@@ -33,17 +33,36 @@ const maxTokenFileSize = 4096
 // $XDG_CONFIG_HOME/trainyard/token, else ~/.config/trainyard/token. A relative
 // $XDG_CONFIG_HOME is ignored, as the XDG Base Directory specification says.
 func DefaultTokenPath() (string, error) {
-	if p := os.Getenv(EnvTokenFile); p != "" {
+	return configFile(EnvTokenFile, "token", "the token file")
+}
+
+// EnvDashboardTokenFile is the environment variable that names the token file of
+// 'trainyard dashboard', overriding DefaultDashboardTokenPath.
+const EnvDashboardTokenFile = "TRAINYARD_DASHBOARD_TOKEN_FILE"
+
+// DefaultDashboardTokenPath returns where the token of 'trainyard dashboard' (the
+// dashboard of local runs or of a cluster) is kept: $TRAINYARD_DASHBOARD_TOKEN_FILE, else
+// dashboard-token beside the server's token file's default place (not $TRAINYARD_TOKEN_FILE:
+// the server's token is not the dashboard's).
+func DefaultDashboardTokenPath() (string, error) {
+	return configFile(EnvDashboardTokenFile, "dashboard-token", "the dashboard's token file")
+}
+
+// configFile returns the file that $env names, else name in $XDG_CONFIG_HOME/trainyard,
+// else in ~/.config/trainyard. A relative $XDG_CONFIG_HOME is ignored, as the XDG Base
+// Directory specification says. what names the file in an error.
+func configFile(env, name, what string) (string, error) {
+	if p := os.Getenv(env); p != "" {
 		return p, nil
 	}
 	if dir := os.Getenv("XDG_CONFIG_HOME"); dir != "" && filepath.IsAbs(dir) {
-		return filepath.Join(dir, "trainyard", "token"), nil
+		return filepath.Join(dir, "trainyard", name), nil
 	}
 	home, err := os.UserHomeDir()
 	if err != nil {
-		return "", fmt.Errorf("find the token file (set %s to name it): %w", EnvTokenFile, err)
+		return "", fmt.Errorf("find %s (set %s to name it): %w", what, env, err)
 	}
-	return filepath.Join(home, ".config", "trainyard", "token"), nil
+	return filepath.Join(home, ".config", "trainyard", name), nil
 }
 
 // LoadOrCreate returns the token in the file at path, creating the file with a new random

@@ -42,6 +42,22 @@ func TestDefaultTokenPath(t *testing.T) {
 	}
 }
 
+// The dashboard's token has a file of its own beside the server's, which
+// $TRAINYARD_TOKEN_FILE does not move.
+func TestDefaultDashboardTokenPath(t *testing.T) {
+	t.Setenv(EnvTokenFile, "/etc/ty/tok")
+	t.Setenv(EnvDashboardTokenFile, "")
+	t.Setenv("XDG_CONFIG_HOME", "")
+	t.Setenv("HOME", "/h")
+	if got, err := DefaultDashboardTokenPath(); err != nil || got != "/h/.config/trainyard/dashboard-token" {
+		t.Errorf("DefaultDashboardTokenPath = %q, %v", got, err)
+	}
+	t.Setenv(EnvDashboardTokenFile, "/d/tok")
+	if got, err := DefaultDashboardTokenPath(); err != nil || got != "/d/tok" {
+		t.Errorf("with %s: %q, %v", EnvDashboardTokenFile, got, err)
+	}
+}
+
 func TestLoadOrCreateCreatesPrivateFile(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "config", "trainyard")
 	path := filepath.Join(dir, "token")

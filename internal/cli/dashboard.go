@@ -119,7 +119,10 @@ http://127.0.0.1:8265/, signed in with 'trainyard open').
 Signing in: this command prints a one-time sign-in link (it works once, within 2
 minutes) and another each time you press Enter in its terminal; the page then keeps an
 HttpOnly session cookie, named for its port, that ends when you sign out, after 12 hours,
-or when the command stops. It never prints or asks for a token. Listening elsewhere than
+or when the command stops. With --tls-cert the sign-in page also takes the dashboard's
+token, made at the first start and kept, as the server keeps its own, in --token-file
+(mode 0600, default ~/.config/trainyard/dashboard-token): the same at every start. It
+never prints a token, nor asks for one over plain HTTP. Listening elsewhere than
 on loopback without --tls-cert is warned about: links and sessions would cross the
 network in clear text.`
 
@@ -173,7 +176,7 @@ func newDashboardCommand(g *globals) *cobra.Command {
 
 // dashboardOptions are the flags of 'trainyard dashboard' that say where it listens.
 type dashboardOptions struct {
-	address, tlsCert, tlsKey string
+	address, tlsCert, tlsKey, tokenFile string
 }
 
 func (o *dashboardOptions) bind(cmd *cobra.Command) {
@@ -181,7 +184,24 @@ func (o *dashboardOptions) bind(cmd *cobra.Command) {
 	fs.StringVar(&o.address, "address", "127.0.0.1:8266", "host:port to listen on (loopback unless you need otherwise)")
 	fs.StringVar(&o.tlsCert, "tls-cert", "", "PEM certificate to serve https with (with --tls-key)")
 	fs.StringVar(&o.tlsKey, "tls-key", "", "PEM private key of --tls-cert")
+	fs.StringVar(&o.tokenFile, "token-file", "", "file of this dashboard's token, which signs in over https, made at the first start "+
+		"and kept (mode 0600; default $"+auth.EnvDashboardTokenFile+", else ~/.config/trainyard/dashboard-token)")
 	cmd.MarkFlagsRequiredTogether("tls-cert", "tls-key")
+}
+
+// dashboardToken loads the dashboard's token, making its file at the first start, as the
+// server keeps its own (auth.LoadOrCreate): the same token at every start.
+func dashboardToken(tokenFile string) (path, token string, err error) {
+	path = tokenFile
+	if path == "" {
+		if path, err = auth.DefaultDashboardTokenPath(); err != nil {
+			return "", "", err
+		}
+	}
+	if token, err = auth.LoadOrCreate(path); err != nil {
+		return "", "", fmt.Errorf("the dashboard's token: %w", err)
+	}
+	return path, token, nil
 }
 
 // serveDashboard serves the dashboard of src (whose jobs are at place) until SIGINT or
@@ -197,8 +217,14 @@ func serveDashboard(ctx context.Context, g *globals, src dashboard.Backend, plac
 	if err != nil {
 		return usageError(err)
 	}
+	tokenPath, token, err := dashboardToken(opts.tokenFile)
+	if err != nil {
+		ln.Close()
+		return failed(err)
+	}
 	signIns := auth.NewSignIns(nil)
 	ui, err := dashboard.New(dashboard.Config{Backend: src, Logger: log, ReadOnly: readOnly, Place: place, SignIns: signIns,
+		Token: token, TokenHelp: "It is in " + tokenPath + ".",
 		CookieName: dashboard.CookieName(portOf(ln)), SignInHelp: localSignInHelp})
 	if err != nil {
 		ln.Close()
@@ -214,6 +240,9 @@ func serveDashboard(ctx context.Context, g *globals, src dashboard.Backend, plac
 	scheme := map[bool]string{false: "http", true: "https"}[opts.tlsCert != ""]
 	base := scheme + "://" + ln.Addr().String()
 	fmt.Fprintf(g.io.Out, "trainyard dashboard of %s on %s/\n", place, base)
+	if opts.tlsCert != "" {
+		fmt.Fprintf(g.io.Out, "  over https its sign-in page also takes the token kept in %s\n", tokenPath)
+	}
 	printLinks(ctx, g, base, signIns)
 	go func() {
 		<-ctx.Done()

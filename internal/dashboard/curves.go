@@ -111,7 +111,9 @@ func (h *Handler) comparePage(w http.ResponseWriter, r *http.Request, session st
 	h.render(w, http.StatusOK, "compare.html", page{Title: "Compare", CSRF: h.sessions.csrf(session), Data: c})
 }
 
-// flatten writes a JSON document's leaves as "a.b[0].c" -> value.
+// flatten writes a JSON document's leaves as "a.b[0].c" -> value, as text to show: a
+// string as it is (not JSON-escaped: the template escapes it for HTML), "" as `""` (an
+// empty value means "not set"), anything else as JSON.
 func flatten(prefix string, v any, out map[string]string) {
 	switch t := v.(type) {
 	case map[string]any:
@@ -126,6 +128,8 @@ func flatten(prefix string, v any, out map[string]string) {
 		for i, sub := range t {
 			flatten(fmt.Sprintf("%s[%d]", prefix, i), sub, out)
 		}
+	case string:
+		out[prefix] = cmp.Or(t, `""`)
 	default:
 		data, _ := json.Marshal(t)
 		out[prefix] = string(data)

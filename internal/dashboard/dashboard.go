@@ -78,6 +78,9 @@ type Config struct {
 	// SignInHelp tells, on the sign-in page, how to get a sign-in link: "Run `trainyard
 	// open` ...".
 	SignInHelp string
+	// TokenHelp tells where the token is, when a wrong one is given; "" names the server's
+	// token file.
+	TokenHelp string
 	// CookieName is the session cookie's name (see CookieName); "" is CookiePrefix.
 	CookieName string
 	// Logger receives sign-ins, refusals and errors; nil discards them.
@@ -119,6 +122,9 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.SignIns == nil {
 		cfg.SignIns = auth.NewSignIns(cfg.Now)
 	}
+	if cfg.TokenHelp == "" {
+		cfg.TokenHelp = "It is in the server's token file (by default ~/.config/trainyard/token)."
+	}
 	if cfg.CookieName == "" {
 		cfg.CookieName = CookiePrefix
 	}
@@ -138,6 +144,7 @@ func New(cfg Config) (*Handler, error) {
 	h.mux.HandleFunc("POST /logout", h.signedIn(h.logout))
 	h.mux.HandleFunc("GET /{$}", h.signedIn(h.jobsPage))
 	h.mux.HandleFunc("GET /jobs/{id}", h.signedIn(h.jobPage))
+	h.mux.HandleFunc("GET /jobs/{id}/status.json", h.signedIn(h.statusJSON))
 	h.mux.HandleFunc("GET /jobs/{id}/log", h.signedIn(h.logText))
 	h.mux.HandleFunc("GET /jobs/{id}/follow", h.signedIn(h.follow))
 	h.mux.HandleFunc("POST /jobs/{id}/stop", h.signedIn(h.stop))

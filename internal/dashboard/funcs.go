@@ -22,17 +22,8 @@ var funcs = template.FuncMap{
 	"lower":   strings.ToLower,
 	// pathseg escapes a job's ID as one segment of a path (a '/', '?' or ',' in it stays
 	// part of it): every link to a job uses it.
-	"pathseg": url.PathEscape,
-	"duration": func(start *time.Time, end *time.Time) string {
-		if start == nil {
-			return "-"
-		}
-		stop := time.Now()
-		if end != nil {
-			stop = *end
-		}
-		return stop.Sub(*start).Round(time.Second).String()
-	},
+	"pathseg":  url.PathEscape,
+	"duration": durationOf,
 	"workers": func(j client.Job) string {
 		if j.Resources == nil || j.Workers == 0 {
 			return "-"
@@ -54,6 +45,26 @@ var funcs = template.FuncMap{
 	"bytes":    byteSize,
 	"mib":      mib,
 	"cores":    func(milli int64) string { return strconv.FormatFloat(float64(milli)/1000, 'f', -1, 64) },
+	// last returns the last of a list of names ("" for none).
+	"last": func(names []string) string {
+		if len(names) == 0 {
+			return ""
+		}
+		return names[len(names)-1]
+	},
+}
+
+// durationOf writes how long a job ran: from start to end, or to now while it runs; "-"
+// before it started.
+func durationOf(start, end *time.Time) string {
+	if start == nil {
+		return "-"
+	}
+	stop := time.Now()
+	if end != nil {
+		stop = *end
+	}
+	return stop.Sub(*start).Round(time.Second).String()
 }
 
 // age writes how long ago t was: 5s, 3m, 2h, 4d.

@@ -31,14 +31,19 @@ func TestReadListQuery(t *testing.T) {
 func TestDifferences(t *testing.T) {
 	specs := make([]map[string]string, 2)
 	for i, doc := range []any{
-		map[string]any{"runName": "a", "command": []any{"python3", "train.py", "--lr", "0.1"}, "workers": 2.0},
-		map[string]any{"runName": "b", "command": []any{"python3", "train.py", "--lr", "0.2"}, "workers": 2.0, "maxRestarts": 3.0},
+		map[string]any{"runName": "a", "command": []any{"python3", "train.py", "--lr", "0.1"}, "workers": 2.0,
+			"args": []any{"-c", "print(1 < 2 & 3 > 2)"}, "workingDir": ""},
+		map[string]any{"runName": "b", "command": []any{"python3", "train.py", "--lr", "0.2"}, "workers": 2.0, "maxRestarts": 3.0,
+			"args": []any{"-c", "print('<b>')"}},
 	} {
 		specs[i] = map[string]string{}
 		flatten("", doc, specs[i])
 	}
 	got := differences(specs)
-	want := []configDiff{{Key: "command[3]", Values: []string{`"0.1"`, `"0.2"`}}, {Key: "maxRestarts", Values: []string{"", "3"}}}
+	// Strings as they are, not JSON-escaped (\u003c); an empty one as "" (unset is "").
+	want := []configDiff{{Key: "args[1]", Values: []string{"print(1 < 2 & 3 > 2)", "print('<b>')"}},
+		{Key: "command[3]", Values: []string{"0.1", "0.2"}}, {Key: "maxRestarts", Values: []string{"", "3"}},
+		{Key: "workingDir", Values: []string{`""`, ""}}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}

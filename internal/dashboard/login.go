@@ -89,7 +89,7 @@ func (h *Handler) checkSignIn(r *http.Request) string {
 	case token != "" && len(h.sessions.token) > 0 && h.sessions.validToken(token):
 		return ""
 	case token != "":
-		return "That is not the server's token. It is in the server's token file (by default ~/.config/trainyard/token)."
+		return "That is not this dashboard's token. " + h.cfg.TokenHelp
 	}
 	return "Open a sign-in link to sign in. " + h.cfg.SignInHelp
 }

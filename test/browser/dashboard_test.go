@@ -126,26 +126,16 @@ func TestDashboardInChromium(t *testing.T) {
 	if loc := location(t, ctx); resp.Status != http.StatusOK || loc != s.url+"/jobs/"+ticker {
 		t.Errorf("Stop ended at %s with %d, want the job's page with 200", loc, resp.Status)
 	}
-	poll(t, time.Minute, `span#job-status to say "stopped"`, func() (bool, error) {
-		status, err := chromedp.Run(ctx, chromedp.Text(chromedp.ID("job-status")))
-		if err == nil && status == "stopped" {
-			return true, nil
-		}
-		if err == nil {
-			err = fmt.Errorf("span#job-status says %q", status)
-		}
-		if rerr := chromedp.Do(ctx, chromedp.Reload()); rerr != nil {
-			return false, fmt.Errorf("reload: %w (before: %v)", rerr, err)
-		}
-		return false, err
+	// The page follows the job's status by itself (no reload): it says "stopped", and
+	// Delete takes Stop's place.
+	poll(t, time.Minute, `span#job-status to say "stopped", and button#delete to replace Stop, without a reload`, func() (bool, error) {
+		got, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[document.getElementById("job-status").textContent,
+			String(document.getElementById("stop-form") === null), String(document.getElementById("delete") !== null)]`))
+		return err == nil && cmp.Equal(got, []string{"stopped", "true", "true"}), fmt.Errorf("status, no Stop, Delete: %v (%v)", got, err)
 	})
-	if gone := run(t, ctx, "look for form#stop-form", chromedp.Evaluate[bool](`document.getElementById("stop-form") === null`)); !gone {
-		t.Errorf("a stopped job's page still has form#stop-form")
-	}
 	s.waitStatus(t, ticker, "STOPPED")
 
 	// An ended job has Delete, confirmed in a dialog: the job list follows, without the job.
-	do(t, ctx, "reload the stopped job's page", chromedp.Reload())
 	resp = load(t, ctx, "click Delete", chromedp.Click(chromedp.ID("delete")))
 	select {
 	case d := <-dialogs:

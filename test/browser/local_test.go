@@ -2,6 +2,7 @@ package browser
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -27,9 +28,24 @@ while True:
     time.sleep(0.5)
 `
 
+// checkpointer runs on 2 ranks: each prints 100 lines of its own, and together they
+// report 90 times with a checkpoint each.
+const checkpointer = `import os, trainyard
+rank = os.environ["RANK"]
+for i in range(100):
+    print("rank", rank, "says", i, flush=True)
+for i in range(90):
+    d = trainyard.new_checkpoint_dir()
+    if rank == "0":
+        open(os.path.join(d, "model"), "w").write(str(i))
+    trainyard.report({"loss": 1 / (1 + i)}, checkpoint=d)
+`
+
 // The dashboard of local runs (trainyard dashboard STORAGE): runs that trainyard run wrote
 // are listed with their status, a running run's log, curve and last result grow live, and
-// the pages are read-only (no Stop).
+// the pages are read-only (no Stop). A finished run's page shows every rank's console
+// lines, with their prefixes, scrolled to the end, and its 90 checkpoints in a box of
+// bounded height. The dashboard keeps its token from one start to the next.
 func TestLocalDashboardInChromium(t *testing.T) {
 	chromium := chromiumPath()
 	if chromium == "" {
@@ -37,8 +53,8 @@ func TestLocalDashboardInChromium(t *testing.T) {
 	}
 	dir := t.TempDir()
 	storage := filepath.Join(dir, "runs")
-	finished := exec.Command(bin, "run", "--storage-path", storage, "--name", "lr-small", "--",
-		"/usr/bin/python3", "-c", "import trainyard\nfor i in range(20): trainyard.report({'loss': 1/(1+i)})")
+	finished := exec.Command(bin, "run", "--storage-path", storage, "--name", "lr-small", "--workers", "2", "--",
+		"/usr/bin/python3", "-c", checkpointer)
 	finished.Dir = dir
 	if out, err := finished.CombinedOutput(); err != nil {
 		t.Fatalf("trainyard run lr-small: %v\n%s", err, out)
@@ -63,6 +79,15 @@ func TestLocalDashboardInChromium(t *testing.T) {
 	}
 
 	url, link := startDashboard(t, dir, storage)
+	tokenFile := filepath.Join(dir, "dashboard-token")
+	token0, err := os.ReadFile(tokenFile)
+	if st, serr := os.Stat(tokenFile); err != nil || serr != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("the dashboard's token file: %v, %v (want it made with mode 0600)", err, serr)
+	}
+	startDashboard(t, dir, storage) // a second start, beside the first
+	if again, err := os.ReadFile(tokenFile); err != nil || string(again) != string(token0) {
+		t.Errorf("the dashboard's token changed from one start to the next (%v)", err)
+	}
 	ctx := newBrowser(t, chromium)
 	signInWith(t, ctx, link, url+"/")
 	poll(t, 30*time.Second, "the live run to be listed as running", func() (bool, error) {
@@ -76,6 +101,8 @@ func TestLocalDashboardInChromium(t *testing.T) {
 	})
 	checkRows(t, ctx, "the runs", map[string]string{live: "running", small: "succeeded"})
 
+	checkFinishedRun(t, ctx, url, small)
+	do(t, ctx, "open the job list", chromedp.Navigate(url+"/"))
 	load(t, ctx, "open the live run's page", chromedp.Click(chromedp.CSS(`#jobs tr[data-id="`+live+`"] a`)))
 	first := run(t, ctx, "read pre#log", chromedp.TextContent(chromedp.CSS("pre#log")))
 	before := lastTick(first)
@@ -116,6 +143,49 @@ func TestLocalDashboardInChromium(t *testing.T) {
 		t.Errorf("the read-only dashboard of local runs offers Stop")
 	}
 	screenshot(t, ctx, "local-run.png")
+}
+
+// checkFinishedRun checks the page of the finished run of checkpointer: its log is the
+// console's (both ranks' lines, prefixed) opened at its end, and its checkpoints do not push
+// the curves and the log down the page.
+func checkFinishedRun(t *testing.T, ctx context.Context, url, id string) {
+	t.Helper()
+	do(t, ctx, "open the finished run's page", chromedp.Navigate(url+"/jobs/"+id))
+	type state struct {
+		Rank0, Rank1, AtEnd, Overflows bool
+		Checkpoints                    int
+		BoxHeight, LogTop              float64
+	}
+	var got state
+	poll(t, 30*time.Second, "the finished run's page", func() (bool, error) {
+		var err error
+		got, err = chromedp.Run(ctx, chromedp.Evaluate[state](`(() => {
+			const pre = document.querySelector("pre#log"), box = document.getElementById("checkpoints-box");
+			const text = pre.textContent;
+			return {
+				Rank0: /^\[rank 0 pid \d+\] rank 0 says 99$/m.test(text),
+				Rank1: /^\[rank 1 pid \d+\] rank 1 says 99$/m.test(text),
+				AtEnd: pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 2,
+				Overflows: pre.scrollHeight > pre.clientHeight,
+				Checkpoints: box ? box.querySelectorAll("tr[data-checkpoint]").length : 0,
+				BoxHeight: box ? box.getBoundingClientRect().height : 0,
+				LogTop: pre.getBoundingClientRect().top + window.scrollY,
+			};
+		})()`))
+		return err == nil && got.Checkpoints > 0, err
+	})
+	if !got.Rank0 || !got.Rank1 {
+		t.Errorf("the console log shows rank 0's last line: %v, rank 1's: %v; want both, with their [rank N pid P] prefixes", got.Rank0, got.Rank1)
+	}
+	if !got.Overflows || !got.AtEnd {
+		t.Errorf("the log overflows its box: %v, is scrolled to its end: %v; want it opened at its end", got.Overflows, got.AtEnd)
+	}
+	if got.Checkpoints != 90 || got.BoxHeight > 300 {
+		t.Errorf("%d checkpoints in a box %.0f px high, want 90 in at most 300 px (16rem)", got.Checkpoints, got.BoxHeight)
+	}
+	if got.LogTop > 2500 {
+		t.Errorf("the log starts %.0f px down the page, want it within 2,500 px", got.LogTop)
+	}
 }
 
 // background starts trainyard with args in dir and interrupts it (as ^C does) at the
@@ -180,6 +250,7 @@ func startDashboard(t *testing.T, dir, storage string) (url, link string) {
 	l.Close()
 	cmd := exec.Command(bin, "dashboard", storage, "--address", addr)
 	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "TRAINYARD_DASHBOARD_TOKEN_FILE="+filepath.Join(dir, "dashboard-token"))
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

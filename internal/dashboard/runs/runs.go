@@ -1,7 +1,9 @@
 // Package runs is the dashboard's view of local runs: a dashboard.Backend over the run
 // folders of a storage path (what `trainyard run` writes), read-only. A run folder is a
 // job whose ID and name are the run's name; its status comes from its run.json, its log
-// is rank 0's log of its last attempt, unless a rank is asked for.
+// is its console log (every rank's lines with their [rank N] prefixes, as trainyard run
+// printed them; rank 0's log of its last attempt for a run older than the console log),
+// unless a rank is asked for.
 package runs
 
 import (
@@ -63,7 +65,7 @@ func (s *Source) run(name string) (client.JobDetail, error) {
 	}
 	d := client.JobDetail{Run: server.RunOf(rec)}
 	j := client.Job{ID: name, Name: name, Status: status(rec.Phase), Message: rec.Reason, RunDir: dir,
-		SubmittedAt: rec.Created, EndedAt: ended(rec)}
+		SubmittedAt: rec.Created, EndedAt: ended(dir, rec)}
 	created := rec.Created
 	j.StartedAt = &created
 	if data, err := os.ReadFile(filepath.Join(dir, rundir.SpecFile)); err == nil {
@@ -86,12 +88,24 @@ func (s *Source) run(name string) (client.JobDetail, error) {
 }
 
 // ended is when a run ended: its finish, or for one interrupted (which may be continued,
-// so run.json records no finish) its last record, so that its duration stops growing.
-func ended(rec rundir.Record) *time.Time {
+// so run.json records no finish) its last sign of life, so that its duration stops
+// growing: the newest of its last record, its console log's and rank 0's log's last write
+// and its last report. For a run whose launcher was killed (SIGKILL: it recorded nothing
+// more), that is when it last printed or reported.
+func ended(dir string, rec rundir.Record) *time.Time {
 	if rec.Finished != nil || rec.Phase.Active() {
 		return rec.Finished
 	}
 	at := rec.Updated
+	files := []string{rundir.ConsoleLog, reporting.ResultFile}
+	if n := len(rec.Attempts); n > 0 {
+		files = append(files, rundir.LogPath(rec.Attempts[n-1].Number, 0))
+	}
+	for _, name := range files {
+		if st, err := os.Lstat(filepath.Join(dir, name)); err == nil && st.ModTime().After(at) {
+			at = st.ModTime()
+		}
+	}
 	return &at
 }
 
@@ -160,8 +174,9 @@ func (s *Source) Stop(context.Context, string) (client.Job, error) { return clie
 // Delete is refused: the dashboard of local runs is read-only (delete a run's folder).
 func (s *Source) Delete(context.Context, string) error { return ErrReadOnly }
 
-// logPath returns the file of a run's log: the rank's (rank 0's without one) of its last
-// attempt.
+// logPath returns the file of a run's log: the rank's of its last attempt, or without a
+// rank its console log (rank 0's log when the run has none: it ran before trainyard kept
+// one).
 func (s *Source) logPath(id string, rank *int) (string, client.JobDetail, error) {
 	d, err := s.run(id)
 	if err != nil {
@@ -170,6 +185,8 @@ func (s *Source) logPath(id string, rank *int) (string, client.JobDetail, error)
 	want := 0
 	if rank != nil {
 		want = *rank
+	} else if console := filepath.Join(d.Job.RunDir, rundir.ConsoleLog); isFile(console) {
+		return console, d, nil
 	}
 	if d.Run == nil || len(d.Run.Attempts) == 0 {
 		return "", d, notFound("run %s has not started an attempt yet", id)
@@ -197,6 +214,12 @@ func (s *Source) Logs(_ context.Context, id string, opts client.LogOptions) (str
 		return "", err
 	}
 	return logstream.LastLines(text, opts.Tail), nil
+}
+
+// isFile reports whether path is a regular file (not a link).
+func isFile(path string) bool {
+	st, err := os.Lstat(path)
+	return err == nil && st.Mode().IsRegular()
 }
 
 // readEnd reads a file from offset (its last maxLogBytes at most) and returns the text

@@ -147,3 +147,47 @@ func TestSource(t *testing.T) {
 type syncWriter struct{ b *bytes.Buffer }
 
 func (w *syncWriter) Write(p []byte) (int, error) { return w.b.Write(p) }
+
+// Without a rank, a run's log is its console log, every rank's lines with their prefixes
+// as trainyard run printed them (it was rank 0's log alone); a rank's log stays its own.
+func TestConsoleLog(t *testing.T) {
+	storage := t.TempDir()
+	writeRun(t, storage, "two", v1.PhaseSucceeded, time.Unix(1_800_000_000, 0), 1)
+	console := "[rank 0 pid 10] rank 0 line 1\n[rank 1 pid 11] rank 1 line 1\n"
+	write(t, filepath.Join(storage, "two", rundir.ConsoleLog), console)
+	s := &Source{Storage: storage}
+	ctx := context.Background()
+	if text, err := s.Logs(ctx, "two", client.LogOptions{}); err != nil || text != console {
+		t.Errorf("the console log: %q, %v; want %q", text, err, console)
+	}
+	var whole bytes.Buffer
+	if err := s.WriteLog(ctx, "two", client.LogOptions{}, &whole); err != nil || whole.String() != console {
+		t.Errorf("the whole console log: %q, %v", whole.String(), err)
+	}
+	one := 1
+	if text, err := s.Logs(ctx, "two", client.LogOptions{Rank: &one}); err != nil || text != "rank 1 line 1\n" {
+		t.Errorf("rank 1's log: %q, %v", text, err)
+	}
+}
+
+// A run whose launcher was killed recorded nothing after its start: it ends, for its
+// duration, when it last printed or reported, not at its last record (nor now).
+func TestKilledLauncherEndsAtItsLastOutput(t *testing.T) {
+	storage := t.TempDir()
+	t0 := time.Now().Add(-time.Hour).Truncate(time.Second)
+	rec := rundir.Record{Name: "killed", Phase: v1.PhaseInterrupted, Created: t0, Updated: t0.Add(time.Second),
+		Reason: "its launcher (pid 1) is gone without recording how the run ended", Attempts: []rundir.Attempt{
+			{Number: 1, Started: t0, Ranks: []rundir.Rank{{Rank: 0, Log: rundir.LogPath(1, 0)}}}}}
+	data, _ := json.Marshal(rec)
+	write(t, filepath.Join(storage, "killed", rundir.RecordFile), string(data))
+	log := filepath.Join(storage, "killed", rundir.ConsoleLog)
+	write(t, log, "[rank 0 pid 10] step 6\n")
+	last := t0.Add(6 * time.Second)
+	if err := os.Chtimes(log, last, last); err != nil {
+		t.Fatal(err)
+	}
+	d, err := (&Source{Storage: storage}).Get(context.Background(), "killed")
+	if err != nil || d.Job.EndedAt == nil || !d.Job.EndedAt.Equal(last) {
+		t.Errorf("ends at %v (%v), want %v: its console log's last write", d.Job.EndedAt, err, last)
+	}
+}
