@@ -271,9 +271,9 @@ func (l *Launcher) RunAttempt(ctx context.Context, n int) (AttemptResult, error)
 	if err != nil {
 		return AttemptResult{}, err
 	}
-	if l.store != nil {
-		env[AgentStoreEnv] = "True" // every rank a client of the launcher's store
-	}
+	// Every rank a client of the launcher's store, or rank 0 hosts one (whatever an outer
+	// launcher, whose environment this one inherits, told its own ranks).
+	env[AgentStoreEnv] = map[bool]string{true: "True", false: "False"}[l.store != nil]
 	if err := l.beginAttempt(n, port); err != nil {
 		return AttemptResult{}, err
 	}

@@ -204,12 +204,22 @@ func (c *conn) serve() {
 			err = c.handle(o, rd)
 		}
 	}
-	if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
-		select {
-		case <-c.done: // closed by Reset or Close
-		default:
-			c.s.log.Warn("rendezvous store: client disconnected", "peer", c.peer, "client", c.dialect.String(), "reason", err.Error())
-		}
+	select {
+	case <-c.done: // closed by Reset, Close or a reply it did not read
+	default:
+		c.logEnd(err)
+	}
+}
+
+// logEnd says why a client left: a refused request is a warning (it will fail the rank
+// that sent it); a client that went away (a rank that exited or was killed) is not.
+func (c *conn) logEnd(err error) {
+	switch {
+	case errors.Is(err, errProtocol):
+		c.s.log.Warn("rendezvous store: client disconnected: request refused", "peer", c.peer,
+			"client", c.dialect.String(), "reason", err.Error())
+	case !errors.Is(err, io.EOF):
+		c.s.log.Debug("rendezvous store: client gone", "peer", c.peer, "reason", err.Error())
 	}
 }
 
@@ -266,9 +276,16 @@ func (c *conn) handle(o op, rd reader) error {
 	return fmt.Errorf("%w: %s is not supported (torch 1.13's watch_key)", errProtocol, o)
 }
 
+// locked runs f on the keyspace under the server's mutex, unless the connection was closed
+// meanwhile (by Reset: a request of the previous attempt never reaches the new keyspace).
 func (c *conn) locked(f func(*keyspace) error) error {
 	c.s.mu.Lock()
 	defer c.s.mu.Unlock()
+	select {
+	case <-c.done:
+		return net.ErrClosed
+	default:
+	}
 	return f(&c.s.ks)
 }
 
