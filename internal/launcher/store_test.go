@@ -14,11 +14,15 @@ import (
 )
 
 // storeScript records, for each rank and attempt, TORCHELASTIC_USE_AGENT_STORE, MASTER_PORT
-// and whether something listened on it when the rank started; rank 1 fails attempt 1.
+// and whether something listened on it when the rank started; rank 1 fails attempt 1 once
+// rank 0 wrote its record.
 const storeScript = `listening=no
 bash -c "exec 3<>/dev/tcp/127.0.0.1/$MASTER_PORT" 2>/dev/null && listening=yes
 echo "$TORCHELASTIC_USE_AGENT_STORE $MASTER_PORT $listening" > store-$RANK-$TRAINYARD_ATTEMPT
-if [ "$RANK" = 1 ] && [ "$TRAINYARD_ATTEMPT" = 1 ]; then exit 1; fi`
+if [ "$RANK" = 1 ] && [ "$TRAINYARD_ATTEMPT" = 1 ]; then
+  while [ ! -s store-0-1 ]; do sleep 0.05; done # rank 0 has written its record
+  exit 1
+fi`
 
 // readStoreRecords returns what storeScript wrote, by rank-attempt.
 func readStoreRecords(t *testing.T, dir string) map[string][]string {
