@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -130,11 +131,16 @@ type conn struct {
 	out     chan []byte
 	done    chan struct{}
 	once    sync.Once
-	awaited []string // keys its WAIT lacks; guarded by s.mu
+	awaited []string     // keys its WAIT lacks; guarded by s.mu
+	queued  atomic.Int64 // bytes of the replies in out
 }
 
-// outQueue bounds the replies waiting to be written to one client.
-const outQueue = 256
+// outQueue and outBytes bound the replies waiting to be written to one client: their
+// number, and their bytes beyond the first reply (which may be one large MULTI_GET).
+const (
+	outQueue = 256
+	outBytes = 64 << 20
+)
 
 // writeTimeout bounds how long a client may leave a reply unread.
 const writeTimeout = time.Minute
@@ -152,6 +158,11 @@ func (c *conn) close() {
 
 // send queues a reply; the caller holds s.mu, so replies keep the order they were made in.
 func (c *conn) send(b []byte) {
+	if q := c.queued.Add(int64(len(b))); q > int64(len(b)) && q > outBytes {
+		c.s.log.Warn("rendezvous store: client disconnected: it does not read its replies", "peer", c.peer, "queued", q)
+		c.close()
+		return
+	}
 	select {
 	case <-c.done:
 	case c.out <- b:
@@ -182,6 +193,7 @@ func (c *conn) writeLoop() {
 				c.close()
 				return
 			}
+			c.queued.Add(-int64(len(b)))
 		}
 	}
 }
