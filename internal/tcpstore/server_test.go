@@ -1,8 +1,10 @@
 package tcpstore
 
 import (
+	"io"
 	"strings"
 	"testing"
+	"time"
 )
 
 func listen(t *testing.T, limits Limits) *Server {
@@ -230,4 +232,35 @@ func TestLegacyFirstRequestIsSet(t *testing.T) {
 	if got := c.get("first"); got != "v" {
 		t.Errorf("get = %q, want v", got)
 	}
+}
+
+// TestUnreadRepliesBounded: a client that asks and never reads is disconnected once its
+// unread replies pass the bound, rather than making the server hold them all.
+func TestUnreadRepliesBounded(t *testing.T) {
+	s := listen(t, Limits{})
+	c := dial(t, s, legacy)
+	big := strings.Repeat("x", 8<<20)
+	c.set("big", big)
+	const gets = 20 // 160 MiB of replies
+	for range gets {
+		c.write(c.query(opGet), str("big"))
+	}
+	for deadline := time.Now().Add(30 * time.Second); s.clients() > 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the server still holds the client's replies after 30 s")
+		}
+	}
+	n, err := io.Copy(io.Discard, c.r)
+	if err != nil {
+		t.Fatalf("reading the replies: %v", err)
+	}
+	if n >= gets*int64(len(big)) {
+		t.Fatalf("read %d bytes: every reply was kept for a client that did not read", n)
+	}
+}
+
+func (s *Server) clients() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
 }
