@@ -37,6 +37,10 @@ workers through CUDA_VISIBLE_DEVICES, in worker order, so that with one GPU per 
 torch.cuda.set_device(LOCAL_RANK) picks its own; TRAINYARD_CUDA_DEVICE names it in any case
 (the trainyard helper's get_device() uses it).
 Variables given with --env (or the job file's env) win over all of them.
+As torchrun's agent does, trainyard hosts the rendezvous store (torch's TCPStore) on
+MASTER_PORT before any rank starts and sets TORCHELASTIC_USE_AGENT_STORE=True, so every
+rank's env:// rendezvous is a client of it; a script that hosts its own store on
+MASTER_PORT needs --env TORCHELASTIC_USE_AGENT_STORE=False (then rank 0 hosts it).
 
 Lines the workers print reach the console prefixed with their rank and pid, and are
 kept whole in <storage path>/<run name>/logs/attempt-N/rank-R.log. The run's folder

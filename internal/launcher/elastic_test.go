@@ -70,7 +70,9 @@ if [ "$TRAINYARD_ATTEMPT" = 1 ]; then sleep 30; fi`).workers(2).obj(t)
 	dir := job.Spec.WorkingDir
 	go func() {
 		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-			if _, err := os.Stat(filepath.Join(dir, "seen-1-1")); err == nil {
+			_, err0 := os.Stat(filepath.Join(dir, "seen-1-0"))
+			_, err1 := os.Stat(filepath.Join(dir, "seen-1-1"))
+			if err0 == nil && err1 == nil { // both ranks of attempt 1 wrote what they saw
 				break
 			}
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/trainyard/trainyard/internal/logstream"
 	"github.com/trainyard/trainyard/internal/preempt"
 	"github.com/trainyard/trainyard/internal/rundir"
+	"github.com/trainyard/trainyard/internal/tcpstore"
 )
 
 // Launcher runs the part of a job's gang that its Placement puts on this machine, and
@@ -72,6 +73,11 @@ type Launcher struct {
 	// resize is the resize asked while an attempt ran, applied before the next one; nil
 	// when none.
 	resize *Resize
+	// store is the gang's rendezvous store while the launcher hosts one (see hostsStore):
+	// started before the first attempt's ranks, reused by the next attempts, closed when
+	// Run ends (or the attempt, when RunAttempt is called alone).
+	store *tcpstore.Server
+	inRun bool // Run is running: RunAttempt leaves the store to it
 }
 
 // Preempted says why the gang was preempted, "" when it was not. It is set while an
@@ -129,6 +135,8 @@ func (l *Launcher) Run(ctx context.Context) (Result, error) {
 	if err := l.prepare(ctx); err != nil {
 		return Result{}, err
 	}
+	l.inRun = true
+	defer func() { l.inRun = false; l.closeStore() }()
 	begin := time.Now()
 	first := len(l.Folder.Record().Attempts) + 1
 	last := first + int(l.Job.Spec.MaxRestarts)
@@ -252,17 +260,20 @@ func (l *Launcher) RunAttempt(ctx context.Context, n int) (AttemptResult, error)
 	if err := l.Folder.CheckSame(); err != nil {
 		return AttemptResult{}, fmt.Errorf("attempt %d: %w", n, err)
 	}
-	port := l.Placement.MasterPort
-	if port == 0 {
-		var err error
-		if port, err = freePort(l.Placement.MasterAddr); err != nil {
-			return AttemptResult{}, err
-		}
+	if !l.inRun {
+		defer l.closeStore()
+	}
+	port, err := l.attemptPort()
+	if err != nil {
+		return AttemptResult{}, err
 	}
 	env, err := l.attemptEnv(n)
 	if err != nil {
 		return AttemptResult{}, err
 	}
+	// Every rank a client of the launcher's store, or rank 0 hosts one (whatever an outer
+	// launcher, whose environment this one inherits, told its own ranks).
+	env[AgentStoreEnv] = map[bool]string{true: "True", false: "False"}[l.store != nil]
 	if err := l.beginAttempt(n, port); err != nil {
 		return AttemptResult{}, err
 	}
@@ -272,6 +283,18 @@ func (l *Launcher) RunAttempt(ctx context.Context, n int) (AttemptResult, error)
 		return res, err
 	}
 	return res, nil
+}
+
+// attemptPort is the rendezvous port of an attempt: the placement's, else the store's that
+// the launcher hosts, else a free one for rank 0 to host the store on.
+func (l *Launcher) attemptPort() (int, error) {
+	switch {
+	case l.Placement.MasterPort != 0:
+		return l.Placement.MasterPort, nil
+	case l.hostsStore():
+		return l.storePort()
+	}
+	return freePort(l.Placement.MasterAddr)
 }
 
 func (l *Launcher) attemptEnv(n int) (map[string]string, error) {
@@ -310,8 +333,12 @@ func (l *Launcher) workersHere() string {
 
 func (l *Launcher) beginAttempt(n, port int) error {
 	s := &l.Job.Spec
-	l.notice("attempt %d: starting %s x %d process(es), rendezvous %s:%d, logs in %s",
-		n, l.workersHere(), s.ProcCount(), l.Placement.MasterAddr, port, l.Folder.Dir)
+	host := ""
+	if l.store != nil {
+		host = " (hosted by trainyard)"
+	}
+	l.notice("attempt %d: starting %s x %d process(es), rendezvous %s:%d%s, logs in %s",
+		n, l.workersHere(), s.ProcCount(), l.Placement.MasterAddr, port, host, l.Folder.Dir)
 	return l.Folder.Update(func(rec *rundir.Record) {
 		rec.Phase, rec.Supervisor = v1.PhaseRunning, os.Getpid()
 		rec.Host, _ = os.Hostname()
