@@ -197,8 +197,8 @@ func (c *Cluster) JobUsage(ctx context.Context, allNamespaces bool) ([]JobUsage,
 	for i := range jobs {
 		j := &jobs[i]
 		key := j.Namespace + "/" + j.Name + "/"
-		out = append(out, JobUsage{Namespace: j.Namespace, Name: j.Name, Phase: j.Status.Phase, Workers: j.Spec.WorkerCount(),
-			Ready: j.Status.WorkersReady, GPUsRequested: int64(j.Spec.WorkerCount()) * int64(j.Spec.Resources.GPU),
+		out = append(out, JobUsage{Namespace: j.Namespace, Name: j.Name, Phase: j.Status.Phase, Workers: j.GangSize(),
+			Ready: j.Status.WorkersReady, GPUsRequested: int64(j.GangSize()) * int64(j.Spec.Resources.GPU),
 			GPUsHeld: held[key+string(j.UID)] + held[key], Node: nodes[j.Namespace+"/"+j.Name], Iteration: j.Status.Iteration,
 			Metrics: j.Status.LastMetrics, Created: j.CreationTimestamp})
 	}
