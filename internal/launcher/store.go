@@ -5,6 +5,7 @@ import (
 	"net"
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
+	"github.com/trainyard/trainyard/internal/peercred"
 	"github.com/trainyard/trainyard/internal/tcpstore"
 )
 
@@ -46,7 +47,10 @@ func (l *Launcher) storePort() (int, error) {
 		l.store.Reset()
 		return l.store.Port(), nil
 	}
-	s, err := tcpstore.Listen(net.JoinHostPort(l.Placement.MasterAddr, "0"), tcpstore.Options{Logger: l.Logger})
+	// Only the job's own user's processes may use it (on the loopback, where that can be
+	// known): torch's store has no authentication, and another local user could misdirect
+	// the rendezvous.
+	s, err := tcpstore.Listen(net.JoinHostPort(l.Placement.MasterAddr, "0"), tcpstore.Options{Logger: l.Logger, Admit: peercred.SameUser})
 	if err != nil {
 		return 0, fmt.Errorf("host the rendezvous store (set %s=False in the job's env to let rank 0 host it): %w", AgentStoreEnv, err)
 	}

@@ -19,6 +19,7 @@ type Server struct {
 	ln     net.Listener
 	log    *slog.Logger
 	limits Limits
+	admit  func(net.Conn) error
 
 	mu     sync.Mutex // guards ks, conns, closed
 	ks     keyspace
@@ -32,6 +33,10 @@ type Options struct {
 	// Logger receives refused requests and client errors; nil discards them.
 	Logger *slog.Logger
 	Limits Limits
+	// Admit, when set, decides whether a new client may use the store: an error closes
+	// the connection before it is read, and is logged (peercred.SameUser refuses other
+	// local users' clients).
+	Admit func(net.Conn) error
 }
 
 // Listen starts a store listening on addr ("127.0.0.1:0" picks a free port; ":29500"
@@ -41,7 +46,7 @@ func Listen(addr string, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start the rendezvous store on %s: %w", addr, err)
 	}
-	s := &Server{ln: ln, log: opts.Logger, limits: opts.Limits.withDefaults(), conns: map[*conn]struct{}{}}
+	s := &Server{ln: ln, log: opts.Logger, limits: opts.Limits.withDefaults(), admit: opts.Admit, conns: map[*conn]struct{}{}}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -100,6 +105,13 @@ func (s *Server) accept() {
 			s.log.Warn("rendezvous store: accept failed", "err", err)
 			time.Sleep(50 * time.Millisecond) // out of descriptors, say: do not spin
 			continue
+		}
+		if s.admit != nil {
+			if err := s.admit(nc); err != nil {
+				s.log.Warn("rendezvous store: connection refused", "peer", nc.RemoteAddr().String(), "err", err)
+				nc.Close()
+				continue
+			}
 		}
 		s.mu.Lock()
 		if s.closed || len(s.conns) >= s.limits.MaxConns {

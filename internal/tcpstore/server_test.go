@@ -1,8 +1,11 @@
 package tcpstore
 
 import (
+	"errors"
 	"io"
+	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -263,4 +266,36 @@ func (s *Server) clients() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.conns)
+}
+
+// A client that Admit refuses is disconnected before the store reads a byte of it; the
+// store goes on serving the others.
+func TestAdmitRefuses(t *testing.T) {
+	var refuse atomic.Bool
+	refuse.Store(true)
+	s, err := Listen("127.0.0.1:0", Options{Admit: func(net.Conn) error {
+		if refuse.Load() {
+			return errors.New("not this job's user")
+		}
+		return nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	nc, err := net.Dial("tcp", s.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	_ = nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := nc.Read(make([]byte, 1)); err != io.EOF {
+		t.Errorf("a refused client read %v; want EOF (closed)", err)
+	}
+	refuse.Store(false)
+	c := dial(t, s, current)
+	c.set("a", "1")
+	if got := c.get("a"); got != "1" {
+		t.Errorf("an admitted client: get(a) = %q", got)
+	}
 }
