@@ -61,6 +61,13 @@ func (s *jobServer) start(t *testing.T) {
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	cmd := s.cmd
+	t.Cleanup(func() { // a server the test left running (it held the test's files and locks)
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	})
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		resp, err := http.Get(s.addr + "/healthz")
 		if err == nil {
