@@ -73,7 +73,11 @@ func TestCrashTearsDownGang(t *testing.T) {
 }
 
 func TestRestartsExactlyK(t *testing.T) {
-	job := makeJob(t, `echo "$TRAINYARD_ATTEMPT $TORCHELASTIC_RESTART_COUNT $MASTER_PORT" >> attempts-$RANK; exit 1`).
+	// Rank 1 fails only once rank 0 wrote its line of the attempt: else the gang may be torn
+	// down (fail-fast) before rank 0's shell has run its echo.
+	job := makeJob(t, `echo "$TRAINYARD_ATTEMPT $TORCHELASTIC_RESTART_COUNT $MASTER_PORT" >> attempts-$RANK
+if [ "$RANK" = 1 ]; then until grep -q "^$TRAINYARD_ATTEMPT " attempts-0 2>/dev/null; do sleep 0.01; done; fi
+exit 1`).
 		workers(2).restarts(2).obj(t)
 	h := newHarness(t, job)
 	res, _ := h.run(t, context.Background())
