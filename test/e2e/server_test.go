@@ -47,6 +47,14 @@ func newJobServer(t *testing.T, dir string, flags ...string) *jobServer {
 		args: append([]string{"server", "--address", fmt.Sprintf("127.0.0.1:%d", port),
 			"--state-dir", filepath.Join(dir, "state"), "--storage-path", filepath.Join(dir, "runs")}, flags...)}
 	s.start(t)
+	// A server the test left running holds the test's files and locks: kill the one running
+	// when the test that made it ends (not when a subtest that restarted it does).
+	t.Cleanup(func() {
+		if s.cmd != nil && s.cmd.ProcessState == nil {
+			_ = s.cmd.Process.Kill()
+			_ = s.cmd.Wait()
+		}
+	})
 	return s
 }
 
@@ -61,13 +69,6 @@ func (s *jobServer) start(t *testing.T) {
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	cmd := s.cmd
-	t.Cleanup(func() { // a server the test left running (it held the test's files and locks)
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		}
-	})
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		resp, err := http.Get(s.addr + "/healthz")
 		if err == nil {
