@@ -151,7 +151,7 @@ func jobFields(v view, d client.JobDetail) [][2]string {
 		fields = append(fields, [2]string{"GPUs", gpuIDs(j.GPUs)})
 	}
 	if g := j.Gang; g != nil {
-		fields = append(fields, [2]string{"Gang", leasedGang(g)})
+		fields = append(fields, [2]string{"Gang", g.String()})
 	}
 	submitted := v.clock(j.SubmittedAt) + " (" + v.age(j.SubmittedAt) + ")"
 	if j.SubmittedBy != "" {
@@ -201,18 +201,6 @@ func preemptions(v view, j client.Job) string {
 	default:
 		return out + "; preempted for " + by + ", it ended before it stopped"
 	}
-}
-
-// leasedGang describes the gang a job's process leased GPUs for, and which it holds.
-func leasedGang(g *client.Gang) string {
-	out := fmt.Sprintf("%d workers x %d GPU", g.Workers, g.GPUsPerWorker)
-	if g.GPUsPerWorker != 1 {
-		out += "s"
-	}
-	if len(g.GPUs) == 0 {
-		return out + " each, waiting for GPUs"
-	}
-	return out + " each, on GPUs " + gpuIDs(g.GPUs)
 }
 
 // gangShape describes the workers: how many, with how many processes and GPUs each.

@@ -162,7 +162,8 @@ func elasticWorkers(j client.Job) string {
 }
 
 // jobHolds writes what a job's workers hold as workers x per worker: its GPUs ("2x1"),
-// CPUs ("2x4", "1x0.5") and memory ("2x8Gi"); "-" for what they ask none of. A server
+// CPUs ("2x4", "1x0.5") and memory ("2x8Gi"); "-" for what they ask none of; with the
+// gang its process leased (see withGang). A server
 // that does not say (before trainyard told) gives the GPUs held in all, once started.
 func jobHolds(j client.Job) (gpus, cpus, memory string) {
 	r := j.Resources
@@ -191,5 +192,34 @@ func jobHolds(j client.Job) (gpus, cpus, memory string) {
 	if r.Memory != nil && !r.Memory.IsZero() {
 		memory = units.BytesIEC(r.Memory.Value())
 	}
+	if g := j.Gang; g != nil {
+		return withGang(each(gpus), g)
+	}
 	return each(gpus), each(cpus), each(memory)
+}
+
+// withGang writes what a job holds with the gang its process leased: its own GPUs and
+// the gang's ("2x1 gang", "1x1 + 2x1 gang"); its CPU and memory are lent to the gang.
+func withGang(own string, g *client.Gang) (gpus, cpus, memory string) {
+	part := func(per string) string {
+		if per == "" {
+			return "-"
+		}
+		return fmt.Sprintf("%dx%s gang", g.Workers, per)
+	}
+	var gpu, cpu, mem string
+	if g.GPUsPerWorker > 0 {
+		gpu = fmt.Sprint(g.GPUsPerWorker)
+	}
+	if g.MilliCPUPerWorker > 0 {
+		cpu = units.Cores(g.MilliCPUPerWorker)
+	}
+	if g.MemoryBytesPerWorker > 0 {
+		mem = units.BytesIEC(g.MemoryBytesPerWorker)
+	}
+	gpus = part(gpu)
+	if own != "-" {
+		gpus = own + " + " + gpus
+	}
+	return gpus, part(cpu), part(mem)
 }

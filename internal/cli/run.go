@@ -434,8 +434,8 @@ func driverEnv(job *v1.TrainJob, opts runOptions, helper string) map[string]stri
 
 // prepare turns flags into a job placed on this machine, checking everything that can be
 // checked before anything starts.
-// Inside a job of a trainyard server, the GPUs are leased from the server's scheduler
-// first (see leaseGPUs); release gives them back.
+// Inside a job of a trainyard server, the gang's resources are leased from the server's
+// scheduler first (see leaseGang); release gives them back.
 func prepare(ctx context.Context, g *globals, flags *jobspec.Flags, opts *runOptions, command []string, cloneEnv []string) (
 	job *v1.TrainJob, place launcher.Placement, release func(), err error) {
 	release = func() {}
@@ -455,11 +455,11 @@ func prepare(ctx context.Context, g *globals, flags *jobspec.Flags, opts *runOpt
 	if err := launcher.Preflight(job); err != nil {
 		return nil, place, release, err
 	}
+	if release, err = leaseGang(ctx, g, job); err != nil {
+		return nil, place, func() {}, err
+	}
 	var inv device.Inventory
 	if job.Spec.Resources.GPU > 0 {
-		if release, err = leaseGPUs(ctx, g, job); err != nil {
-			return nil, place, func() {}, err
-		}
 		if inv, err = discoverGPUs(ctx); err != nil {
 			release()
 			return nil, place, func() {}, err

@@ -28,10 +28,14 @@ var funcs = template.FuncMap{
 		if j.Resources == nil || j.Workers == 0 {
 			return "-"
 		}
+		out := strconv.Itoa(j.Workers)
 		if j.Resources.GPU > 0 {
-			return fmt.Sprintf("%d × %d GPU", j.Workers, j.Resources.GPU)
+			out = fmt.Sprintf("%d × %d GPU", j.Workers, j.Resources.GPU)
 		}
-		return strconv.Itoa(j.Workers)
+		if g := j.Gang; g != nil { // the gang its process leased (a Ray Train driver's)
+			out += fmt.Sprintf(" + a gang of %d", g.Workers)
+		}
+		return out
 	},
 	"deref": func(p *int) string {
 		if p == nil {

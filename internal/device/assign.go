@@ -5,6 +5,8 @@ import (
 	"math"
 	"slices"
 	"strings"
+
+	"github.com/trainyard/trainyard/internal/units"
 )
 
 // NotEnoughGPUsError reports a job that needs more GPUs than the inventory
@@ -22,8 +24,8 @@ type NotEnoughGPUsError struct {
 
 // Error says how many GPUs the job needs and how many the machine has.
 func (e *NotEnoughGPUsError) Error() string {
-	need := fmt.Sprintf("the job needs %s (%s x %s)", plural(e.Requested, "GPU"),
-		plural(e.Workers, "worker"), plural(e.GPUsPerWorker, "GPU"))
+	need := fmt.Sprintf("the job needs %s (%s x %s)", units.Count(e.Requested, "GPU"),
+		units.Count(e.Workers, "worker"), units.Count(e.GPUsPerWorker, "GPU"))
 	switch {
 	case e.Available == 0 && strings.HasPrefix(e.Source, "none"):
 		return fmt.Sprintf("%s but this machine has %s", need, e.Source)
@@ -60,12 +62,4 @@ func Assign(inv Inventory, workers, gpusPerWorker int) ([][]GPU, error) {
 		copy(out[w], gpus[w*gpusPerWorker:])
 	}
 	return out, nil
-}
-
-// plural returns "1 GPU", "2 GPUs" and the like.
-func plural(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/trainyard/trainyard/internal/units"
 )
 
 // Visible restricts the inventory to the GPUs that the launcher's own
@@ -115,5 +117,5 @@ func (inv Inventory) describe() string {
 	for i, g := range inv.GPUs {
 		parts[i] = fmt.Sprintf("%d=%s", g.Index, g.UUID)
 	}
-	return fmt.Sprintf("this machine has %s (%s)", plural(len(inv.GPUs), "GPU"), strings.Join(parts, ", "))
+	return fmt.Sprintf("this machine has %s (%s)", units.Count(len(inv.GPUs), "GPU"), strings.Join(parts, ", "))
 }

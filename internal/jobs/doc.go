@@ -21,7 +21,7 @@
 // checkpoint, counted as a preemption, not a restart.
 //
 // A running job's own process may lease GPUs for a gang it starts (a Ray Train driver's
-// fit()) through the lease socket (lease.go, package gpulease): the scheduler queues the
+// fit()) through the lease socket (lease.go, package ganglease): the scheduler queues the
 // gang with the pending jobs, and its GPUs are recorded before they are handed over and
 // freed when the lease's connection closes.
 //

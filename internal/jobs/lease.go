@@ -11,19 +11,19 @@ import (
 	"sync"
 	"time"
 
-	"github.com/trainyard/trainyard/internal/gpulease"
+	"github.com/trainyard/trainyard/internal/ganglease"
 	"github.com/trainyard/trainyard/internal/scheduler"
 	"github.com/trainyard/trainyard/internal/store"
 )
 
-// leases are the GPU leases that processes of running jobs wait on or hold through the
-// lease socket (see package gpulease): one at a time per job, keyed by job ID.
+// leases are the gang leases that processes of running jobs wait on or hold through the
+// lease socket (see package ganglease): one at a time per job, keyed by job ID.
 type leases struct {
 	mu      sync.Mutex
 	waiters map[string]*leaseWaiter
 }
 
-// leaseWaiter is a connection that asked for a job's gang GPUs and is still open.
+// leaseWaiter is a connection that asked for a job's gang and is still open.
 type leaseWaiter struct {
 	since  time.Time       // the RequestedAt of the job's Gang record it waits on
 	events chan leaseEvent // what reconcile decided; the newest replaces an unread one
@@ -63,17 +63,20 @@ func gangName(id string) string { return id + "'s gang" }
 
 // gangJob is what the scheduler needs to know of a job's gang lease.
 func gangJob(j *store.Job) scheduler.Job {
-	return scheduler.Job{ID: gangName(j.ID), Priority: j.Priority, Seq: j.Seq, Workers: j.Gang.Workers,
-		PerWorker: scheduler.Resources{GPUs: j.Gang.GPUsPerWorker}}
+	g := j.Gang
+	return scheduler.Job{ID: gangName(j.ID), Priority: j.Priority, Seq: j.Seq, Workers: g.Workers,
+		PerWorker: scheduler.Resources{GPUs: g.GPUsPerWorker, MilliCPU: g.MilliCPUPerWorker, MemoryBytes: g.MemoryBytesPerWorker}}
+}
+
+// gangRequest is the request a job's gang lease was made with, without its job and secret.
+func gangRequest(g *store.Gang) ganglease.Request {
+	return ganglease.Request{Workers: g.Workers, GPUsPerWorker: g.GPUsPerWorker,
+		MilliCPUPerWorker: g.MilliCPUPerWorker, MemoryBytesPerWorker: g.MemoryBytesPerWorker}
 }
 
 // gangWaits is the job's message while its gang's lease waits.
 func gangWaits(g *store.Gang, why string) string {
-	unit := "GPUs"
-	if g.GPUsPerWorker == 1 {
-		unit = "GPU"
-	}
-	return fmt.Sprintf("its gang (%d workers × %d %s) waits for GPUs: %s", g.Workers, g.GPUsPerWorker, unit, why)
+	return fmt.Sprintf("its gang (%s) waits: %s", gangRequest(g), why)
 }
 
 // serveLeases serves GPU leases to the processes of running jobs on a Unix socket at
@@ -91,7 +94,7 @@ func (s *Service) serveLeases(ctx context.Context, path string) (stop func(), er
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST "+gpulease.Path, func(w http.ResponseWriter, r *http.Request) { s.serveLease(ctx, w, r) })
+	mux.HandleFunc("POST "+ganglease.Path, func(w http.ResponseWriter, r *http.Request) { s.serveLease(ctx, w, r) })
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	done := make(chan struct{})
 	go func() {
@@ -111,8 +114,8 @@ func (s *Service) serveLeases(ctx context.Context, path string) (stop func(), er
 // until reconcile grants its GPUs, sends them, and holds them until the connection (or
 // the server) closes.
 func (s *Service) serveLease(serving context.Context, w http.ResponseWriter, r *http.Request) {
-	var req gpulease.Request
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, gpulease.MaxRequestBytes))
+	var req ganglease.Request
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, ganglease.MaxRequestBytes))
 	if err := dec.Decode(&req); err != nil {
 		http.Error(w, "decode the lease request: "+err.Error(), http.StatusBadRequest)
 		return
@@ -121,14 +124,14 @@ func (s *Service) serveLease(serving context.Context, w http.ResponseWriter, r *
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	if !gpulease.Valid(s.cfg.LeaseKey, req.Job, req.Secret) {
-		http.Error(w, "the secret does not match the job: lease GPUs from inside the job, with the environment its server gave it", http.StatusForbidden)
+	if !ganglease.Valid(s.cfg.LeaseKey, req.Job, req.Secret) {
+		http.Error(w, "the secret does not match the job: lease a gang from inside the job, with the environment its server gave it", http.StatusForbidden)
 		return
 	}
-	lease := &store.Gang{Workers: req.Workers, GPUsPerWorker: req.GPUsPerWorker, RequestedAt: time.Now()}
-	if err := scheduler.CheckFits(s.cfg.Node, scheduler.Job{Workers: lease.Workers,
-		PerWorker: scheduler.Resources{GPUs: lease.GPUsPerWorker}}); err != nil {
-		http.Error(w, "the gang can never run on this server: "+err.Error(), http.StatusUnprocessableEntity)
+	lease := &store.Gang{Workers: req.Workers, GPUsPerWorker: req.GPUsPerWorker, MilliCPUPerWorker: req.MilliCPUPerWorker,
+		MemoryBytesPerWorker: req.MemoryBytesPerWorker, RequestedAt: time.Now()}
+	if err := scheduler.CheckFits(s.cfg.Node, gangJob(&store.Job{Gang: lease})); err != nil {
+		http.Error(w, fmt.Sprintf("the gang (%s) can never run on this server: %v", gangRequest(lease), err), http.StatusUnprocessableEntity)
 		return
 	}
 	waiter, err := s.openLease(req.Job, lease)
@@ -143,7 +146,7 @@ func (s *Service) serveLease(serving context.Context, w http.ResponseWriter, r *
 		}
 		s.closeLease(req.Job, waiter)
 	}()
-	s.log.Info("a job asks GPUs for a gang", "job", req.Job, "workers", lease.Workers, "gpusPerWorker", lease.GPUsPerWorker)
+	s.log.Info("a job asks for a gang", "job", req.Job, "gang", gangRequest(lease).String())
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.WriteHeader(http.StatusOK)
 	s.poke()
@@ -175,12 +178,12 @@ func streamLease(ctx context.Context, w http.ResponseWriter, waiter *leaseWaiter
 			return
 		case ev := <-waiter.events:
 			if ev.gpus != nil {
-				_ = enc.Encode(gpulease.Event{GPUs: ev.gpus})
+				_ = enc.Encode(ganglease.Event{GPUs: ev.gpus})
 				flush()
 				<-ctx.Done()
 				return
 			}
-			_ = enc.Encode(gpulease.Event{Waiting: ev.waiting})
+			_ = enc.Encode(ganglease.Event{Waiting: ev.waiting})
 			flush()
 		}
 	}
@@ -194,13 +197,13 @@ func (s *Service) openLease(id string, lease *store.Gang) (*leaseWaiter, error) 
 	s.leases.mu.Lock()
 	if s.leases.waiters[id] != nil {
 		s.leases.mu.Unlock()
-		return nil, fmt.Errorf("job %s already holds or awaits GPUs for a gang; a job leases one gang's GPUs at a time", id)
+		return nil, fmt.Errorf("job %s already holds or awaits a gang; a job leases one gang at a time", id)
 	}
 	s.leases.waiters[id] = waiter
 	s.leases.mu.Unlock()
 	_, err := s.cfg.Store.Update(id, func(j *store.Job) error {
 		if j.Status != store.Running || j.StopRequested {
-			return fmt.Errorf("job %s is %s; only a running job leases GPUs", id, j.Status)
+			return fmt.Errorf("job %s is %s; only a running job leases a gang", id, j.Status)
 		}
 		j.Gang, j.Message = lease, gangWaits(lease, "not scheduled yet")
 		return nil
@@ -228,10 +231,10 @@ func (s *Service) closeLease(id string, waiter *leaseWaiter) {
 		return nil
 	})
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		s.log.Error("free a gang's GPUs", "job", id, "err", err)
+		s.log.Error("free a gang's resources", "job", id, "err", err)
 	}
 	s.dropWaiter(id, waiter)
-	s.log.Info("a job's gang gave its GPUs back", "job", id)
+	s.log.Info("a job's gang gave its resources back", "job", id)
 	s.poke()
 }
 
@@ -243,10 +246,14 @@ func (s *Service) dropWaiter(id string, waiter *leaseWaiter) {
 	}
 }
 
-// grantLease records the GPUs of a job's gang, then hands them to its waiter; waiting
-// is the job as reconcile read it: the GPUs are for its lease, not for a later one.
+// grantLease records the GPUs of a job's gang (empty lists for a gang on CPUs), then
+// hands them to its waiter; waiting is the job as reconcile read it: the GPUs are for its
+// lease, not for a later one.
 func (s *Service) grantLease(waiting *store.Job, gpus [][]int) {
 	id := waiting.ID
+	for len(gpus) < waiting.Gang.Workers { // a grant is never nil: nil is a lease that waits
+		gpus = append(gpus, []int{})
+	}
 	waiter := s.leases.waiter(id)
 	if waiter == nil || !waiting.Gang.RequestedAt.Equal(waiter.since) {
 		return
@@ -264,7 +271,7 @@ func (s *Service) grantLease(waiting *store.Job, gpus [][]int) {
 		}
 		return
 	}
-	s.log.Info("granted GPUs to a job's gang", "job", id, "gpus", gpus)
+	s.log.Info("granted a job's gang", "job", id, "gpus", gpus)
 	waiter.send(leaseEvent{gpus: gpus})
 }
 

@@ -16,12 +16,12 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/trainyard/trainyard/internal/gpulease"
+	"github.com/trainyard/trainyard/internal/ganglease"
 	"github.com/trainyard/trainyard/internal/store"
 )
 
-// leaseEnv is an env whose Service serves GPU leases on a Unix socket, on a machine with
-// four GPUs (0-3) that a stand-in nvidia-smi reports to the jobs' supervisors.
+// leaseEnv is an env whose Service serves gang leases on a Unix socket, on a machine with
+// two cores and four GPUs (0-3) that a stand-in nvidia-smi reports to the jobs' supervisors.
 type leaseEnv struct {
 	*env
 	key    []byte
@@ -43,7 +43,7 @@ func newLeaseEnv(t *testing.T) *leaseEnv {
 	t.Cleanup(func() { os.RemoveAll(sockets) })
 	le := &leaseEnv{key: []byte("test lease key"), socket: filepath.Join(sockets, "lease.sock")}
 	le.env = &env{t: t, dir: t.TempDir(), setup: func(s *Service) {
-		s.cfg.Node.GPUs = []int{0, 1, 2, 3}
+		s.cfg.Node.GPUs, s.cfg.Node.MilliCPU = []int{0, 1, 2, 3}, 2000
 		s.cfg.LeaseKey, s.cfg.LeaseSocket = le.key, le.socket
 	}}
 	le.open()
@@ -56,7 +56,13 @@ func newLeaseEnv(t *testing.T) *leaseEnv {
 // stops it when the test ends.
 func (e *leaseEnv) running(gpus int32) *store.Job {
 	e.t.Helper()
-	job := e.job("exec sleep 300", "500m")
+	return e.runningWith(gpus, "500m")
+}
+
+// runningWith is running with the job's CPU.
+func (e *leaseEnv) runningWith(gpus int32, cpu string) *store.Job {
+	e.t.Helper()
+	job := e.job("exec sleep 300", cpu)
 	job.Spec.Resources.GPU = gpus
 	j, err := e.svc.Submit(Submission{Job: job})
 	if err != nil {
@@ -71,15 +77,15 @@ func (e *leaseEnv) running(gpus int32) *store.Job {
 }
 
 // request asks for a gang of the job's with the job's secret.
-func (e *leaseEnv) request(j *store.Job, workers, gpusPerWorker int) gpulease.Request {
-	return gpulease.Request{Job: j.ID, Secret: gpulease.Secret(e.key, j.ID), Workers: workers, GPUsPerWorker: gpusPerWorker}
+func (e *leaseEnv) request(j *store.Job, workers, gpusPerWorker int) ganglease.Request {
+	return ganglease.Request{Job: j.ID, Secret: ganglease.Secret(e.key, j.ID), Workers: workers, GPUsPerWorker: gpusPerWorker}
 }
 
 // acquire leases GPUs with the real client, giving up after a generous minute.
-func (e *leaseEnv) acquire(req gpulease.Request, waiting func(string)) (*gpulease.Lease, error) {
+func (e *leaseEnv) acquire(req ganglease.Request, waiting func(string)) (*ganglease.Lease, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	return gpulease.Acquire(ctx, e.socket, req, waiting)
+	return ganglease.Acquire(ctx, e.socket, req, waiting)
 }
 
 // until waits (generously) until cond holds.
@@ -145,7 +151,7 @@ func TestLeaseWaitsUntilItsGangFits(t *testing.T) {
 	a, b := e.running(1), e.running(2)
 	reasons := make(chan string, 64)
 	type result struct {
-		lease *gpulease.Lease
+		lease *ganglease.Lease
 		err   error
 	}
 	done := make(chan result, 1)
@@ -169,7 +175,7 @@ func TestLeaseWaitsUntilItsGangFits(t *testing.T) {
 	if !strings.Contains(why, "needs 2 GPUs") {
 		t.Errorf("the gang waits because %q, want it to say it needs 2 GPUs", why)
 	}
-	want := "its gang (2 workers × 1 GPU) waits for GPUs: " + why
+	want := "its gang (2 workers × (1 GPU)) waits: " + why
 	e.until("the job's message says why its gang waits", func() bool { return e.get(a.ID).Message == want })
 	if g := e.get(a.ID).Gang; g == nil || g.GPUs != nil {
 		t.Fatalf("the job's gang record %+v while it waits, want one without GPUs", g)
@@ -207,22 +213,22 @@ func TestLeaseRefusals(t *testing.T) {
 	}
 	e.waitFor(finished.ID, store.Succeeded)
 	wrongKey := e.request(a, 1, 1)
-	wrongKey.Secret = gpulease.Secret([]byte("another key"), a.ID)
+	wrongKey.Secret = ganglease.Secret([]byte("another key"), a.ID)
 	otherJobs := e.request(a, 1, 1)
-	otherJobs.Secret = gpulease.Secret(e.key, finished.ID)
+	otherJobs.Secret = ganglease.Secret(e.key, finished.ID)
 	unknown := e.request(a, 1, 1)
-	unknown.Job, unknown.Secret = "raysubmit_none", gpulease.Secret(e.key, "raysubmit_none")
+	unknown.Job, unknown.Secret = "raysubmit_none", ganglease.Secret(e.key, "raysubmit_none")
 	cases := []struct {
 		name string
-		req  gpulease.Request
+		req  ganglease.Request
 		want string
 	}{
 		{"another key's secret", wrongKey, "the secret does not match the job"},
 		{"another job's secret", otherJobs, "the secret does not match the job"},
-		{"a finished job", e.request(finished, 1, 1), "is SUCCEEDED; only a running job leases GPUs"},
+		{"a finished job", e.request(finished, 1, 1), "is SUCCEEDED; only a running job leases a gang"},
 		{"a job that does not exist", unknown, "job raysubmit_none does not exist"},
-		{"a gang larger than the machine", e.request(a, 5, 1), "the gang can never run on this server"},
-		{"a second lease while one is held", e.request(a, 1, 1), "already holds or awaits GPUs for a gang"},
+		{"a gang larger than the machine", e.request(a, 5, 1), "the gang (5 workers × (1 GPU)) can never run on this server: the job needs 5 GPUs"},
+		{"a second lease while one is held", e.request(a, 1, 1), "already holds or awaits a gang; a job leases one gang at a time"},
 	}
 	held, err := e.acquire(e.request(a, 2, 1), nil)
 	if err != nil {
@@ -232,9 +238,9 @@ func TestLeaseRefusals(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := e.acquire(tc.req, nil)
-			var refused *gpulease.RefusedError
+			var refused *ganglease.RefusedError
 			if !errors.As(err, &refused) || !strings.Contains(refused.Reason, tc.want) {
-				t.Errorf("Acquire: %v, want a *gpulease.RefusedError containing %q", err, tc.want)
+				t.Errorf("Acquire: %v, want a *ganglease.RefusedError containing %q", err, tc.want)
 			}
 		})
 	}
@@ -252,19 +258,19 @@ func TestLeaseBadRequests(t *testing.T) {
 		status       int
 		want         string
 	}{
-		"not JSON":           {method: "POST", body: `{"job":`, status: http.StatusBadRequest, want: "decode the lease request"},
-		"a JSON array":       {method: "POST", body: `[1]`, status: http.StatusBadRequest, want: "decode the lease request"},
-		"no workers":         {method: "POST", body: `{"job":"j","secret":"s","gpusPerWorker":1}`, status: http.StatusBadRequest, want: "workers is 0"},
-		"no GPUs per worker": {method: "POST", body: `{"job":"j","secret":"s","workers":1}`, status: http.StatusBadRequest, want: "gpusPerWorker is 0"},
-		"a wrong secret":     {method: "POST", body: `{"job":"j","secret":"s","workers":1,"gpusPerWorker":1}`, status: http.StatusForbidden, want: "secret does not match"},
-		"too large a gang": {method: "POST", status: http.StatusUnprocessableEntity, want: "the gang can never run on this server",
-			body: fmt.Sprintf(`{"job":"j","secret":%q,"workers":5,"gpusPerWorker":1}`, gpulease.Secret(e.key, "j"))},
+		"not JSON":       {method: "POST", body: `{"job":`, status: http.StatusBadRequest, want: "decode the lease request"},
+		"a JSON array":   {method: "POST", body: `[1]`, status: http.StatusBadRequest, want: "decode the lease request"},
+		"no workers":     {method: "POST", body: `{"job":"j","secret":"s","gpusPerWorker":1}`, status: http.StatusBadRequest, want: "workers is 0"},
+		"negative CPU":   {method: "POST", body: `{"job":"j","secret":"s","workers":1,"milliCPUPerWorker":-5}`, status: http.StatusBadRequest, want: "none may be negative"},
+		"a wrong secret": {method: "POST", body: `{"job":"j","secret":"s","workers":1,"gpusPerWorker":1}`, status: http.StatusForbidden, want: "secret does not match"},
+		"too large a gang": {method: "POST", status: http.StatusUnprocessableEntity, want: "the gang (5 workers × (1 GPU)) can never run on this server",
+			body: fmt.Sprintf(`{"job":"j","secret":%q,"workers":5,"gpusPerWorker":1}`, ganglease.Secret(e.key, "j"))},
 		"a GET": {method: "GET", status: http.StatusMethodNotAllowed},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			status, body := rawRequest(t, e.socket, fmt.Sprintf("%s %s HTTP/1.1\r\nHost: trainyard\r\nContent-Type: application/json\r\n"+
-				"Content-Length: %d\r\nConnection: close\r\n\r\n%s", tc.method, gpulease.Path, len(tc.body), tc.body))
+				"Content-Length: %d\r\nConnection: close\r\n\r\n%s", tc.method, ganglease.Path, len(tc.body), tc.body))
 			if status != tc.status || !strings.Contains(body, tc.want) {
 				t.Errorf("status %d, body %q; want %d and %q", status, body, tc.status, tc.want)
 			}
@@ -305,4 +311,72 @@ func TestLeaseSocketIsPrivate(t *testing.T) {
 	if fi.Mode()&os.ModeSocket == 0 || fi.Mode().Perm() != 0o600 {
 		t.Errorf("the lease socket's mode is %v, want a socket with 0600", fi.Mode())
 	}
+}
+
+// A gang's CPU is counted: the job's own CPU is lent to it (its process waits on the
+// gang), a gang that needs more cores than free waits and says so, one larger than the
+// machine is refused, and while it runs its cores are taken from the jobs that wait.
+func TestLeaseCountsTheGangsCPU(t *testing.T) {
+	e := newLeaseEnv(t)
+	driver, other := e.runningWith(0, "500m"), e.runningWith(0, "1")
+	req := e.request(driver, 2, 0)
+	req.MilliCPUPerWorker = 1500
+	if _, err := e.acquire(req, nil); err == nil || !strings.Contains(err.Error(),
+		"the gang (2 workers × (1.5 CPU)) can never run on this server: the job needs 3 CPU") {
+		t.Errorf("a gang of 3 cores on 2: %v, want it refused as one that can never run", err)
+	}
+	req.MilliCPUPerWorker = 750 // 1.5 cores: the driver's 0.5 is lent, the other job's 1 is not
+	reasons := make(chan string, 64)
+	got := make(chan *ganglease.Lease, 1)
+	go func() {
+		lease, err := e.acquire(req, func(why string) {
+			select {
+			case reasons <- why:
+			default:
+			}
+		})
+		if err != nil {
+			t.Error(err)
+		}
+		got <- lease
+	}()
+	select {
+	case why := <-reasons:
+		if want := "needs 1.5 CPUs, 1 free"; !strings.Contains(why, want) {
+			t.Errorf("the gang waits because %q, want %q", why, want)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("no waiting reason within 60s")
+	}
+	e.until("the job's message says why its gang waits", func() bool {
+		return strings.HasPrefix(e.get(driver.ID).Message, "its gang (2 workers × (0.75 CPU)) waits: needs 1.5 CPUs, 1 free")
+	})
+	if _, err := e.svc.Stop(other.ID); err != nil {
+		t.Fatal(err)
+	}
+	var lease *ganglease.Lease
+	select {
+	case lease = <-got:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the gang got no cores within 60s of the other job's stop")
+	}
+	if lease == nil {
+		t.Fatal("no lease")
+	}
+	defer lease.Release()
+	if len(lease.GPUs) != 2 || len(lease.GPUs[0])+len(lease.GPUs[1]) != 0 {
+		t.Errorf("a gang on CPUs got GPUs %v, want 2 empty lists", lease.GPUs)
+	}
+	if g := e.get(driver.ID).Gang; g == nil || g.GPUs == nil || g.MilliCPUPerWorker != 750 {
+		t.Errorf("the job's gang record %+v, want 2 × 750m, granted", g)
+	}
+	job := e.job("exec sleep 300", "600m")
+	waiting, err := e.svc.Submit(Submission{Job: job})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.svc.Stop(waiting.ID); e.waitFor(waiting.ID, store.Stopped, store.Failed, store.Succeeded) })
+	e.until("a job waits for the gang's cores", func() bool { return e.get(waiting.ID).Message == "needs 0.6 CPUs, 0.5 free" })
+	lease.Release()
+	e.waitFor(waiting.ID, store.Running)
 }

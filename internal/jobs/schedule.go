@@ -45,7 +45,7 @@ func decodeSpec(j *store.Job) (*v1.TrainJob, error) {
 	return &job, nil
 }
 
-// reconcile starts the pending jobs the scheduler places and grants the GPU leases of
+// reconcile starts the pending jobs the scheduler places and grants the leases of
 // running jobs' gangs it places, preempts the running jobs it says must make room for the
 // head of the queue, and records why the others wait.
 func (s *Service) reconcile() {
@@ -135,8 +135,11 @@ func (s *Service) state() (scheduler.State, map[string]string, []*store.Job, err
 			started = *j.StartedAt
 		}
 		stopping := j.StopRequested || j.Preempting()
-		r := scheduler.Running{Job: schedJob(j.ID, j.Priority, j.Seq, spec), GPUs: j.GPUs, Started: started,
-			Preempting: stopping, Workers: len(j.GPUs)}
+		sj := schedJob(j.ID, j.Priority, j.Seq, spec)
+		if j.Gang != nil { // its process waits on its gang: its CPU and memory are the gang's
+			sj.PerWorker.MilliCPU, sj.PerWorker.MemoryBytes = 0, 0
+		}
+		r := scheduler.Running{Job: sj, GPUs: j.GPUs, Started: started, Preempting: stopping, Workers: len(j.GPUs)}
 		if j.Resize != nil {
 			r.Resizing, r.ResizeTo = true, j.Resize.To
 		}

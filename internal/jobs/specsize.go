@@ -7,7 +7,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
-	"github.com/trainyard/trainyard/internal/gpulease"
+	"github.com/trainyard/trainyard/internal/ganglease"
 	"github.com/trainyard/trainyard/internal/jobspec"
 )
 
@@ -37,9 +37,9 @@ func (s *Service) checkSpecSize(id string, job *v1.TrainJob) error {
 func (s *Service) specSize(id string, job *v1.TrainJob) (int, error) {
 	spec := job.DeepCopy()
 	if s.cfg.LeaseSocket != "" {
-		spec.Spec.Env = append(spec.Spec.Env, v1.EnvVar{Name: gpulease.EnvSocket, Value: s.cfg.LeaseSocket},
-			v1.EnvVar{Name: gpulease.EnvJob, Value: id},
-			v1.EnvVar{Name: gpulease.EnvSecret, Value: gpulease.Secret(s.cfg.LeaseKey, id)})
+		spec.Spec.Env = append(spec.Spec.Env, v1.EnvVar{Name: ganglease.EnvSocket, Value: s.cfg.LeaseSocket},
+			v1.EnvVar{Name: ganglease.EnvJob, Value: id},
+			v1.EnvVar{Name: ganglease.EnvSecret, Value: ganglease.Secret(s.cfg.LeaseKey, id)})
 	}
 	data, err := yaml.Marshal(spec)
 	if err != nil {

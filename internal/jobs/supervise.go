@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
-	"github.com/trainyard/trainyard/internal/gpulease"
+	"github.com/trainyard/trainyard/internal/ganglease"
 	"github.com/trainyard/trainyard/internal/preempt"
 	"github.com/trainyard/trainyard/internal/rundir"
 	"github.com/trainyard/trainyard/internal/secrets"
@@ -100,8 +100,8 @@ func (s *Service) startSupervisor(j *store.Job) (*exec.Cmd, error) {
 		// The job's processes (not its supervisor, whose GPUs are placed) may lease GPUs
 		// for a gang of their own: a Ray Train driver's fit(). The secret goes with the
 		// job's other secrets, not into its spec.
-		spec.Spec.Env = append(spec.Spec.Env, v1.EnvVar{Name: gpulease.EnvSocket, Value: s.cfg.LeaseSocket},
-			v1.EnvVar{Name: gpulease.EnvJob, Value: j.ID})
+		spec.Spec.Env = append(spec.Spec.Env, v1.EnvVar{Name: ganglease.EnvSocket, Value: s.cfg.LeaseSocket},
+			v1.EnvVar{Name: ganglease.EnvJob, Value: j.ID})
 	}
 	if err := s.writeSecrets(j); err != nil {
 		return nil, err
@@ -121,10 +121,10 @@ func (s *Service) writeSecrets(j *store.Job) error {
 		if err != nil {
 			return err
 		}
-		env = slices.DeleteFunc(stored, func(e v1.EnvVar) bool { return e.Name == gpulease.EnvSecret })
+		env = slices.DeleteFunc(stored, func(e v1.EnvVar) bool { return e.Name == ganglease.EnvSecret })
 	}
 	if s.cfg.LeaseSocket != "" {
-		env = append(env, v1.EnvVar{Name: gpulease.EnvSecret, Value: gpulease.Secret(s.cfg.LeaseKey, j.ID)})
+		env = append(env, v1.EnvVar{Name: ganglease.EnvSecret, Value: ganglease.Secret(s.cfg.LeaseKey, j.ID)})
 	}
 	return secrets.WriteFile(s.secretsPath(j.ID), env)
 }
@@ -179,7 +179,7 @@ func (s *Service) launch(j *store.Job, gpus [][]int) (*exec.Cmd, error) {
 		_ = os.Remove(s.resizePath(j.ID)) // a request to an earlier supervisor
 		cmd.Env = append(cmd.Env, preempt.EnvResize+"="+s.resizePath(j.ID))
 	}
-	if ids := gpulease.Visible(gpus); ids != "" {
+	if ids := ganglease.Visible(gpus); ids != "" {
 		cmd.Env = append(cmd.Env, "CUDA_VISIBLE_DEVICES="+ids)
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}

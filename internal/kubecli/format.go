@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/duration"
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
+	"github.com/trainyard/trainyard/internal/units"
 )
 
 // View is where a command writes its tables, and the time ages are measured from.
@@ -85,14 +86,6 @@ func metricsText(m map[string]string) string {
 	return strings.Join(parts, " ")
 }
 
-// plural writes n and a noun, with an s unless n is 1.
-func plural(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return strconv.Itoa(n) + " " + noun + "s"
-}
-
 // procsPerWorker is the job's processes per worker, defaulted as jobspec does: the
 // worker's GPUs, or 1.
 func procsPerWorker(s *v1.TrainJobSpec) int {
@@ -124,7 +117,7 @@ func gangShape(s *v1.TrainJobSpec) string {
 		out += "es"
 	}
 	if s.Resources.GPU > 0 {
-		out += ", " + plural(int(s.Resources.GPU), "GPU") + " each"
+		out += ", " + units.Count(int(s.Resources.GPU), "GPU") + " each"
 	}
 	if s.MaxRestarts > 0 {
 		out += fmt.Sprintf("; up to %d restarts", s.MaxRestarts)
@@ -136,7 +129,7 @@ func gangShape(s *v1.TrainJobSpec) string {
 func restarts(st *v1.TrainJobStatus) string {
 	out := strconv.Itoa(int(st.Restarts))
 	if st.Disruptions > 0 {
-		out += " (" + plural(int(st.Disruptions), "disruption") + ")"
+		out += " (" + units.Count(int(st.Disruptions), "disruption") + ")"
 	}
 	return out
 }

@@ -20,6 +20,7 @@ import (
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
 	"github.com/trainyard/trainyard/internal/pause"
+	"github.com/trainyard/trainyard/internal/units"
 	"github.com/trainyard/trainyard/internal/workload"
 )
 
@@ -117,7 +118,7 @@ func (l *logReader) check() error {
 		return inputError("-i and --rank: give one of them (--rank R reads the pod of the worker that runs rank R)")
 	}
 	if l.opts.Attempt > st.Attempt {
-		return inputError("--attempt %d: TrainJob %s has had %s", l.opts.Attempt, l.job.Name, plural(int(st.Attempt), "attempt"))
+		return inputError("--attempt %d: TrainJob %s has had %s", l.opts.Attempt, l.job.Name, units.Count(int(st.Attempt), "attempt"))
 	}
 	if l.opts.Rank >= 0 {
 		procs := procsPerWorker(s)

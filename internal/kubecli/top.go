@@ -142,7 +142,7 @@ func PrintNodeUsage(v View, nodes []NodeUsage) error {
 	}
 	_, err := fmt.Fprintf(v.Out, "\nGPUs: %d requested of %d allocatable on %s (%d free).\n"+
 		"Allocated/Total GPUs In Cluster: %d/%d (%s)\n", // Arena's top node line
-		total.Requested, total.Allocatable, plural(len(nodes), "node"), total.Free(),
+		total.Requested, total.Allocatable, units.Count(len(nodes), "node"), total.Free(),
 		total.Requested, total.Allocatable, percent(total.Requested, total.Allocatable))
 	return err
 }
@@ -250,7 +250,7 @@ func PrintJobUsage(v View, jobs []JobUsage, allNamespaces bool, where string) er
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	counted := plural(len(jobs)-idle, "job")
+	counted := units.Count(len(jobs)-idle, "job")
 	switch {
 	case idle == 1:
 		counted += " (not counting 1 that ended or is suspended)"

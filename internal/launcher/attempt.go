@@ -9,6 +9,7 @@ import (
 
 	"github.com/trainyard/trainyard/internal/preempt"
 	"github.com/trainyard/trainyard/internal/rundir"
+	"github.com/trainyard/trainyard/internal/units"
 )
 
 // drainTimeout bounds the wait for a gang's output after its processes are gone (a
@@ -165,7 +166,7 @@ func (a *attempt) supervise(ctx context.Context, exits <-chan exit) AttemptResul
 				a.l.resize = &r // for the next attempt, if there is one
 				break
 			}
-			why := "resizing to " + plural(len(r.Slots), "worker") + ": " + r.Reason
+			why := "resizing to " + units.Count(len(r.Slots), "worker") + ": " + r.Reason
 			switch now, notice := a.askResize(r, &rz); {
 			case now:
 				stop(Interrupted, why, -1, grace)
@@ -175,7 +176,7 @@ func (a *attempt) supervise(ctx context.Context, exits <-chan exit) AttemptResul
 				a.l.notice("%s: stopping the gang (SIGTERM, SIGKILL after %s)", why, grace)
 			}
 		case name := <-rz.commit:
-			stop(Interrupted, fmt.Sprintf("resizing to %s at %s", plural(len(a.l.resize.Slots), "worker"), name), -1, grace)
+			stop(Interrupted, fmt.Sprintf("resizing to %s at %s", units.Count(len(a.l.resize.Slots), "worker"), name), -1, grace)
 			a.l.notice("%s committed: stopping the gang to resize it (SIGTERM, SIGKILL after %s)", name, grace)
 		case name := <-pre.saved:
 			stop(Interrupted, fmt.Sprintf("%s; %s committed after the notice", pre.reason, name), -1, pre.left(grace))

@@ -115,6 +115,8 @@ func trainyardEnv(job *v1.TrainJob, p Proc, runDir string) map[string]string {
 		"TRAINYARD_ATTEMPT":      strconv.Itoa(p.Attempt),
 		"TRAINYARD_MAX_RESTARTS": strconv.Itoa(int(s.MaxRestarts)),
 		"TRAINYARD_WORKER":       strconv.Itoa(p.Worker),
+		// The checkpoints the run keeps (0: all), for Ray's CheckpointConfig to compare.
+		"TRAINYARD_KEEP_CHECKPOINTS": strconv.Itoa(int(s.Checkpoints.Keep)),
 	}
 	if len(p.GPUs) > 0 {
 		env["TRAINYARD_CUDA_DEVICE"] = strconv.Itoa(p.Device)

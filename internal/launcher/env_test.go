@@ -57,6 +57,7 @@ func TestEnvWiring(t *testing.T) {
 		"TRAINYARD_ATTEMPT":          "2",
 		"TRAINYARD_MAX_RESTARTS":     "3",
 		"TRAINYARD_WORKER":           "1",
+		"TRAINYARD_KEEP_CHECKPOINTS": "0",
 		"TRAINYARD_CUDA_DEVICE":      "3",
 		"CUDA_VISIBLE_DEVICES":       "4,5,6,7",
 		"CUDA_DEVICE_ORDER":          "PCI_BUS_ID",

@@ -2,7 +2,6 @@ package launcher
 
 import (
 	"cmp"
-	"fmt"
 	"time"
 )
 
@@ -72,12 +71,4 @@ func (a *attempt) askResize(r Resize, rz *resizing) (stopNow bool, notice bool) 
 	rz.commit = n.CommittedAfter(time.Now())
 	a.l.notice("asked to grow to %d workers (%s): the gang resizes at its next committed checkpoint", len(r.Slots), r.Reason)
 	return false, false
-}
-
-// plural returns "1 worker", "3 workers".
-func plural(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
 }

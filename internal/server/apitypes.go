@@ -7,6 +7,7 @@ import (
 	"time"
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
+	"github.com/trainyard/trainyard/internal/ganglease"
 )
 
 // The native API's wire types (/api/v1/). They are apart from the store's and the run
@@ -129,12 +130,31 @@ type Preemption struct {
 	Resumed *time.Time `json:"resumed,omitempty"`
 }
 
-// Gang is a running job's lease of GPUs for a gang its process starts.
+// Gang is a running job's lease of resources for a gang its process starts (see package
+// ganglease).
 type Gang struct {
-	Workers       int `json:"workers"`
-	GPUsPerWorker int `json:"gpusPerWorker"`
+	Workers              int   `json:"workers"`
+	GPUsPerWorker        int   `json:"gpusPerWorker"`
+	MilliCPUPerWorker    int64 `json:"milliCPUPerWorker,omitempty"`
+	MemoryBytesPerWorker int64 `json:"memoryBytesPerWorker,omitempty"`
+	// Granted is set once the server granted the gang its resources; it waits until then.
+	Granted bool `json:"granted"`
 	// GPUs are the indices granted, one list per worker; empty while the gang waits.
 	GPUs [][]int `json:"gpus,omitempty"`
+}
+
+// String says what the gang asks for and whether it runs: "2 workers × (1 GPU, 1 CPU),
+// running on GPUs 0,1", "2 workers × (1 CPU), waiting".
+func (g *Gang) String() string {
+	out := ganglease.Request{Workers: g.Workers, GPUsPerWorker: g.GPUsPerWorker, MilliCPUPerWorker: g.MilliCPUPerWorker,
+		MemoryBytesPerWorker: g.MemoryBytesPerWorker}.String()
+	switch {
+	case !g.Granted && len(g.GPUs) == 0: // Granted is new: a server before it sent GPUs only
+		return out + ", waiting"
+	case g.GPUsPerWorker == 0:
+		return out + ", running"
+	}
+	return out + ", running on GPUs " + ganglease.Visible(g.GPUs)
 }
 
 // ResultList is the answer of GET /api/v1/jobs/{id}/results: the job's results in

@@ -62,7 +62,8 @@ func toGang(g *store.Gang) *Gang {
 	if g == nil {
 		return nil
 	}
-	return &Gang{Workers: g.Workers, GPUsPerWorker: g.GPUsPerWorker, GPUs: g.GPUs}
+	return &Gang{Workers: g.Workers, GPUsPerWorker: g.GPUsPerWorker, MilliCPUPerWorker: g.MilliCPUPerWorker,
+		MemoryBytesPerWorker: g.MemoryBytesPerWorker, Granted: g.GPUs != nil, GPUs: g.GPUs}
 }
 
 // gang reads the number of workers, an elastic gang's fewest (0 for another), and what

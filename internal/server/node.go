@@ -47,17 +47,22 @@ type held struct {
 }
 
 // allocated sums what the running jobs hold: the GPUs the scheduler gave them, and the
-// CPU and memory their specs ask for.
+// CPU and memory their specs ask for, or their gangs' leases instead (see ganglease).
 func (s *Server) allocated(running []*store.Job) held {
 	var h held
 	for _, j := range running {
 		for _, w := range j.GPUs {
 			h.gpus += int64(len(w))
 		}
-		if j.Gang != nil { // the GPUs its own process leased for a gang
-			for _, w := range j.Gang.GPUs {
+		if g := j.Gang; g != nil { // what its own process leased for a gang, once granted
+			for _, w := range g.GPUs {
 				h.gpus += int64(len(w))
 			}
+			if g.GPUs != nil {
+				h.milliCPU += int64(g.Workers) * g.MilliCPUPerWorker
+				h.memory += int64(g.Workers) * g.MemoryBytesPerWorker
+			}
+			continue // its own CPU and memory are lent to the gang
 		}
 		spec, err := decodeSpec(j)
 		if err != nil {

@@ -163,13 +163,18 @@ type Resize struct {
 	Told bool `json:"told,omitempty"`
 }
 
-// Gang is a running job's lease of GPUs for a gang its process starts (a `trainyard run
-// --workers N --gpus-per-worker G` inside the job), held apart from the job's own GPUs.
+// Gang is a running job's lease of resources for a gang its process starts (a `trainyard
+// run --workers N --gpus-per-worker G` inside the job), held apart from the job's own GPUs;
+// while it is held or awaited, the job's own CPU and memory are lent to it.
 type Gang struct {
-	// Workers and GPUsPerWorker are what the gang asks for.
-	Workers       int `json:"workers"`
-	GPUsPerWorker int `json:"gpusPerWorker"`
-	// GPUs are the indices granted, one list per worker; nil while the lease waits.
+	// Workers, GPUsPerWorker, MilliCPUPerWorker and MemoryBytesPerWorker are what the gang
+	// asks for.
+	Workers              int   `json:"workers"`
+	GPUsPerWorker        int   `json:"gpusPerWorker"`
+	MilliCPUPerWorker    int64 `json:"milliCPUPerWorker,omitempty"`
+	MemoryBytesPerWorker int64 `json:"memoryBytesPerWorker,omitempty"`
+	// GPUs are the indices granted, one list per worker (empty for a gang on CPUs); nil
+	// while the lease waits.
 	GPUs [][]int `json:"gpus,omitempty"`
 	// RequestedAt is when the lease was asked for.
 	RequestedAt time.Time `json:"requestedAt"`

@@ -24,3 +24,11 @@ func BytesIEC(n int64) string {
 	}
 	return fmt.Sprintf("%.1f%s", x, units[i])
 }
+
+// Count writes n with its noun, plural unless n is 1: "1 GPU", "2 workers".
+func Count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
+}

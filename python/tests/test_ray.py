@@ -336,16 +336,23 @@ class TrainerTest(unittest.TestCase):
         trainer = TorchTrainer(
             lambda: None,
             scaling_config=train.ScalingConfig(num_workers=4, use_gpu=True),
-            run_config=train.RunConfig(name="other", failure_config=train.FailureConfig(max_failures=3)),
+            run_config=train.RunConfig(name="other", failure_config=train.FailureConfig(max_failures=3),
+                                       checkpoint_config=train.CheckpointConfig(num_to_keep=2)),
         )
         err = io.StringIO()
         with environment(RANK="0", WORLD_SIZE="2", CUDA_VISIBLE_DEVICES="", TRAINYARD_RUN_NAME="mnist",
-                         TRAINYARD_MAX_RESTARTS="0"), contextlib.redirect_stderr(err):
+                         TRAINYARD_MAX_RESTARTS="0", TRAINYARD_KEEP_CHECKPOINTS="0"), contextlib.redirect_stderr(err):
             trainer._warn_disagreements()
         text = err.getvalue()
         for want in ("num_workers=4) differs from this gang of 2", "the gang wins", "--gpus-per-worker",
-                     "RunConfig(name='other')", "max_failures=3"):
+                     "RunConfig(name='other')", "max_failures=3",
+                     "CheckpointConfig(num_to_keep=2) differs from this run's --keep-checkpoints (all); the run's "
+                     "wins (start it with trainyard run --keep-checkpoints 2 to match)"):
             self.assertIn(want, text)
+        err = io.StringIO()
+        with environment(RANK="0", WORLD_SIZE="2", TRAINYARD_KEEP_CHECKPOINTS="2"), contextlib.redirect_stderr(err):
+            trainer._warn_disagreements()
+        self.assertNotIn("num_to_keep", err.getvalue())
 
     def test_ignored_options_are_named(self) -> None:
         from ray.train.torch import TorchTrainer

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import subprocess
 import sys
@@ -103,6 +105,33 @@ class DriverTest(unittest.TestCase):
         trainer.scaling_config = ScalingConfig(num_workers=2, resources_per_worker={"GPU": 0.5})
         with environment(TRAINYARD_BINARY="/bin/trainyard"), self.assertRaisesRegex(ValueError, "whole GPUs"):
             _driver.command(trainer, "/runs", "exp")
+
+    def test_command_counts_cpu_and_memory(self) -> None:
+        """resources_per_worker's CPU and memory: leased on a server, checked here (as Ray
+        would leave a gang that fits no node pending, and there is no node to wait for)."""
+        trainer = types.SimpleNamespace(run_config=RunConfig(), scaling_config=ScalingConfig(
+            num_workers=2, resources_per_worker={"CPU": 8, "memory": 2**30, "TPU": 1}))
+        err = io.StringIO()
+        with environment(TRAINYARD_BINARY="/bin/trainyard", TRAINYARD_GPU_LEASE_SOCKET="/state/lease.sock"), \
+                contextlib.redirect_stderr(err):
+            argv = _driver.command(trainer, "/runs", "exp")
+        self.assertEqual(argv[8:], ["--cpus-per-worker", "8000m", "--memory-per-worker", str(2**30)])
+        self.assertIn("'TPU' ignored: Trainyard counts CPU, GPU, memory only", err.getvalue())
+        err = io.StringIO()
+        trainer.scaling_config = ScalingConfig(num_workers=2, resources_per_worker={"CPU": 10**6, "memory": 1.5})
+        with environment(TRAINYARD_BINARY="/bin/trainyard"), contextlib.redirect_stderr(err):
+            argv = _driver.command(trainer, "/runs", "exp")
+        self.assertEqual(argv[8:], ["--memory-per-worker", "1"])
+        self.assertRegex(err.getvalue(), r"resources_per_worker=\{'CPU': 1000000\}\) asks for 2000000 CPUs for 2 "
+                                         r"worker\(s\); this machine has \d+\. Ray would wait for a node that has them; "
+                                         r"Trainyard runs the gang on what this machine has")
+        trainer.scaling_config = ScalingConfig(num_workers=2, resources_per_worker={"CPU": 0.5})
+        with environment(TRAINYARD_BINARY="/bin/trainyard"):
+            self.assertEqual(_driver.command(trainer, "/runs", "exp")[8:], ["--cpus-per-worker", "500m"])
+        for bad in (-1, "4", True):
+            trainer.scaling_config = ScalingConfig(num_workers=2, resources_per_worker={"CPU": bad})
+            with environment(TRAINYARD_BINARY="/bin/trainyard"), self.assertRaisesRegex(ValueError, "CPU must be a number of 0 or more"):
+                _driver.command(trainer, "/runs", "exp")
 
     def test_default_run_is_named_after_the_driver(self) -> None:
         with environment(TRAINYARD_RUN_NAME="a" * 45, TRAINYARD_STORAGE_PATH="/runs"):

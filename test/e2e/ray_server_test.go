@@ -3,11 +3,13 @@ package e2e
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -143,18 +145,19 @@ func TestRayJobLeasesItsGangsGPUs(t *testing.T) {
 	script := filepath.Join(repoRoot(t), "test", "e2e", "testdata", "ray_server_gang.py")
 	s.raySubmit(t, "ray-gang", python+" "+script+" 2")
 	waiting := s.waitRay(t, "ray-gang", 60*time.Second, func(j rayJob) bool {
-		return j.Status == "RUNNING" && strings.Contains(j.Message, "waits for GPUs")
+		return j.Status == "RUNNING" && strings.Contains(j.Message, "waits: ")
 	})
-	if want := "its gang (2 workers × 1 GPU) waits for GPUs: needs 2 GPUs, 1 free"; waiting.Message != want {
+	// Its 2 CPUs (Ray's default of 1 per worker) are counted too: the driver's own is lent.
+	if want := "its gang (2 workers × (1 GPU, 1 CPU)) waits: needs 2 GPUs, 1 free"; !strings.HasPrefix(waiting.Message, want) {
 		t.Errorf("message while the gang waits: %q, want %q", waiting.Message, want)
 	}
-	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(s.rayLogs(t, "ray-gang"), "waiting for GPUs: needs 2 GPUs, 1 free"); time.Sleep(200 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(s.rayLogs(t, "ray-gang"), "the gang waits: needs 2 GPUs, 1 free"); time.Sleep(200 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the driver's log does not say why its gang waits:\n%s", s.rayLogs(t, "ray-gang"))
 		}
 	}
 
-	if code, out := s.cli(t, "get", "ray-gang"); code != 0 || !strings.Contains(out, "Gang:         2 workers x 1 GPU each, waiting for GPUs") {
+	if code, out := s.cli(t, "get", "ray-gang"); code != 0 || !strings.Contains(out, "Gang:         2 workers × (1 GPU, 1 CPU), waiting") {
 		t.Errorf("get while the gang waits: exit %d\n%s", code, out)
 	}
 
@@ -193,7 +196,71 @@ func TestRayJobLeasesItsGangsGPUs(t *testing.T) {
 	s.raySubmit(t, "ray-too-big", python+" "+script+" 5")
 	big := s.waitRay(t, "ray-too-big", 60*time.Second, func(j rayJob) bool { return j.Status != "RUNNING" && j.Status != "PENDING" })
 	logs = s.rayLogs(t, "ray-too-big")
-	if big.Status != "FAILED" || !strings.Contains(logs, "the gang can never run on this server: the job needs 5 GPUs (5 workers x 1) but this machine has 4") {
+	if big.Status != "FAILED" || !strings.Contains(logs, "the gang (5 workers × (1 GPU, 1 CPU)) can never run on this server: the job needs 5 GPUs (5 workers x 1) but this machine has 4") {
 		t.Errorf("a gang of 5 GPUs on a server of 4: %+v, log:\n%s", big, logs)
+	}
+}
+
+// A Ray driver's gang on CPUs is counted on the server as Ray counts it
+// (resources_per_worker's CPU): while it runs, its cores are taken from the queue and
+// list and get show it; one that can never fit is refused with the server's reason. Under
+// trainyard run, with no server, a gang larger than the machine runs and says so.
+func TestRayGangsCPUsAreCounted(t *testing.T) {
+	needPlainTorch(t)
+	dir := t.TempDir()
+	s := newJobServer(t, dir)
+	s.restartWith(t, s.env, "PYTHONPATH=", "PYTHONUSERBASE="+t.TempDir())
+	defer s.stopJobs(t)
+	script := filepath.Join(repoRoot(t), "test", "e2e", "testdata", "ray_server_gang.py")
+	cores := runtime.NumCPU()
+	each := max(1, cores/2) // the two workers take the machine
+
+	s.raySubmit(t, "ray-too-big", fmt.Sprintf("%s %s 2 gpu=0 cpu=%d", python, script, 4*cores))
+	big := s.waitRay(t, "ray-too-big", 120*time.Second, func(j rayJob) bool { return j.Status != "RUNNING" && j.Status != "PENDING" })
+	want := fmt.Sprintf("the gang (2 workers × (%d CPU)) can never run on this server: the job needs %d CPUs", 4*cores, 8*cores)
+	if logs := s.rayLogs(t, "ray-too-big"); big.Status != "FAILED" || !strings.Contains(logs, want) {
+		t.Errorf("a gang of %d CPUs on a server of %d: %+v, want FAILED saying %q; log:\n%s", 8*cores, cores, big, want, logs)
+	}
+
+	release := filepath.Join(dir, "release")
+	s.raySubmit(t, "ray-cpu", fmt.Sprintf("%s %s 2 gpu=0 cpu=%d hold=%s", python, script, each, release))
+	s.waitRay(t, "ray-cpu", 120*time.Second, func(j rayJob) bool {
+		return slices.Contains([]string{"SUCCEEDED", "FAILED", "STOPPED"}, j.Status) ||
+			strings.Count(s.rayLogs(t, "ray-cpu"), "GANG rank=") == 2
+	})
+	if code, out := s.cli(t, "get", "ray-cpu"); code != 0 || !strings.Contains(out, fmt.Sprintf("Gang:         2 workers × (%d CPU), running", each)) {
+		t.Errorf("get while the gang runs: exit %d\n%s", code, out)
+	}
+	if code, out := s.cli(t, "list"); code != 0 || !regexp.MustCompile(fmt.Sprintf(`ray-cpu\s+-\s+RUNNING\s+0\s+-\s+2x%d gang`, each)).MatchString(out) {
+		t.Errorf("list while the gang runs: exit %d, want its CPUS as 2x%d gang\n%s", code, each, out)
+	}
+	code, out := s.cli(t, "submit", "--no-wait", "--name", "after", "--cpus-per-worker", "500m", "--", "true")
+	if code != 0 {
+		t.Fatalf("submit: exit %d\n%s", code, out)
+	}
+	after := strings.TrimSpace(out)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		_, out := s.cli(t, "get", after)
+		if strings.Contains(out, "needs 0.5 CPUs, 0 free") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a job of 0.5 CPUs does not wait for the gang's cores:\n%s", out)
+		}
+	}
+	writeFile(t, release, "")
+	done := s.waitRay(t, "ray-cpu", 120*time.Second, func(j rayJob) bool { return j.Status != "RUNNING" })
+	if logs := s.rayLogs(t, "ray-cpu"); done.Status != "SUCCEEDED" || !strings.Contains(logs, "trainyard: the server granted the gang its CPUs") {
+		t.Errorf("the Ray job is %+v, want SUCCEEDED after the grant; log:\n%s", done, logs)
+	}
+	if st := s.waitStatus(t, after, 60*time.Second, "SUCCEEDED", "FAILED"); st != "SUCCEEDED" {
+		t.Errorf("the job that waited for the gang's cores is %s", st)
+	}
+
+	code, out = run(t, dir, []string{"PYTHONPATH="}, "run", "--storage-path", filepath.Join(dir, "local"), "--",
+		python, script, "2", "gpu=0", fmt.Sprintf("cpu=%d", 4*cores))
+	if msg := fmt.Sprintf("asks for %d CPUs for 2 worker(s); this machine has %d. Ray would wait for a node that has them; "+
+		"Trainyard runs the gang on what this machine has", 8*cores, cores); code != 0 || !strings.Contains(out, msg) {
+		t.Errorf("trainyard run of a gang larger than the machine: exit %d, want it run, saying %q:\n%s", code, msg, out)
 	}
 }

@@ -36,6 +36,7 @@ import subprocess
 import sys
 from typing import Any
 
+from . import _resources
 from ._checkpoint import Checkpoint
 from ._result import Result, read_progress
 
@@ -277,6 +278,7 @@ def command(trainer: Any, storage: str, name: str) -> list[str]:
                 f"ScalingConfig: {gpus} GPUs per worker; Trainyard gives whole GPUs: use 1 or more"
             )
         argv += ["--gpus-per-worker", str(int(gpus)), "--procs-per-worker", "1"]
+    argv += _resources.flags(sc, _say)
     failures = rc.failure_config.max_failures if rc.failure_config else 0
     if failures:
         argv += ["--max-restarts", str(UNLIMITED_RESTARTS if failures < 0 else failures)]
@@ -286,6 +288,11 @@ def command(trainer: Any, storage: str, name: str) -> list[str]:
     if cc is not None and cc.checkpoint_score_attribute:
         argv += ["--checkpoint-score", cc.checkpoint_score_attribute, "--score-order", cc.checkpoint_score_order]
     return argv
+
+
+def _say(message: str) -> None:
+    """Write ``ray.train: <message>`` to the driver's stderr."""
+    print(f"ray.train: {message}", file=sys.stderr, flush=True)
 
 
 def _workers(sc: Any) -> str:

@@ -35,7 +35,7 @@ from typing import Any
 
 import trainyard
 
-from .. import _driver, _restore, _worker
+from .. import _driver, _resources, _restore, _worker
 from .._checkpoint import Checkpoint
 from .._config import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig, ignored_options
 from .._output import Printer
@@ -188,6 +188,8 @@ class TorchTrainer:
             self._warn_ignored()
         if _driver.is_driver(self.scaling_config):
             return _driver.launch(self)
+        if not os.environ.get(_worker.RESULT_ENV):
+            _resources.flags(self.scaling_config, _warn)  # a gang here: only say what does not fit
         self._join_gang()
         self._warn_disagreements()
         ctx = trainyard.get_context()
@@ -271,6 +273,14 @@ class TorchTrainer:
             _warn(
                 f"FailureConfig(max_failures={wanted}) differs from this run's --max-restarts "
                 f"{restarts}; the run's wins"
+            )
+        keep = os.environ.get("TRAINYARD_KEEP_CHECKPOINTS")
+        cc = rc.checkpoint_config
+        if keep is not None and cc is not None and cc.num_to_keep and str(cc.num_to_keep) != keep:
+            kept = "all" if keep == "0" else keep
+            _warn(
+                f"CheckpointConfig(num_to_keep={cc.num_to_keep}) differs from this run's --keep-checkpoints "
+                f"({kept}); the run's wins (start it with trainyard run --keep-checkpoints {cc.num_to_keep} to match)"
             )
 
 

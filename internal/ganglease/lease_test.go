@@ -1,4 +1,4 @@
-package gpulease
+package ganglease
 
 import (
 	"context"
@@ -16,25 +16,27 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// Check accepts a gang of at least one worker with at least one GPU each, up to 1<<16 of
-// either, and refuses anything else with a message naming what is wrong. It does not
+// Check accepts a gang of at least one worker, with GPUs or not, up to 1<<16 of workers or
+// GPUs, and refuses anything else with a message naming what is wrong. It does not
 // look at Job or Secret: the server checks those.
 func TestRequestCheck(t *testing.T) {
 	cases := map[string]struct {
 		req  Request
 		want string // a part of the error; "" for none
 	}{
-		"one worker, one GPU":          {req: Request{Workers: 1, GPUsPerWorker: 1}},
-		"the largest sizes":            {req: Request{Workers: 1 << 16, GPUsPerWorker: 1 << 16}},
-		"no job or secret is fine":     {req: Request{Workers: 2, GPUsPerWorker: 4}},
-		"no workers":                   {req: Request{GPUsPerWorker: 1}, want: "workers is 0"},
-		"negative workers":             {req: Request{Workers: -1, GPUsPerWorker: 1}, want: "workers is -1"},
-		"no GPUs per worker":           {req: Request{Workers: 1}, want: "gpusPerWorker is 0"},
-		"negative GPUs per worker":     {req: Request{Workers: 1, GPUsPerWorker: -2}, want: "gpusPerWorker is -2"},
-		"too many workers":             {req: Request{Workers: 1<<16 + 1, GPUsPerWorker: 1}, want: "65537 workers × 1 GPUs is more than any machine has"},
-		"too many GPUs per worker":     {req: Request{Workers: 1, GPUsPerWorker: 1<<16 + 1}, want: "1 workers × 65537 GPUs is more than any machine has"},
-		"workers checked before GPUs":  {req: Request{Workers: 0, GPUsPerWorker: 0}, want: "workers is 0"},
-		"a small size before too many": {req: Request{Workers: 1 << 20, GPUsPerWorker: 0}, want: "gpusPerWorker is 0"},
+		"one worker, one GPU":             {req: Request{Workers: 1, GPUsPerWorker: 1}},
+		"the largest sizes":               {req: Request{Workers: 1 << 16, GPUsPerWorker: 1 << 16}},
+		"no job or secret is fine":        {req: Request{Workers: 2, GPUsPerWorker: 4}},
+		"no workers":                      {req: Request{GPUsPerWorker: 1}, want: "workers is 0"},
+		"negative workers":                {req: Request{Workers: -1, GPUsPerWorker: 1}, want: "workers is -1"},
+		"a gang on CPUs":                  {req: Request{Workers: 2, MilliCPUPerWorker: 8000, MemoryBytesPerWorker: 1 << 30}},
+		"negative GPUs per worker":        {req: Request{Workers: 1, GPUsPerWorker: -2}, want: "gpusPerWorker -2, milliCPUPerWorker 0, memoryBytesPerWorker 0: none may be negative"},
+		"negative CPU per worker":         {req: Request{Workers: 1, MilliCPUPerWorker: -1}, want: "milliCPUPerWorker -1"},
+		"negative memory per worker":      {req: Request{Workers: 1, MemoryBytesPerWorker: -1}, want: "memoryBytesPerWorker -1"},
+		"too many workers":                {req: Request{Workers: 1<<16 + 1, GPUsPerWorker: 1}, want: "65537 workers × 1 GPUs is more than any machine has"},
+		"too many GPUs per worker":        {req: Request{Workers: 1, GPUsPerWorker: 1<<16 + 1}, want: "1 workers × 65537 GPUs is more than any machine has"},
+		"workers checked before GPUs":     {req: Request{Workers: 0, GPUsPerWorker: 0}, want: "workers is 0"},
+		"a negative size before too many": {req: Request{Workers: 1 << 20, GPUsPerWorker: -1}, want: "none may be negative"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -113,15 +115,15 @@ func TestFromEnv(t *testing.T) {
 			if !set {
 				os.Unsetenv(EnvSocket)
 			}
-			socket, req, ok := FromEnv(2, 1)
+			socket, req, ok := FromEnv(Request{Workers: 2, GPUsPerWorker: 1})
 			if ok || socket != "" || req != (Request{}) {
 				t.Errorf("FromEnv = %q, %+v, %v; want no lease", socket, req, ok)
 			}
 		})
 	}
 	t.Setenv(EnvSocket, "/state/lease.sock")
-	socket, req, ok := FromEnv(3, 2)
-	want := Request{Job: "raysubmit_a", Secret: "s3cret", Workers: 3, GPUsPerWorker: 2}
+	socket, req, ok := FromEnv(Request{Workers: 3, GPUsPerWorker: 2, MilliCPUPerWorker: 1500, MemoryBytesPerWorker: 1 << 30})
+	want := Request{Job: "raysubmit_a", Secret: "s3cret", Workers: 3, GPUsPerWorker: 2, MilliCPUPerWorker: 1500, MemoryBytesPerWorker: 1 << 30}
 	if !ok || socket != "/state/lease.sock" || req != want {
 		t.Errorf("FromEnv = %q, %+v, %v; want /state/lease.sock, %+v, true", socket, req, ok, want)
 	}

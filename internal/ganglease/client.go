@@ -1,4 +1,4 @@
-package gpulease
+package ganglease
 
 import (
 	"bytes"
@@ -19,17 +19,17 @@ type RefusedError struct {
 	Reason string
 }
 
-func (e *RefusedError) Error() string { return "the server refused the GPUs: " + e.Reason }
+func (e *RefusedError) Error() string { return "the server refused the gang: " + e.Reason }
 
-// Lease is a grant of GPUs; the server holds them for the gang until Release.
+// Lease is a grant of a gang's resources; the server holds them for it until Release.
 type Lease struct {
-	// GPUs are the GPUs granted, one list per worker.
+	// GPUs are the GPUs granted, one list per worker (empty lists for a gang on CPUs).
 	GPUs   [][]int
 	body   io.Closer
 	cancel context.CancelFunc // ends the request, which outlives Acquire's ctx
 }
 
-// Release gives the GPUs back to the server. It is safe to call more than once.
+// Release gives the gang's resources back to the server. It is safe to call more than once.
 func (l *Lease) Release() {
 	if l != nil && l.body != nil {
 		_ = l.body.Close()
@@ -38,20 +38,21 @@ func (l *Lease) Release() {
 	}
 }
 
-// FromEnv returns the request a process of a server's job makes for a gang, and the
-// socket to send it on, from the environment; ok is false outside a server's job.
-func FromEnv(workers, gpusPerWorker int) (socket string, req Request, ok bool) {
+// FromEnv returns the request a process of a server's job makes for a gang of the given
+// sizes, and the socket to send it on, from the environment; ok is false outside a
+// server's job.
+func FromEnv(sizes Request) (socket string, req Request, ok bool) {
 	socket = os.Getenv(EnvSocket)
 	if socket == "" {
 		return "", Request{}, false
 	}
-	return socket, Request{Job: os.Getenv(EnvJob), Secret: os.Getenv(EnvSecret), Workers: workers,
-		GPUsPerWorker: gpusPerWorker}, true
+	sizes.Job, sizes.Secret = os.Getenv(EnvJob), os.Getenv(EnvSecret)
+	return socket, sizes, true
 }
 
-// Acquire asks the server listening on socket for the request's GPUs and waits until it
+// Acquire asks the server listening on socket for the request's resources and waits until it
 // grants them, calling waiting (if not nil) with each new reason the lease waits, or
-// until ctx ends. Once granted, the GPUs stay leased until Release, even after ctx ends
+// until ctx ends. Once granted, they stay leased until Release, even after ctx ends
 // (a run that is stopping its gang still uses them).
 func Acquire(ctx context.Context, socket string, req Request, waiting func(string)) (*Lease, error) {
 	if err := req.Check(); err != nil {
@@ -92,7 +93,7 @@ func acquire(ctx, hctx context.Context, socket string, body []byte, waiting func
 	hreq.Header.Set("Content-Type", "application/json")
 	resp, err := c.Do(hreq)
 	if err != nil {
-		return nil, fmt.Errorf("ask the server for GPUs (%s): %w", socket, err)
+		return nil, fmt.Errorf("ask the server for the gang's resources (%s): %w", socket, err)
 	}
 	if resp.StatusCode != http.StatusOK {
 		defer resp.Body.Close()
@@ -110,7 +111,7 @@ func acquire(ctx, hctx context.Context, socket string, body []byte, waiting func
 			if errors.Is(err, io.EOF) {
 				err = io.ErrUnexpectedEOF
 			}
-			return nil, fmt.Errorf("wait for GPUs from the server: %w", err)
+			return nil, fmt.Errorf("wait for the gang's resources from the server: %w", err)
 		}
 		switch {
 		case ev.Error != "":
