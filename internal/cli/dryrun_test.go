@@ -61,6 +61,10 @@ func TestSubmitKubeDryRunClient(t *testing.T) {
 	if worker.Image != "img:1" || worker.Resources.Limits.Name("nvidia.com/gpu", "").Value() != 1 {
 		t.Errorf("worker container %s with limits %v", worker.Image, worker.Resources.Limits)
 	}
+	// No --cpus-per-worker or --memory-per-worker: the operator's built-in requests per GPU.
+	if r := worker.Resources; r.Requests.Cpu().String() != "2" || r.Requests.Memory().String() != "8Gi" || r.Limits.Cpu().Value() != 0 || r.Limits.Memory().Value() != 0 {
+		t.Errorf("worker resources %+v, want requests of 2 CPUs and 8Gi for its GPU, and no CPU or memory limit", r)
+	}
 	if svc.Name != "pytorch-dist-a1" || svc.Spec.ClusterIP != corev1.ClusterIPNone {
 		t.Errorf("Service %s, cluster IP %q", svc.Name, svc.Spec.ClusterIP)
 	}
@@ -69,6 +73,15 @@ func TestSubmitKubeDryRunClient(t *testing.T) {
 	}
 	if strings.Contains(out, "pytorch-dist-\"") || !strings.Contains(out, `"runName":"pytorch-dist-00000000"`) {
 		t.Errorf("the run name ends in a dash, or lacks the placeholder UID:\n%s", out)
+	}
+
+	// The flags set the spec, which wins over the defaults.
+	code, out, errOut = trainyard(append([]string{"submit", "--show-children", "--cpus-per-worker", "3", "--memory-per-worker", "20Gi"}, args[1:]...)...)
+	if docs := strings.Split(out, "\n---\n"); code != 0 || len(docs) != 5 || yaml.UnmarshalStrict([]byte(docs[2]), &pods[0]) != nil {
+		t.Fatalf("--cpus-per-worker 3 --memory-per-worker 20Gi: exit %d: %s%s", code, out, errOut)
+	}
+	if r := pods[0].Spec.Containers[0].Resources; r.Requests.Cpu().String() != "3" || r.Requests.Memory().String() != "20Gi" || r.Limits.Memory().String() != "20Gi" {
+		t.Errorf("with --cpus-per-worker 3 --memory-per-worker 20Gi: worker resources %+v", r)
 	}
 
 	code, out, errOut = trainyard("submit", "--kube", "--dry-run=client", "--show-children", "-o", "json", "--image", "img:1", "--", "python", "train.py")

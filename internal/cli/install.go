@@ -15,6 +15,7 @@ import (
 	"github.com/trainyard/trainyard/internal/install"
 	"github.com/trainyard/trainyard/internal/kubeconfig"
 	"github.com/trainyard/trainyard/internal/podpolicy"
+	"github.com/trainyard/trainyard/internal/workload"
 )
 
 const installLong = `Install the Trainyard operator on a Kubernetes cluster: the TrainJob
@@ -34,6 +35,10 @@ would be privileged, use the host's namespaces or folders (hostPath), add capabi
 or use a ServiceAccount or Secret not labelled trainyard.dev/trainjob-access=true;
 --pod-policy off lets whoever may create TrainJobs create any pod. See 'trainyard
 operator --help'.
+
+--worker-cpu-per-gpu and --worker-memory-per-gpu (default %s and %s) are what a
+worker with GPUs requests per GPU when its TrainJob names no CPU or memory: requests
+only, no limits; "0" for none. The job's own values always win.
 
 Objects are applied with server-side apply (field manager "trainyard"), so installing
 again updates an installation in place: use it to upgrade, or to change the image. It
@@ -72,7 +77,7 @@ func newInstallCommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "install",
 		Short:   "Install the Trainyard operator and the TrainJob CRD on a Kubernetes cluster",
-		Long:    installLong,
+		Long:    fmt.Sprintf(installLong, workload.DefaultCPUPerGPU, workload.DefaultMemoryPerGPU),
 		Example: installExample,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -117,6 +122,8 @@ func newInstallCommand(g *globals) *cobra.Command {
 		"and ServiceAccounts and Secrets not labelled trainyard.dev/trainjob-access=true; off: allow anything")
 	fs.StringArrayVar(&f.opts.APIServerCIDRs, "api-server-cidr", nil, "where the API server's proxy connects to pods from, for the NetworkPolicies (repeatable;\n"+
 		"default: what the operator finds in the EndpointSlice default/kubernetes)")
+	fs.StringVar(&f.opts.WorkerCPUPerGPU, "worker-cpu-per-gpu", workload.DefaultCPUPerGPU, "CPU a worker with GPUs requests per GPU when its TrainJob names none (\"0\": none)")
+	fs.StringVar(&f.opts.WorkerMemoryPerGPU, "worker-memory-per-gpu", workload.DefaultMemoryPerGPU, "memory a worker with GPUs requests per GPU when its TrainJob names none (\"0\": none)")
 	return cmd
 }
 

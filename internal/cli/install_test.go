@@ -53,6 +53,14 @@ func TestInstallErrors(t *testing.T) {
 		"uninstall namespace": {[]string{"uninstall", "-n", "UPPER"}, 2, `--namespace: "UPPER" is not a valid namespace name`},
 		"operator image":      {[]string{"operator", "--image", "UPPER"}, 2, `--image: "UPPER" is not an image reference`},
 		"operator namespace":  {[]string{"operator", "--namespace", "a.b"}, 2, `--namespace: "a.b" is not a valid namespace name`},
+		"operator CPU per GPU": {[]string{"operator", "--worker-cpu-per-gpu", "-1"}, 2,
+			`--worker-cpu-per-gpu: "-1": must not be negative ("0" for none)`},
+		"operator memory per GPU": {[]string{"operator", "--worker-memory-per-gpu", "16GB"}, 2,
+			`--worker-memory-per-gpu: "16GB" is not an amount such as 8Gi or 512Mi`},
+		"install CPU per GPU": {[]string{"install", "--dry-run", "--worker-cpu-per-gpu", "two"}, 2,
+			`--worker-cpu-per-gpu: "two" is not an amount such as 2 or 500m`},
+		"install memory per GPU": {[]string{"install", "--dry-run", "--worker-memory-per-gpu", "0.5"}, 2,
+			`--worker-memory-per-gpu: "0.5": memory is a whole number of bytes`},
 		"no kubeconfig file": {[]string{"install", "--kubeconfig", "/nonexistent/kubeconfig"}, 2,
 			"--kubeconfig: stat /nonexistent/kubeconfig: no such file or directory"},
 		"no such context": {[]string{"uninstall", "--kubeconfig", kubeconfig, "--context", "prod"}, 2,
@@ -86,6 +94,7 @@ func TestInstallDryRun(t *testing.T) {
 		"kind: Namespace\nmetadata:\n  labels:\n    app.kubernetes.io/managed-by: trainyard\n    app.kubernetes.io/name: trainyard\n  name: ml\n",
 		"kind: CustomResourceDefinition", "kind: ClusterRole\n", "kind: ServiceAccount", "kind: ClusterRoleBinding",
 		"  replicas: 3\n", "image: registry.local/trainyard:v9\n", "- --image\n        - registry.local/trainyard:v9\n",
+		"- --worker-cpu-per-gpu\n        - \"2\"\n        - --worker-memory-per-gpu\n        - 8Gi\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("install --dry-run lacks %q", want)
@@ -95,13 +104,14 @@ func TestInstallDryRun(t *testing.T) {
 		t.Errorf("install --dry-run printed %d documents, want 7 (with the metrics reader's ClusterRole)", n)
 	}
 	code, out, errOut = trainyard("install", "--dry-run", "-n", "ml", "--image", "registry.local/trainyard:v9", "--watch-namespace", "team-a", "--pod-policy", "off",
-		"--api-server-cidr", "10.0.0.1/32")
+		"--api-server-cidr", "10.0.0.1/32", "--worker-cpu-per-gpu", "100m", "--worker-memory-per-gpu", "0")
 	if code != 0 || errOut != "" {
 		t.Fatalf("install --dry-run --watch-namespace: exit %d, stderr %s", code, errOut)
 	}
 	for _, want := range []string{"kind: Role\nmetadata:\n  labels:\n    app.kubernetes.io/managed-by: trainyard\n    app.kubernetes.io/name: trainyard\n  name: trainyard-operator\n  namespace: team-a\n",
 		"kind: RoleBinding", "name: trainyard-operator-leader-election\n  namespace: ml\n",
-		"- --pod-policy\n        - \"off\"\n        - --namespace\n        - team-a\n        - --api-server-cidr\n        - 10.0.0.1/32\n"} {
+		"- --pod-policy\n        - \"off\"\n        - --namespace\n        - team-a\n        - --api-server-cidr\n        - 10.0.0.1/32\n",
+		"- --worker-cpu-per-gpu\n        - 100m\n        - --worker-memory-per-gpu\n        - \"0\"\n"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("install --dry-run --watch-namespace lacks %q:\n%s", want, out)
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/trainyard/trainyard/internal/kubeconfig"
 	"github.com/trainyard/trainyard/internal/operator"
 	"github.com/trainyard/trainyard/internal/podpolicy"
+	"github.com/trainyard/trainyard/internal/workload"
 )
 
 // serviceAccountNamespace is the file that holds the namespace of a pod's ServiceAccount.
@@ -46,10 +47,20 @@ naming the fields, and nothing is created. --pod-policy=off, an administrator's 
 lets whoever may create TrainJobs create any pod. Every job's workers get a
 NetworkPolicy that admits the gang's own pods, and on the progress port the operator's
 pod and the API server (--api-server-cidr, default the addresses of the kubernetes
-Service's EndpointSlice). With --leader-elect, replicas elect one
-active operator through a Lease in --leader-election-namespace (default: the namespace
-it runs in). It logs on stderr, at --log-level info unless told otherwise. SIGINT or
-SIGTERM stops it gracefully; TrainJobs keep running.
+Service's EndpointSlice).
+
+A worker with GPUs whose TrainJob names no CPU (spec.resources.cpu, submit's
+--cpus-per-worker) requests --worker-cpu-per-gpu for each GPU, and one that names no
+memory requests --worker-memory-per-gpu for each GPU (default %s CPUs and %s): requests
+only, no limits, so the worker is Burstable instead of BestEffort (the first evicted)
+and is never throttled or OOM-killed at a limit it did not ask for. "0" gives no
+default; what the job asks for (or its pod template's requests and limits) always wins,
+and workers without GPUs get none.
+
+With --leader-elect, replicas elect one active operator through a Lease in
+--leader-election-namespace (default: the namespace it runs in). It logs on stderr, at
+--log-level info unless told otherwise. SIGINT or SIGTERM stops it gracefully;
+TrainJobs keep running.
 
 The cluster is the one kubectl uses: --kubeconfig, else $KUBECONFIG, else
 ~/.kube/config, else the pod's service account (in a cluster).`
@@ -57,12 +68,12 @@ The cluster is the one kubectl uses: --kubeconfig, else $KUBECONFIG, else
 func newOperatorCommand(g *globals) *cobra.Command {
 	var kube kubeconfig.Flags
 	var opts operator.Options
-	var policy string
+	var policy, cpuPerGPU, memoryPerGPU string
 	secureMetrics := true
 	cmd := &cobra.Command{
 		Use:   "operator",
 		Short: "Run the Kubernetes operator that runs TrainJobs (what 'trainyard install' deploys)",
-		Long:  operatorLong,
+		Long:  fmt.Sprintf(operatorLong, workload.DefaultCPUPerGPU, workload.DefaultMemoryPerGPU),
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := install.ValidateImage(opts.Image); err != nil {
@@ -78,6 +89,11 @@ func newOperatorCommand(g *globals) *cobra.Command {
 					return usageError(fmt.Errorf("--api-server-cidr %q: not a CIDR such as 10.0.0.1/32", cidr))
 				}
 			}
+			perGPU, err := parsePerGPU(cpuPerGPU, memoryPerGPU)
+			if err != nil {
+				return usageError(err)
+			}
+			opts.WorkerPerGPU = &perGPU
 			opts.MetricsInsecure = !secureMetrics
 			opts.OperatorNamespace = podNamespace()
 			for flag, ns := range map[string]string{"--namespace": opts.Namespace, "--leader-election-namespace": opts.LeaderElectionNamespace} {
@@ -112,6 +128,8 @@ func newOperatorCommand(g *globals) *cobra.Command {
 		"volumes, added capabilities, or ServiceAccounts and Secrets not labelled trainyard.dev/trainjob-access=true) or off")
 	fs.StringArrayVar(&opts.APIServerCIDRs, "api-server-cidr", nil, "where the API server's proxy connects to pods from, admitted by the NetworkPolicies (repeatable;\n"+
 		"default: the addresses of the EndpointSlice default/kubernetes)")
+	fs.StringVar(&cpuPerGPU, "worker-cpu-per-gpu", workload.DefaultCPUPerGPU, "CPU a worker with GPUs requests per GPU when its TrainJob names none (a request, no limit; \"0\": none)")
+	fs.StringVar(&memoryPerGPU, "worker-memory-per-gpu", workload.DefaultMemoryPerGPU, "memory a worker with GPUs requests per GPU when its TrainJob names none (a request, no limit; \"0\": none)")
 	fs.StringVar(&opts.ProbeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	fs.BoolVar(&opts.LeaderElection, "leader-elect", false, "elect one active operator among replicas")
 	fs.StringVar(&opts.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the election's Lease (default: the operator's)")
@@ -120,4 +138,17 @@ func newOperatorCommand(g *globals) *cobra.Command {
 	fs.IntVar(&opts.Burst, "kube-api-burst", operator.DefaultBurst, "requests to the API server in a burst")
 	fs.DurationVar(&opts.ProgressInterval, "progress-interval", operator.DefaultProgressInterval, "how often a running job's worker 0 is asked for its progress (iteration, metrics, checkpoint)")
 	return cmd
+}
+
+// parsePerGPU parses the operator's --worker-cpu-per-gpu and --worker-memory-per-gpu.
+func parsePerGPU(cpu, memory string) (workload.PerGPU, error) {
+	var out workload.PerGPU
+	var err error
+	if out.CPU, err = workload.ParseCPUPerGPU(cpu); err != nil {
+		return out, fmt.Errorf("--worker-cpu-per-gpu: %w", err)
+	}
+	if out.Memory, err = workload.ParseMemoryPerGPU(memory); err != nil {
+		return out, fmt.Errorf("--worker-memory-per-gpu: %w", err)
+	}
+	return out, nil
 }

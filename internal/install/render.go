@@ -20,6 +20,7 @@ import (
 
 	"github.com/trainyard/trainyard/config"
 	"github.com/trainyard/trainyard/internal/podpolicy"
+	"github.com/trainyard/trainyard/internal/workload"
 )
 
 // Defaults of Options.
@@ -77,6 +78,11 @@ type Options struct {
 	// APIServerCIDRs are where the API server's proxy connects to pods from (the
 	// operator's --api-server-cidr); empty: the operator looks them up.
 	APIServerCIDRs []string
+	// WorkerCPUPerGPU and WorkerMemoryPerGPU are the requests per GPU of a worker whose
+	// TrainJob names no CPU or memory (the operator's --worker-cpu-per-gpu and
+	// --worker-memory-per-gpu; "0": none); empty means workload.DefaultCPUPerGPU and
+	// workload.DefaultMemoryPerGPU.
+	WorkerCPUPerGPU, WorkerMemoryPerGPU string
 }
 
 // DefaultImage is the published image of a trainyard version: ImageRepository tagged with
@@ -111,6 +117,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.PodPolicy == "" {
 		o.PodPolicy = podpolicy.Default
+	}
+	if o.WorkerCPUPerGPU == "" {
+		o.WorkerCPUPerGPU = workload.DefaultCPUPerGPU
+	}
+	if o.WorkerMemoryPerGPU == "" {
+		o.WorkerMemoryPerGPU = workload.DefaultMemoryPerGPU
 	}
 	return o
 }
@@ -154,6 +166,12 @@ func (o Options) Validate() error {
 		if _, err := netip.ParsePrefix(cidr); err != nil {
 			errs = append(errs, &OptionError{"--api-server-cidr", fmt.Errorf("%q: not a CIDR such as 10.0.0.1/32", cidr)})
 		}
+	}
+	if _, err := workload.ParseCPUPerGPU(o.WorkerCPUPerGPU); err != nil {
+		errs = append(errs, &OptionError{"--worker-cpu-per-gpu", err})
+	}
+	if _, err := workload.ParseMemoryPerGPU(o.WorkerMemoryPerGPU); err != nil {
+		errs = append(errs, &OptionError{"--worker-memory-per-gpu", err})
 	}
 	return errors.Join(errs...)
 }

@@ -134,7 +134,8 @@ func TestRenderDeployment(t *testing.T) {
 		t.Errorf("image %q (%s)", c.Image, c.ImagePullPolicy)
 	}
 	wantArgs := []string{"operator", "--leader-elect", "--metrics-bind-address", ":8443",
-		"--health-probe-bind-address", ":8081", "--image", "registry.example.com:5000/team/trainyard:v1.2.3", "--pod-policy", "restricted"}
+		"--health-probe-bind-address", ":8081", "--image", "registry.example.com:5000/team/trainyard:v1.2.3",
+		"--worker-cpu-per-gpu", workload.DefaultCPUPerGPU, "--worker-memory-per-gpu", workload.DefaultMemoryPerGPU, "--pod-policy", "restricted"}
 	if diff := cmp.Diff(wantArgs, c.Args); diff != "" {
 		t.Errorf("args (-want +got):\n%s", diff)
 	}
@@ -285,6 +286,10 @@ func TestValidate(t *testing.T) {
 		"pod policy":             {opts: Options{PodPolicy: "baseline"}, want: `--pod-policy: "baseline": use restricted`},
 		"pod policy off":         {opts: Options{PodPolicy: "off"}},
 		"api server cidr":        {opts: Options{APIServerCIDRs: []string{"10.0.0.1"}}, want: `--api-server-cidr: "10.0.0.1": not a CIDR`},
+		"requests per GPU":       {opts: Options{WorkerCPUPerGPU: "100m", WorkerMemoryPerGPU: "64Mi"}},
+		"no requests per GPU":    {opts: Options{WorkerCPUPerGPU: "0", WorkerMemoryPerGPU: "0"}},
+		"CPU per GPU":            {opts: Options{WorkerCPUPerGPU: "-2"}, want: `--worker-cpu-per-gpu: "-2": must not be negative`},
+		"memory per GPU":         {opts: Options{WorkerMemoryPerGPU: "lots"}, want: `--worker-memory-per-gpu: "lots" is not an amount such as 8Gi`},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

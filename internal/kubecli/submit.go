@@ -78,7 +78,8 @@ func (f *JobFlags) Bind(fs *pflag.FlagSet) {
 		"creates it); server (the default of a bare --dry-run): have the cluster check the job")
 	fs.Lookup("dry-run").NoOptDefVal = DryRunServer
 	fs.BoolVar(&f.ShowChildren, "show-children", false, "with --kube --dry-run=client: also print, to read, the headless Service and the workers' pods (and TensorBoard)\n"+
-		"the operator creates for the first attempt, with a placeholder UID; apply only the TrainJob")
+		"the operator creates for the first attempt, with a placeholder UID and the operator's built-in CPU and memory per GPU\n"+
+		"(an operator run with other --worker-cpu-per-gpu or --worker-memory-per-gpu gives its own); apply only the TrainJob")
 	fs.StringArrayVar(&f.Selector, "selector", nil, "with --kube: Arena's spelling of --node-selector KEY=VALUE (repeatable)")
 	fs.StringArrayVar(&f.Tolerations, "toleration", nil, "with --kube: tolerate the taints of this key, or all taints with 'all', as Arena's (repeatable)")
 	fs.StringArrayVar(&f.Annotations, "annotation", nil, "with --kube: add the annotation KEY=VALUE to the workers' pods (repeatable)")
@@ -117,7 +118,9 @@ const PlaceholderUID = "00000000-0000-0000-0000-000000000000"
 // RenderFirstAttempt returns what the operator creates for job's first attempt in
 // namespace, with the trainyard image image: the headless Service and the workers' pods,
 // from the operator's own rendering (internal/workload). A job without a name gets its
-// generateName and "<name>" in their place.
+// generateName and "<name>" in their place. The workers' requests per GPU are the
+// operator's built-in ones (workload.DefaultPerGPU): what an operator run with other
+// --worker-cpu-per-gpu or --worker-memory-per-gpu gives cannot be known from here.
 func RenderFirstAttempt(job *v1.TrainJob, namespace, image string) (*v1.TrainJob, *workload.Attempt, error) {
 	j := job.DeepCopy()
 	if j.Namespace == "" {
@@ -128,7 +131,7 @@ func RenderFirstAttempt(job *v1.TrainJob, namespace, image string) (*v1.TrainJob
 	}
 	r := j.DeepCopy()
 	r.UID = PlaceholderUID // the API server gives the real one; the run name and labels use it
-	a, err := workload.Render(r, 1, workload.Options{Image: image})
+	a, err := workload.Render(r, 1, workload.Options{Image: image, PerGPU: workload.DefaultPerGPU()})
 	if err != nil {
 		return nil, nil, &InputError{Err: err}
 	}
@@ -346,7 +349,7 @@ func BuildJob(flags *jobspec.Flags, kf *JobFlags, command []string) (job *v1.Tra
 		return nil, nil, inputError("no image: on Kubernetes every worker runs in a container, so the job needs its image: " +
 			"give --image IMAGE (or spec.kubernetes.image in the job file); the image needs the job's command and torch, not trainyard")
 	}
-	a, err := workload.Render(job, 1, workload.Options{Image: "trainyard"})
+	a, err := workload.Render(job, 1, workload.Options{Image: "trainyard", PerGPU: workload.DefaultPerGPU()})
 	if err != nil {
 		// The operator would fail the job with this reason; say it before it is created.
 		return nil, nil, &InputError{Err: err}

@@ -46,7 +46,7 @@ func (s *step) admit(ctx context.Context) (bool, error) {
 	if !s.needsAdmission() || level == podpolicy.Off {
 		return true, nil
 	}
-	a, err := workload.Render(s.job, max(1, int(s.job.Status.Attempt)), workload.Options{Image: s.r.Options.Image})
+	a, err := workload.Render(s.job, max(1, int(s.job.Status.Attempt)), s.r.Options.renderOptions())
 	if err != nil {
 		return false, s.fail(v1.ReasonInvalidPodTemplate, err.Error())
 	}

@@ -241,7 +241,7 @@ func (s *step) waiting(msg string) {
 // template is the worker pod (Kueue counts its resources), in the job's LocalQueue, with
 // the priority of its PriorityClass.
 func (s *step) createWorkload(ctx context.Context) error {
-	a, err := workload.Render(s.job, s.podsAttempt(), workload.Options{Image: s.r.Options.Image})
+	a, err := workload.Render(s.job, s.podsAttempt(), s.r.Options.renderOptions())
 	if err != nil {
 		return s.fail(v1.ReasonInvalidPodTemplate, err.Error())
 	}

@@ -288,6 +288,12 @@ func testCreation(k *cluster) {
 		if want := fmt.Sprintf("mnist-a1-%d", i); p.Name != want || p.Spec.Hostname != want || p.Spec.Subdomain != "mnist-a1" {
 			k.t.Errorf("pod %d: name %s host name %s subdomain %s; want %s under mnist-a1", i, p.Name, p.Spec.Hostname, p.Spec.Subdomain, want)
 		}
+		// The job names no CPU or memory: with Options.WorkerPerGPU nil, the built-in 2 CPUs
+		// and 8Gi per GPU, as requests only.
+		if r := p.Spec.Containers[0].Resources; r.Requests.Cpu().String() != "4" || r.Requests.Memory().String() != "16Gi" ||
+			r.Limits.Cpu().Value() != 0 || r.Limits.Memory().Value() != 0 {
+			k.t.Errorf("pod %d: resources %+v; want requests of 4 CPUs and 16Gi for its 2 GPUs, no CPU or memory limit", i, r)
+		}
 	}
 	var gang corev1.Secret
 	if err := k.c.Get(context.Background(), client.ObjectKey{Namespace: k.ns, Name: workload.GangSecretName("mnist")}, &gang); err != nil {

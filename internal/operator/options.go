@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/trainyard/trainyard/internal/podpolicy"
+	"github.com/trainyard/trainyard/internal/workload"
 )
 
 // Options configure the operator's manager.
@@ -44,6 +45,23 @@ type Options struct {
 	// ProgressInterval is how often the progress of a running attempt's worker 0 is read
 	// into the status; 0 means DefaultProgressInterval.
 	ProgressInterval time.Duration
+	// WorkerPerGPU are the CPU and memory requests per GPU of a worker whose TrainJob
+	// names none (a zero amount: no default); nil means workload.DefaultPerGPU().
+	WorkerPerGPU *workload.PerGPU
+}
+
+// perGPU is WorkerPerGPU, defaulted.
+func (o *Options) perGPU() workload.PerGPU {
+	if o.WorkerPerGPU == nil {
+		return workload.DefaultPerGPU()
+	}
+	return *o.WorkerPerGPU
+}
+
+// renderOptions are what every rendering of a job's workers shares: the pods made, the
+// pods checked against the pod policy, and the template Kueue counts.
+func (o *Options) renderOptions() workload.Options {
+	return workload.Options{Image: o.Image, PerGPU: o.perGPU()}
 }
 
 // Defaults of Options.

@@ -270,7 +270,9 @@ func (s *step) render(ctx context.Context, n int) (*workload.Attempt, error) {
 	if err != nil {
 		return nil, err
 	}
-	a, err := workload.Render(s.job, n, workload.Options{Image: s.r.Options.Image, Placement: placement, Workers: s.gangSize()})
+	opts := s.r.Options.renderOptions()
+	opts.Placement, opts.Workers = placement, s.gangSize()
+	a, err := workload.Render(s.job, n, opts)
 	if err != nil {
 		return nil, &templateError{err}
 	}

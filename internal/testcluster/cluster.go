@@ -37,6 +37,12 @@ const (
 	NodeName = "trainyard-node"
 	// PauseImage is the sandbox image containerd is told to use; Config.Images must hold it.
 	PauseImage = "localhost/pause:1"
+	// WorkerCPUPerGPU and WorkerMemoryPerGPU are what the tests' operator gives a worker per
+	// GPU when its TrainJob names no CPU or memory (`trainyard install --worker-cpu-per-gpu
+	// --worker-memory-per-gpu`): the node has 2 CPUs and a few GiB beside its stand-in GPUs,
+	// where the built-in 2 CPUs and 8Gi per GPU would leave GPU workers unschedulable.
+	WorkerCPUPerGPU    = "100m"
+	WorkerMemoryPerGPU = "64Mi"
 )
 
 // Config says where the binaries are and what the cluster holds.

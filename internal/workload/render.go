@@ -39,6 +39,9 @@ type Options struct {
 	// Workers is the gang's size when it runs with fewer than spec.workers (an elastic
 	// gang partly admitted); 0 for spec.workers. The workers see it as spec.workers.
 	Workers int
+	// PerGPU are the CPU and memory requests per GPU of a worker whose job names none
+	// (pergpu.go); the zero value adds none.
+	PerGPU PerGPU
 }
 
 // Attempt is what the operator creates for one attempt of a TrainJob: a headless Service,
@@ -208,11 +211,14 @@ func podTemplate(d *v1.TrainJob, n int, opts Options) (*corev1.PodTemplateSpec, 
 	addSource(d, &pod.Spec)
 	addGang(d, &pod.Spec)
 	opts.Placement.apply(&pod.Spec)
-	if k.PodTemplate == nil || len(k.PodTemplate.Raw) == 0 {
-		return pod, ephemeral, nil
+	if k.PodTemplate != nil && len(k.PodTemplate.Raw) > 0 {
+		if pod, err = mergeTemplate(pod, k.PodTemplate.Raw); err != nil {
+			return nil, false, err
+		}
 	}
-	merged, err := mergeTemplate(pod, k.PodTemplate.Raw)
-	return merged, ephemeral, err
+	// After the merge: the template's own requests and limits win over the defaults.
+	opts.PerGPU.apply(&pod.Spec)
+	return pod, ephemeral, nil
 }
 
 func initContainer(opts Options) corev1.Container {

@@ -86,7 +86,7 @@ func TestRenderGolden(t *testing.T) {
 		"spec": {"hostIPC": true, "containers": [{"name": "worker", "securityContext": {"runAsUser": 1000}}]}}`)}
 	for name, job := range map[string]*v1.TrainJob{"cpu": baseJob(), "gpu": gpuJob(), "override": override, "arena": arenaJob()} {
 		t.Run(name, func(t *testing.T) {
-			a, err := Render(job, 2, Options{Image: "ghcr.io/trainyard/trainyard:v0.1.0"})
+			a, err := Render(job, 2, Options{Image: "ghcr.io/trainyard/trainyard:v0.1.0", PerGPU: DefaultPerGPU()})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -12,9 +12,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trainyard/trainyard/internal/testcluster"
 )
 
 // standInSMI writes, into the shared folder, a stand-in nvidia-smi that reports four
@@ -143,6 +146,13 @@ func TestKueueWorkloadPerTrainJob(t *testing.T) {
 			tolerated := slices.ContainsFunc(p.Spec.Tolerations, func(t corev1.Toleration) bool { return t.Key == "trainyard.dev/kueue-test" })
 			if p.Spec.NodeSelector["kubernetes.io/os"] != "linux" || !tolerated {
 				t.Errorf("pod %s lacks the admitted flavor's placement: nodeSelector %v tolerations %v", p.Name, p.Spec.NodeSelector, p.Spec.Tolerations)
+			}
+			// The job names no CPU or memory: its 2 GPUs each bring the operator's requests per GPU.
+			cpu, mem := resource.MustParse(testcluster.WorkerCPUPerGPU), resource.MustParse(testcluster.WorkerMemoryPerGPU)
+			cpu.Mul(2)
+			mem.Mul(2)
+			if r := p.Spec.Containers[0].Resources.Requests; !r.Cpu().Equal(cpu) || !r.Memory().Equal(mem) {
+				t.Errorf("pod %s requests %v; want cpu %s and memory %s (2 GPUs x the operator's --worker-*-per-gpu)", p.Name, r, &cpu, &mem)
 			}
 		}
 		// second is queued by Kueue's label on the TrainJob rather than spec.kubernetes.queueName.

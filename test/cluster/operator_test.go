@@ -45,12 +45,14 @@ func trainyardCmd(t *testing.T, ctx context.Context, args ...string) (int, strin
 	return code, out.String(), errOut.String()
 }
 
-// installOperator installs the operator from the trainyard image as a pod and waits until
-// it is ready; it is uninstalled when the test ends.
+// installOperator installs the operator from the trainyard image as a pod, with the small
+// requests per GPU that fit the node (testcluster.WorkerCPUPerGPU), and waits until it is
+// ready; it is uninstalled when the test ends.
 func installOperator(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
-	code, out, errOut := trainyardCmd(t, ctx, "install", "--image", testcluster.TrainyardImage)
+	code, out, errOut := trainyardCmd(t, ctx, "install", "--image", testcluster.TrainyardImage,
+		"--worker-cpu-per-gpu", testcluster.WorkerCPUPerGPU, "--worker-memory-per-gpu", testcluster.WorkerMemoryPerGPU)
 	if code != 0 {
 		t.Fatalf("trainyard install: exit %d\n%s%s", code, out, errOut)
 	}

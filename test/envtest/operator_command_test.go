@@ -209,7 +209,8 @@ func checkMetricsAuth(t *testing.T, env *testkube.Env, url string) {
 // `trainyard install --watch-namespace team-a` grants the operator what it needs there
 // only: `trainyard operator --namespace team-a`, with those rights, runs a TrainJob of
 // team-a without being refused anything, and may not create Jobs or read Secrets in
-// another namespace.
+// another namespace. Its --worker-cpu-per-gpu and --worker-memory-per-gpu are what the
+// workers of a job that names no CPU or memory request per GPU; a job's own win.
 func TestOperatorCommandOneNamespace(t *testing.T) {
 	env := testkube.Start(t, testkube.Options{NoCRD: true})
 	ctx := context.Background()
@@ -220,11 +221,35 @@ func TestOperatorCommandOneNamespace(t *testing.T) {
 		t.Fatalf("install: exit %d", code)
 	}
 	asOperator := impersonating(t, env.Kubeconfig, "system:serviceaccount:trainyard-system:trainyard-operator")
-	o := runOperator(t, env, asOperator, "--namespace", "team-a", "--metrics-bind-address", "0")
+	o := runOperator(t, env, asOperator, "--namespace", "team-a", "--metrics-bind-address", "0",
+		"--worker-cpu-per-gpu", "100m", "--worker-memory-per-gpu", "64Mi")
 	if err := env.Client.Create(ctx, validJob("team-a", "rbac")); err != nil {
 		t.Fatal(err)
 	}
-	waitForPods(t, env, o, "team-a", "rbac")
+	defaulted := validJob("team-a", "defaulted")
+	defaulted.Spec.Resources.CPU, defaulted.Spec.Resources.Memory = nil, nil
+	if err := env.Client.Create(ctx, defaulted); err != nil {
+		t.Fatal(err)
+	}
+	// validJob's workers have 4 GPUs each.
+	for name, want := range map[string]struct{ cpu, memory, memoryLimit string }{
+		"rbac":      {"500m", "8Gi", "8Gi"},
+		"defaulted": {"400m", "256Mi", "0"},
+	} {
+		waitForPods(t, env, o, "team-a", name)
+		var pods corev1.PodList
+		if err := env.Client.List(ctx, &pods, client.InNamespace("team-a"), client.MatchingLabels{workload.LabelJob: name}); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pods.Items {
+			r := p.Spec.Containers[0].Resources
+			if r.Requests.Cpu().String() != want.cpu || r.Requests.Memory().String() != want.memory ||
+				r.Limits.Memory().String() != want.memoryLimit || !r.Limits.Cpu().IsZero() {
+				t.Errorf("pod %s: resources %+v; want requests of cpu %s and memory %s, memory limit %s, no CPU limit",
+					p.Name, r, want.cpu, want.memory, want.memoryLimit)
+			}
+		}
+	}
 
 	cs, err := kubernetes.NewForConfig(env.Config)
 	if err != nil {

@@ -202,7 +202,8 @@ func TestChartValues(t *testing.T) {
 			func(t *testing.T, d *appsv1.Deployment, _ map[string]*unstructured.Unstructured) {
 				c := d.Spec.Template.Spec.Containers[0]
 				want := []string{"operator", "--metrics-bind-address", "0", "--health-probe-bind-address", ":8081",
-					"--image", "ghcr.io/trainyard/trainyard:" + ch.Metadata.AppVersion, "--pod-policy", "restricted", "--namespace", "team-a"}
+					"--image", "ghcr.io/trainyard/trainyard:" + ch.Metadata.AppVersion, "--worker-cpu-per-gpu", "2", "--worker-memory-per-gpu", "8Gi",
+					"--pod-policy", "restricted", "--namespace", "team-a"}
 				if diff := cmp.Diff(want, c.Args); diff != "" {
 					t.Errorf("args (-want +got):\n%s", diff)
 				}
@@ -218,6 +219,13 @@ func TestChartValues(t *testing.T) {
 					t.Errorf("args (-want +got):\n%s", diff)
 				}
 			}},
+		"requests per GPU": {"{workerDefaults: {cpuPerGPU: 0.5, memoryPerGPU: \"0\"}}", func(t *testing.T, d *appsv1.Deployment, _ map[string]*unstructured.Unstructured) {
+			c := d.Spec.Template.Spec.Containers[0]
+			i := slices.Index(c.Args, "--worker-cpu-per-gpu")
+			if want := []string{"--worker-cpu-per-gpu", "0.5", "--worker-memory-per-gpu", "0"}; i < 0 || !slices.Equal(c.Args[i:i+4], want) {
+				t.Errorf("args %q, want %q", c.Args, want)
+			}
+		}},
 		"ports": {"{metrics: {port: 9090}, healthProbePort: 9091}", func(t *testing.T, d *appsv1.Deployment, _ map[string]*unstructured.Unstructured) {
 			c := d.Spec.Template.Spec.Containers[0]
 			if !slices.Contains(c.Args, ":9090") || !slices.Contains(c.Args, ":9091") || c.Ports[0].ContainerPort != 9090 || c.Ports[1].ContainerPort != 9091 {
