@@ -95,8 +95,10 @@ func TestJobPage(t *testing.T) {
 	}
 	names[89] = "checkpoint_000090"
 	h, err := New(Config{Backend: jobsBackend{jobs: map[string]client.JobDetail{
-		"run": {Job: client.Job{ID: "run", Status: client.StatusRunning, StartedAt: &start}, Checkpoints: names,
-			Results: &client.Result{Iteration: 25, TimeTotalS: 50, Metrics: client.Metrics{TotalMetric: 100}}},
+		"run": {Job: client.Job{ID: "run", Status: client.StatusRunning, StartedAt: &start,
+			Gang: &client.Gang{Workers: 2, GPUsPerWorker: 1, MilliCPUPerWorker: 1000, Granted: true, GPUs: [][]int{{2}, {3}}}},
+			Checkpoints: names,
+			Results:     &client.Result{Iteration: 25, TimeTotalS: 50, Metrics: client.Metrics{TotalMetric: 100}}},
 	}}})
 	if err != nil {
 		t.Fatal(err)
@@ -107,6 +109,7 @@ func TestJobPage(t *testing.T) {
 		`<dd id="progress" >`, `<progress max="100" value="25">25%</progress> 25%, 2m30s left`,
 		`<dd id="checkpoint-count">90, the latest <code>checkpoint_000090</code></dd>`,
 		`data-ended="false"`, `id="log-times"`,
+		`<dt>Gang</dt><dd>2 workers × (1 GPU, 1 CPU), running on GPUs 2,3</dd>`, // a Ray driver's
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the job's page has no %s:\n%s", want, body)
