@@ -121,7 +121,11 @@ func jobRow(v view, j client.Job) string {
 	cols := []string{j.ID, orDash(cell(j.Name)), status, fmt.Sprint(j.Priority), gpus, cpus, v.age(j.SubmittedAt),
 		v.runTime(j.StartedAt, j.EndedAt), orDash(msg)}
 	if v.wide {
-		cols = append(cols, memory, orDash(gpuIDs(j.GPUs)), orDash(j.RunDir))
+		ids := gpuIDs(j.GPUs)
+		if g := j.Gang; g != nil && gpuCount(g.GPUs) > 0 {
+			ids = strings.TrimSpace(ids + " gang " + gpuIDs(g.GPUs))
+		}
+		cols = append(cols, memory, orDash(ids), orDash(j.RunDir))
 	}
 	return strings.Join(cols, "\t")
 }

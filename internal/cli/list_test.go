@@ -48,6 +48,9 @@ func preemptedJob() client.Job {
 func TestPrintJobList(t *testing.T) {
 	old := runningJob() // from a server that does not say what jobs hold
 	old.ID, old.Name = "from-an-older-server", ""
+	driver := holding(runningJob(), 1, 0, "1", "") // a Ray driver whose fit() leased a gang
+	driver.ID, driver.Name, driver.GPUs, driver.RunDir = "raysubmit_d", "ray-driver", [][]int{{}}, "/data/runs/raysubmit_d"
+	driver.Gang = &client.Gang{Workers: 2, GPUsPerWorker: 1, MilliCPUPerWorker: 1000, Granted: true, GPUs: [][]int{{2}, {3}}}
 	jobs := []client.Job{
 		holding(succeededJob(), 2, 2, "8", "32Gi"),
 		holding(runningJob(), 1, 4, "16", ""),
@@ -55,6 +58,7 @@ func TestPrintJobList(t *testing.T) {
 		holding(stoppingJob(), 3, 0, "500m", "1536Mi"),
 		holding(preemptingJob(), 1, 4, "8", ""),
 		holding(preemptedJob(), 1, 4, "8", ""),
+		driver,
 		old,
 	}
 	cases := map[string]struct {
