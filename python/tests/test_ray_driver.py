@@ -128,6 +128,9 @@ class DriverTest(unittest.TestCase):
         trainer.scaling_config = ScalingConfig(num_workers=2, resources_per_worker={"CPU": 0.5})
         with environment(TRAINYARD_BINARY="/bin/trainyard"):
             self.assertEqual(_driver.command(trainer, "/runs", "exp")[8:], ["--cpus-per-worker", "500m"])
+        trainer.scaling_config = ScalingConfig(num_workers=2, resources_per_worker={"CPU": 0, "memory": 0})
+        with environment(TRAINYARD_BINARY="/bin/trainyard", TRAINYARD_GPU_LEASE_SOCKET="/s"):
+            self.assertEqual(_driver.command(trainer, "/runs", "exp")[8:], [])  # trainyard run refuses 0
         for bad in (-1, "4", True):
             trainer.scaling_config = ScalingConfig(num_workers=2, resources_per_worker={"CPU": bad})
             with environment(TRAINYARD_BINARY="/bin/trainyard"), self.assertRaisesRegex(ValueError, "CPU must be a number of 0 or more"):

@@ -40,11 +40,11 @@ def flags(scaling: Any, warn: Any) -> list[str]:
     out: list[str] = []
     leased = bool(os.environ.get(LEASE_SOCKET_ENV))
     cpu = _amount(per, "CPU")
-    if cpu is not None:
+    if cpu:  # 0 CPU (Ray reserves none) keeps Trainyard's default: 1 per worker
         if leased or _fits(cpu * workers, _cores(), "CPUs", cpu, "CPU", workers, warn):
             out += ["--cpus-per-worker", f"{int(round(cpu * 1000))}m"]
     memory = _amount(per, "memory")
-    if memory is not None:
+    if memory:
         if leased or _fits(memory * workers, _memory(), "bytes of memory", memory, "memory", workers, warn):
             out += ["--memory-per-worker", str(int(memory))]
     return out
