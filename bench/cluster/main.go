@@ -55,7 +55,11 @@ func main() {
 	workers := flag.String("workers", "2,8,32", "with -inplace: the gang sizes, comma-separated; SIZE:RUNS overrides -runs for one")
 	script := flag.String("script", "bench/cluster/ddp.py", "with -inplace: the DDP script")
 	until := flag.String("until", "", "with -inplace: start no trial after this time (RFC 3339), and report what was measured")
+	noRecreate := flag.Bool("no-recreated", false, "with -inplace: measure in place and local only (recreation is slow, and shown before)")
 	flag.Parse()
+	if *noRecreate {
+		restartModes = []restartMode{inPlace, local}
+	}
 	sizes, err := parseSizes(*workers, *runs)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench/cluster: -workers:", err)
