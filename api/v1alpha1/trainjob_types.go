@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"time"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -50,6 +52,19 @@ type TrainJobSpec struct {
 	// +kubebuilder:validation:Minimum=1
 	// +optional
 	MinWorkers *int32 `json:"minWorkers,omitempty"`
+
+	// ResizeIntervalSeconds bounds how long the job server's grow of an elastic gang
+	// (MinWorkers) waits for the gang's next committed checkpoint. Past it, the ranks get
+	// the preemption notice to save now, then the gang is stopped and started again at the
+	// new size from its latest checkpoint (the steps since are redone when they save
+	// none). 0 resizes at once, as torchrun and Ray Train do. Default 600 (10 minutes),
+	// so that a job checkpointing at least that often never loses a step to a grow. Ranks
+	// that do not report through the helper are resized at once whatever it says; a
+	// shrink never waits. Not used on Kubernetes, where Kueue sizes the gang at admission.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=604800
+	// +optional
+	ResizeIntervalSeconds *int64 `json:"resizeIntervalSeconds,omitempty"`
 
 	// ProcsPerWorker is the number of processes each worker starts (torchrun's
 	// --nproc-per-node). Default 1, or the worker's GPU count when it has GPUs.
@@ -452,6 +467,20 @@ func (s *TrainJobSpec) MinWorkerCount() int {
 		return s.WorkerCount()
 	}
 	return int(*s.MinWorkers)
+}
+
+// DefaultResizeInterval is how long a grow waits for a committed checkpoint when
+// ResizeIntervalSeconds is unset.
+const DefaultResizeInterval = 10 * time.Minute
+
+// ResizeInterval returns how long a grow of the elastic gang waits for its next committed
+// checkpoint before it resizes anyway: ResizeIntervalSeconds, or DefaultResizeInterval
+// when unset. 0 resizes at once.
+func (s *TrainJobSpec) ResizeInterval() time.Duration {
+	if s.ResizeIntervalSeconds == nil {
+		return DefaultResizeInterval
+	}
+	return time.Duration(*s.ResizeIntervalSeconds) * time.Second
 }
 
 // GangSize returns the number of workers the gang runs with: status.workers when an

@@ -239,6 +239,11 @@ func (in *TrainJobSpec) DeepCopyInto(out *TrainJobSpec) {
 		*out = new(int32)
 		**out = **in
 	}
+	if in.ResizeIntervalSeconds != nil {
+		in, out := &in.ResizeIntervalSeconds, &out.ResizeIntervalSeconds
+		*out = new(int64)
+		**out = **in
+	}
 	if in.ProcsPerWorker != nil {
 		in, out := &in.ProcsPerWorker, &out.ProcsPerWorker
 		*out = new(int32)

@@ -7,10 +7,12 @@ import (
 	"strconv"
 	"time"
 
+	v1 "github.com/trainyard/trainyard/api/v1alpha1"
 	"github.com/trainyard/trainyard/internal/preempt"
 	"github.com/trainyard/trainyard/internal/rundir"
 	"github.com/trainyard/trainyard/internal/scheduler"
 	"github.com/trainyard/trainyard/internal/store"
+	"github.com/trainyard/trainyard/internal/units"
 )
 
 // Elastic gangs (spec.minWorkers): the scheduler starts one with as many workers as fit
@@ -19,9 +21,9 @@ import (
 // higher priority instead of preempting it (Decision.Resize). A resize is recorded in
 // the job first (store.Resize; a grow's new GPUs become the job's at once, so nothing
 // else is placed on them), then written to the supervisor's request file
-// (preempt.EnvResize), which its launcher follows: at the next committed checkpoint (a
-// grow) or at once with the preemption notice (a shrink), it stops the gang and starts
-// it again at the new size, using no restart. When run.json shows an attempt at the new
+// (preempt.EnvResize), which its launcher follows: at the next committed checkpoint or
+// the end of the job's resize interval (a grow), or at once with the preemption notice
+// (a shrink), it stops the gang and starts it again at the new size, using no restart. When run.json shows an attempt at the new
 // size, the resize is done: a shrink's freed GPUs return then. A server that dies
 // between the record and the request writes the request when it starts again
 // (passOnStop).
@@ -41,7 +43,7 @@ func (s *Service) resize(r scheduler.Resize) {
 		if !r.Shrinks() {
 			j.GPUs = r.GPUs
 		}
-		j.Message = fmt.Sprintf("%s from %d to %d workers at its next checkpoint: %s", resizeVerb(r.From, r.To), r.From, r.To, r.Reason)
+		j.Message = fmt.Sprintf("%s from %d to %d workers %s: %s", resizeVerb(r.From, r.To), r.From, r.To, resizeWhen(j, r), r.Reason)
 		return nil
 	})
 	if err != nil {
@@ -53,6 +55,22 @@ func (s *Service) resize(r scheduler.Resize) {
 	s.log.Info("resizing an elastic job", "job", j.ID, "from", r.From, "to", r.To, "why", r.Reason)
 	s.fault(FaultAfterResizeRecord)
 	s.tellResize(j)
+}
+
+// resizeWhen says when the gang resizes: a shrink at the checkpoint its ranks save now, a
+// grow at its next one or after the job's resize interval (spec.resizeIntervalSeconds).
+func resizeWhen(j *store.Job, r scheduler.Resize) string {
+	if r.Shrinks() {
+		return "at its next checkpoint"
+	}
+	wait := v1.DefaultResizeInterval
+	if spec, err := decodeSpec(j); err == nil {
+		wait = spec.Spec.ResizeInterval()
+	}
+	if wait <= 0 {
+		return "now"
+	}
+	return "at its next checkpoint (within " + units.Duration(wait) + ")"
 }
 
 // resizeVerb says "growing" or "shrinking".

@@ -30,6 +30,7 @@ type Flags struct {
 	GracePeriod time.Duration
 	HangTimeout time.Duration
 	PGTimeout   time.Duration
+	Resize      time.Duration
 	Keep        int32
 	Score       string
 	ScoreOrder  string
@@ -52,6 +53,7 @@ var flagFields = map[string]string{
 	"spec.maxRestarts":                   "--max-restarts",
 	"spec.terminationGracePeriodSeconds": "--grace-period",
 	"spec.hangTimeoutSeconds":            "--hang-timeout",
+	"spec.resizeIntervalSeconds":         "--resize-interval",
 	"spec.processGroupTimeoutSeconds":    "--pg-timeout",
 	"spec.checkpoints.keep":              "--keep-checkpoints",
 	"spec.checkpoints.scoreMetric":       "--checkpoint-score",
@@ -81,6 +83,8 @@ func (f *Flags) Bind(fs *pflag.FlagSet) {
 	fs.Int32Var(&f.MaxRestarts, "max-restarts", 0, "restart the whole gang up to this many times after a failure")
 	fs.DurationVar(&f.GracePeriod, "grace-period", 30*time.Second, "time a worker has to exit after SIGTERM before SIGKILL, and to save a checkpoint when the job is preempted")
 	fs.DurationVar(&f.HangTimeout, "hang-timeout", 0, "restart the gang when no rank prints or reports for this long, e.g. 10m (default off)")
+	fs.DurationVar(&f.Resize, "resize-interval", v1.DefaultResizeInterval, "how long the job server's grow of an elastic gang (--workers MIN:MAX) waits for the next committed checkpoint; "+
+		"then the ranks get the preemption notice and the gang resizes from its latest checkpoint, redoing the steps since. 0 resizes at once")
 	fs.DurationVar(&f.PGTimeout, "pg-timeout", 300*time.Second, "timeout of torch.distributed collectives set up by trainyard.init_process_group()")
 	fs.Int32Var(&f.Keep, "keep-checkpoints", 0, "keep this many checkpoints (the latest always stays); 0 keeps all")
 	fs.StringVar(&f.Score, "checkpoint-score", "", "keep the best checkpoints by this reported metric instead of the newest")
@@ -131,6 +135,12 @@ func (f *Flags) apply(job *v1.TrainJob) error {
 	}
 	if f.changed("hang-timeout") {
 		s.HangTimeoutSeconds = int64(math.Ceil(f.HangTimeout.Seconds()))
+	}
+	if f.changed("resize-interval") {
+		if f.Resize < 0 || f.Resize > MaxResizeInterval {
+			return fmt.Errorf("--resize-interval %s: give a duration from 0 (resize at once) to %s, e.g. 10m", f.Resize, MaxResizeInterval)
+		}
+		s.ResizeIntervalSeconds = ptr(int64(math.Ceil(f.Resize.Seconds())))
 	}
 	if f.changed("pg-timeout") {
 		s.ProcessGroupTimeoutSeconds = ptr(int64(math.Ceil(f.PGTimeout.Seconds())))

@@ -180,6 +180,29 @@ func TestFlagsResolve(t *testing.T) {
 			args: []string{"--grace-period", "0", "--", "python3", "train.py"},
 			want: with(flagsJob(), func(j *v1.TrainJob) { j.Spec.TerminationGracePeriodSeconds = ptr(int64(0)) }),
 		},
+		"--resize-interval 90s": {
+			args: []string{"--workers", "1:3", "--resize-interval", "90s", "--", "python3", "train.py"},
+			want: with(flagsJob(), func(j *v1.TrainJob) {
+				j.Spec.Workers, j.Spec.MinWorkers = ptr(int32(3)), ptr(int32(1))
+				j.Spec.ResizeIntervalSeconds = ptr(int64(90))
+			}),
+		},
+		"--resize-interval 0 resizes at once": {
+			args: []string{"--resize-interval", "0", "--", "python3", "train.py"},
+			want: with(flagsJob(), func(j *v1.TrainJob) { j.Spec.ResizeIntervalSeconds = ptr(int64(0)) }),
+		},
+		"--resize-interval -1m": {
+			args:    []string{"--resize-interval", "-1m", "--", "python3", "train.py"},
+			wantErr: "--resize-interval -1m0s: give a duration from 0 (resize at once) to 168h0m0s, e.g. 10m",
+		},
+		"--resize-interval past a week": {
+			args:    []string{"--resize-interval", "169h", "--", "python3", "train.py"},
+			wantErr: "--resize-interval 169h0m0s: give a duration from 0 (resize at once) to 168h0m0s, e.g. 10m",
+		},
+		"--resize-interval ten is a parse error": {
+			args:    []string{"--resize-interval", "ten", "--", "python3", "train.py"},
+			wantErr: `invalid argument "ten" for "--resize-interval" flag: time: invalid duration "ten"`,
+		},
 		"a later --env of the same name wins": {
 			args: []string{"--env", "A=1", "--env", "A=2", "--", "python3", "train.py"},
 			want: with(flagsJob(), func(j *v1.TrainJob) { j.Spec.Env = []v1.EnvVar{{Name: "A", Value: "2"}} }),

@@ -34,6 +34,7 @@ func validJob() *v1.TrainJob {
 			TerminationGracePeriodSeconds: ptr(int64(30)),
 			ProcessGroupTimeoutSeconds:    ptr(int64(120)),
 			HangTimeoutSeconds:            600,
+			ResizeIntervalSeconds:         ptr(int64(300)),
 			Checkpoints:                   v1.CheckpointPolicy{Keep: 3, ScoreMetric: "accuracy", ScoreOrder: "max"},
 		},
 	})

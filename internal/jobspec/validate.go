@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -17,6 +18,8 @@ const (
 	MaxWorkers        = 10000
 	MaxProcsPerWorker = 1024
 	MaxRestarts       = 10000
+	// MaxResizeInterval is the longest spec.resizeIntervalSeconds: a week.
+	MaxResizeInterval = 7 * 24 * time.Hour
 )
 
 var (
@@ -81,6 +84,10 @@ func validateSpec(s *v1.TrainJobSpec, p *field.Path) field.ErrorList {
 	}
 	if g := s.TerminationGracePeriodSeconds; g != nil && (*g < 0 || *g > 3600) {
 		errs = append(errs, field.Invalid(p.Child("terminationGracePeriodSeconds"), *g, "must be between 0 and 3600 seconds"))
+	}
+	if r := s.ResizeIntervalSeconds; r != nil && (*r < 0 || *r > int64(MaxResizeInterval/time.Second)) {
+		errs = append(errs, field.Invalid(p.Child("resizeIntervalSeconds"), *r,
+			fmt.Sprintf("must be between 0 (resize at once) and %d seconds (a week)", int64(MaxResizeInterval/time.Second))))
 	}
 	if s.HangTimeoutSeconds < 0 {
 		errs = append(errs, field.Invalid(p.Child("hangTimeoutSeconds"), s.HangTimeoutSeconds, "must be 0 (off) or more"))

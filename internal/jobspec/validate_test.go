@@ -45,6 +45,8 @@ func TestValidateAccepts(t *testing.T) {
 		},
 		"no GPUs, CPU or memory asked":      func(j *v1.TrainJob) { j.Spec.Resources = v1.WorkerResources{} },
 		"grace period 0 (kill at once)":     func(j *v1.TrainJob) { j.Spec.TerminationGracePeriodSeconds = ptr(int64(0)) },
+		"resize interval 0 (at once)":       func(j *v1.TrainJob) { j.Spec.ResizeIntervalSeconds = ptr(int64(0)) },
+		"resize interval of a week":         func(j *v1.TrainJob) { j.Spec.ResizeIntervalSeconds = ptr(int64(604800)) },
 		"grace period of an hour":           func(j *v1.TrainJob) { j.Spec.TerminationGracePeriodSeconds = ptr(int64(3600)) },
 		"empty env value":                   func(j *v1.TrainJob) { j.Spec.Env = []v1.EnvVar{{Name: "A"}} },
 		"run name with dots and capitals":   func(j *v1.TrainJob) { j.Spec.RunName = "BERT_v1.2-try" },
@@ -84,6 +86,14 @@ func TestValidateRejects(t *testing.T) {
 		"workers not defaulted": {
 			mutate: func(j *v1.TrainJob) { j.Spec.Workers = nil },
 			want:   "invalid job: spec.workers: Required value",
+		},
+		"resizeIntervalSeconds -1": {
+			mutate: func(j *v1.TrainJob) { j.Spec.ResizeIntervalSeconds = ptr(int64(-1)) },
+			want:   "invalid job: spec.resizeIntervalSeconds: Invalid value: -1: must be between 0 (resize at once) and 604800 seconds (a week)",
+		},
+		"resizeIntervalSeconds past a week": {
+			mutate: func(j *v1.TrainJob) { j.Spec.ResizeIntervalSeconds = ptr(int64(604801)) },
+			want:   "invalid job: spec.resizeIntervalSeconds: Invalid value: 604801: must be between 0 (resize at once) and 604800 seconds (a week)",
 		},
 		"procsPerWorker 0": {
 			mutate: func(j *v1.TrainJob) { j.Spec.ProcsPerWorker = ptr(int32(0)) },

@@ -119,7 +119,7 @@ func (a *attempt) supervise(ctx context.Context, exits <-chan exit) AttemptResul
 		res = AttemptResult{Outcome: outcome, Reason: reason, FailedRank: rank, ExitCode: -1}
 		stopping, stopAt, hang = true, time.Now(), nil
 		pre.end()
-		rz.commit = nil
+		rz.stop()
 		a.signalLive(syscall.SIGTERM)
 		a.signalLive(syscall.SIGCONT) // a stopped process handles SIGTERM only once resumed
 		killTimer = time.After(killAfter)
@@ -175,6 +175,11 @@ func (a *attempt) supervise(ctx context.Context, exits <-chan exit) AttemptResul
 				stop(Interrupted, why, -1, grace)
 				a.l.notice("%s: stopping the gang (SIGTERM, SIGKILL after %s)", why, grace)
 			}
+		case <-rz.timer:
+			if now, why := a.growAnyway(&rz, &pre, grace); now {
+				stop(Interrupted, why, -1, grace)
+				a.l.notice("stopping the gang to resize it (SIGTERM, SIGKILL after %s)", grace)
+			}
 		case name := <-rz.commit:
 			stop(Interrupted, fmt.Sprintf("resizing to %s at %s", units.Count(len(a.l.resize.Slots), "worker"), name), -1, grace)
 			a.l.notice("%s committed: stopping the gang to resize it (SIGTERM, SIGKILL after %s)", name, grace)
@@ -183,8 +188,8 @@ func (a *attempt) supervise(ctx context.Context, exits <-chan exit) AttemptResul
 			a.l.notice("%s committed after the preemption notice; stopping the gang", name)
 		case <-pre.timer:
 			stop(Interrupted, pre.reason+"; no checkpoint committed after the notice", -1, pre.left(grace))
-			a.l.notice("no checkpoint committed by the notice's deadline; stopping the gang (SIGTERM, SIGKILL after %s)",
-				pre.left(grace).Round(time.Second))
+			a.l.notice("no checkpoint committed by the notice's deadline; stopping the gang (SIGTERM, SIGKILL after %s)%s",
+				pre.left(grace).Round(time.Second), a.resumeNote())
 		case <-hang:
 			if limit := a.hangTimeout(); a.l.idle() > limit {
 				stop(Failed, fmt.Sprintf("no rank printed or reported anything for %s (--hang-timeout): the gang looks hung%s",

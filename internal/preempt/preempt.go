@@ -68,6 +68,7 @@ type Notice struct {
 	savedOnce *sync.Once
 	// waiters wait for the next checkpoint reported after a time (CommittedAfter).
 	waiters []commitWaiter
+	latest  string // the newest checkpoint committed, or the one the run resumed from
 }
 
 // commitWaiter is one CommittedAfter.
@@ -147,6 +148,7 @@ func (n *Notice) Posted() (time.Time, bool) {
 func (n *Notice) Committed(name string, reported time.Time) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	n.latest = name
 	keep := n.waiters[:0]
 	for _, w := range n.waiters {
 		if reported.Before(w.after) {
@@ -161,6 +163,22 @@ func (n *Notice) Committed(name string, reported time.Time) {
 	}
 	saved := n.saved
 	n.savedOnce.Do(func() { saved <- name })
+}
+
+// Resumes records the checkpoint an attempt resumes from, which Latest returns until a
+// newer one is committed.
+func (n *Notice) Resumes(name string) {
+	n.mu.Lock()
+	n.latest = name
+	n.mu.Unlock()
+}
+
+// Latest returns the name of the newest checkpoint committed in this run that the notice
+// heard of (Committed, Resumes): what a gang stopped now resumes from. "" when none.
+func (n *Notice) Latest() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.latest
 }
 
 // Saved receives the name of the first checkpoint committed after the notice.

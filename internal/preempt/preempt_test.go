@@ -67,6 +67,26 @@ func TestNotice(t *testing.T) {
 	}
 }
 
+// Latest is the checkpoint a gang stopped now resumes from: the one its attempt resumed
+// from, then each committed, whether or not a notice is out or the notice is cleared.
+func TestLatest(t *testing.T) {
+	n := New(t.TempDir())
+	if got := n.Latest(); got != "" {
+		t.Errorf("Latest() = %q before any checkpoint, want none", got)
+	}
+	n.Resumes("checkpoint_000003")
+	if got := n.Latest(); got != "checkpoint_000003" {
+		t.Errorf("Latest() = %q, want the one resumed from", got)
+	}
+	n.Committed("checkpoint_000004", time.Now())
+	if err := n.Clear(); err != nil {
+		t.Fatal(err)
+	}
+	if got := n.Latest(); got != "checkpoint_000004" {
+		t.Errorf("Latest() = %q after a commit and Clear, want checkpoint_000004", got)
+	}
+}
+
 func TestListening(t *testing.T) {
 	n := New(t.TempDir())
 	if n.Listening() {

@@ -236,6 +236,7 @@ func (s *Session) AttemptEnv(attempt int) (map[string]string, error) {
 	}
 	if latest.Name != "" {
 		env["TRAINYARD_CHECKPOINT"] = latest.Dir
+		s.preemption.Resumes(latest.Name)
 		m := latest.Manifest.Meta
 		s.notice("attempt %d: resuming from %s (iteration %d, saved in attempt %d)", attempt, latest.Name, m.Iteration, m.Attempt)
 	}

@@ -1,9 +1,12 @@
-// Package units writes CPU and memory quantities the way the command line shows them.
+// Package units writes CPU and memory quantities, counts and durations the way the
+// command line shows them.
 package units
 
 import (
 	"fmt"
 	"strconv"
+	"strings"
+	"time"
 )
 
 // Cores writes thousandths of a core as cores: 16, 1.5.
@@ -31,4 +34,17 @@ func Count(n int, noun string) string {
 		return "1 " + noun
 	}
 	return strconv.Itoa(n) + " " + noun + "s"
+}
+
+// Duration writes d as a flag would take it, without the zero units time.Duration.String
+// ends with: 10m, 1h, 1h30m, 90s stays 1m30s.
+func Duration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }

@@ -32,6 +32,17 @@ func (s *jobServer) elastic(t *testing.T, id string) elasticJob {
 	return d.Job
 }
 
+// submitCore submits a job of one core per worker without waiting, and returns its ID.
+func (s *jobServer) submitCore(t *testing.T, args ...string) string {
+	t.Helper()
+	code, out := s.cli(t, "submit", append([]string{"--no-wait", "--cpus-per-worker", "1"}, args...)...)
+	id := strings.TrimSpace(out)
+	if code != 0 || strings.ContainsAny(id, " \n") {
+		t.Fatalf("submit: exit %d:\n%s", code, out)
+	}
+	return id
+}
+
 // waitLog waits until the file holds want.
 func waitLog(t *testing.T, path, want string, timeout time.Duration, more func() string) string {
 	t.Helper()
@@ -60,15 +71,7 @@ func TestServerElasticJobStartsSmallAndGrows(t *testing.T) {
 		_ = s.cmd.Process.Kill()
 		_ = s.cmd.Wait()
 	})
-	submit := func(args ...string) string {
-		t.Helper()
-		code, out := s.cli(t, "submit", append([]string{"--no-wait", "--cpus-per-worker", "1"}, args...)...)
-		id := strings.TrimSpace(out)
-		if code != 0 || strings.ContainsAny(id, " \n") {
-			t.Fatalf("submit: exit %d:\n%s", code, out)
-		}
-		return id
-	}
+	submit := func(args ...string) string { t.Helper(); return s.submitCore(t, args...) }
 	release := filepath.Join(dir, "release")
 	blocker := submit("--name", "blocker", "--", python, "-c",
 		"import os, time\nwhile not os.path.exists("+pyString(release)+"): time.sleep(0.1)")
@@ -116,5 +119,47 @@ func TestServerElasticJobStartsSmallAndGrows(t *testing.T) {
 	b, _ := os.ReadFile(console)
 	if !strings.Contains(string(b), "saved at step") || !strings.Contains(string(b), "rank 1 done in a world of 2") {
 		t.Errorf("the elastic job did not save at the shrink's notice, or did not end at 2 workers:\n%s", b)
+	}
+}
+
+// An elastic job whose ranks listen for the preemption notice but save a checkpoint only
+// when given it (CKPT_EVERY past its steps) does not wait forever to grow: once room
+// returns, its --resize-interval (3s) passes without a checkpoint, the ranks get the
+// notice and save, and the gang grows from that checkpoint, using no restart.
+func TestServerElasticGrowAtTheResizeInterval(t *testing.T) {
+	needTorch(t)
+	dir := t.TempDir()
+	s := newJobServer(t, dir, "--elastic-settle", "1s")
+	t.Cleanup(func() {
+		s.stopJobs(t)
+		_ = s.cmd.Process.Kill()
+		_ = s.cmd.Wait()
+	})
+	release := filepath.Join(dir, "release")
+	blocker := s.submitCore(t, "--name", "blocker", "--", python, "-c",
+		"import os, time\nwhile not os.path.exists("+pyString(release)+"): time.sleep(0.1)")
+	s.waitStatus(t, blocker, 60*time.Second, "RUNNING")
+	script := filepath.Join(repoRoot(t), "test", "e2e", "testdata", "elastic_resize.py")
+	el := s.submitCore(t, "--name", "elastic", "--workers", "1:2", "--resize-interval", "3s",
+		"--env", "STEPS=120", "--env", "STEP_S=0.1", "--env", "CKPT_EVERY=1000", "--", python, script)
+	console := filepath.Join(dir, "runs", el, "console.log")
+	more := func() string { return s.out.String() }
+
+	waitLog(t, console, "step 5 world 1", 90*time.Second, more)
+	writeFile(t, release, "")
+	waitLog(t, console, "asked to grow to 2 workers (1 CPU free for 1 more worker): the gang resizes at its next committed checkpoint, or in 3s without one", 60*time.Second, more)
+	waitLog(t, console, "resizing to 2 workers: 1 CPU free for 1 more worker; no checkpoint committed within 3s: the ranks have until", 30*time.Second, more)
+	waitLog(t, console, "committed after the preemption notice; stopping the gang", 30*time.Second, more)
+	waitLog(t, console, "grew from 1 to 2 workers: 1 CPU free for 1 more worker; the gang goes on from its latest checkpoint (no restart used)", 30*time.Second, more)
+	log := waitLog(t, console, "rank 1 world 2 previous 1 elastic 1:2 from step", 60*time.Second, more)
+	if strings.Contains(log, "rank 1 world 2 previous 1 elastic 1:2 from step 0\n") {
+		t.Errorf("the grown gang did not resume from the notice's checkpoint:\n%s", log)
+	}
+	if st := s.waitStatus(t, el, 120*time.Second, "SUCCEEDED", "FAILED", "STOPPED"); st != "SUCCEEDED" {
+		b, _ := os.ReadFile(console)
+		t.Fatalf("elastic job %s:\n%s", st, b)
+	}
+	if j := s.elastic(t, el); j.Restarts != 0 || j.Resizes != 1 || j.Workers != 2 {
+		t.Errorf("elastic job: %+v, want 2 workers after 1 resize and no restart", j)
 	}
 }
