@@ -66,11 +66,7 @@ func TestServerElasticJobStartsSmallAndGrows(t *testing.T) {
 	needTorch(t)
 	dir := t.TempDir()
 	s := newJobServer(t, dir, "--elastic-settle", "1s")
-	t.Cleanup(func() {
-		s.stopJobs(t)
-		_ = s.cmd.Process.Kill()
-		_ = s.cmd.Wait()
-	})
+	t.Cleanup(func() { s.stopJobs(t) }) // newJobServer's cleanup then kills the server
 	submit := func(args ...string) string { t.Helper(); return s.submitCore(t, args...) }
 	release := filepath.Join(dir, "release")
 	blocker := submit("--name", "blocker", "--", python, "-c",
@@ -130,11 +126,7 @@ func TestServerElasticGrowAtTheResizeInterval(t *testing.T) {
 	needTorch(t)
 	dir := t.TempDir()
 	s := newJobServer(t, dir, "--elastic-settle", "1s")
-	t.Cleanup(func() {
-		s.stopJobs(t)
-		_ = s.cmd.Process.Kill()
-		_ = s.cmd.Wait()
-	})
+	t.Cleanup(func() { s.stopJobs(t) }) // newJobServer's cleanup then kills the server
 	release := filepath.Join(dir, "release")
 	blocker := s.submitCore(t, "--name", "blocker", "--", python, "-c",
 		"import os, time\nwhile not os.path.exists("+pyString(release)+"): time.sleep(0.1)")
