@@ -180,11 +180,14 @@ def _is_number(value: Any) -> bool:
 
 
 def _describe(value: Any) -> str:
-    """Return e.g. "str ('high')": the type's name and a short, one-line repr."""
+    """Return e.g. "str ('high')" or "numpy.bool (np.True_)": the type's name, with its
+    module unless it is a built-in, and a short, one-line repr."""
     text = " ".join(repr(value).split())
     if len(text) > 60:
         text = text[:57] + "..."
-    return f"{type(value).__name__} ({text})"
+    kind = type(value)
+    name = kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+    return f"{name} ({text})"
 
 
 def _checkpoint_path(checkpoint: Any) -> str | None:

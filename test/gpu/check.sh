@@ -41,13 +41,13 @@ step "a Ray Train script with ScalingConfig(use_gpu=True)"
 t 150 trainyard run --storage-path $R --name ray-driver -- python3 test/gpu/ray_use_gpu.py $R 2>&1 | grep -E "WORKER|DRIVER|trainyard:|Error|error" | head -20
 
 step "checkpoint on preemption with NCCL on the GPU: SIGTERM in epoch 2, then the same command resumes there"
-pre() { timeout -k 5 150 trainyard run --storage-path $R --name fm-pre --workers 1 --gpus-per-worker 1 --max-restarts 2 -- python3 examples/fashion-mnist/train.py --epochs 3 --sleep-per-step 0.02; }
-pre > /tmp/pre.log 2>&1 &
+pre=(trainyard run --storage-path $R --name fm-pre --workers 1 --gpus-per-worker 1 --max-restarts 2 -- python3 examples/fashion-mnist/train.py --epochs 3 --sleep-per-step 0.02)
+"${pre[@]}" > /tmp/pre.log 2>&1 &  # trainyard itself, so that the SIGTERM below reaches it
 p=$!
 for i in $(seq 1 900); do [ -d $R/fm-pre/checkpoint_000001 ] && break; sleep 0.1; done
 sleep 1; kill -TERM $p; wait $p; echo "exit $?"
 grep -E "preempted|SIGTERM|committed|trainyard:" /tmp/pre.log | tail -6
-pre 2>&1 | grep -E "resuming|epoch [0-9]/|trainyard:" | tail -6
+t 150 "${pre[@]}" 2>&1 | grep -E "resuming|epoch [0-9]/|trainyard:" | tail -6
 
 step "the job server: a GPU job, then top, list, get, metrics and the dashboard while it runs"
 mkdir -p /tmp/load && cp test/gpu/gpu_load.py /tmp/load/
