@@ -36,6 +36,9 @@ type Proc struct {
 	// HostProcs is the number of the gang's processes on this machine (LOCAL_WORLD_SIZE),
 	// which share its cores.
 	HostProcs int
+	// HostMilliCPU is the CPU those processes have here, in millicores (Placement.MilliCPU);
+	// 0: this machine's cores.
+	HostMilliCPU int64
 	// Node is this machine's index among the gang's machines (NODE_RANK, GROUP_RANK), and
 	// Nodes their number (GROUP_WORLD_SIZE; 0 counts as 1).
 	Node, Nodes int
@@ -102,7 +105,7 @@ func TorchEnv(job *v1.TrainJob, p Proc) map[string]string {
 		"TORCHELASTIC_RESTART_COUNT": itoa(p.Attempt - 1),
 		"TORCHELASTIC_MAX_RESTARTS":  itoa(int(s.MaxRestarts)),
 		"PYTHONUNBUFFERED":           "1",
-		"OMP_NUM_THREADS":            itoa(ompThreads(job, runtime.NumCPU(), p.HostProcs)),
+		"OMP_NUM_THREADS":            itoa(ompThreads(job, hostCores(p), p.HostProcs)),
 	}
 }
 
@@ -124,8 +127,17 @@ func trainyardEnv(job *v1.TrainJob, p Proc, runDir string) map[string]string {
 	return env
 }
 
+// hostCores is the whole cores a process's host gives the gang's processes there: its
+// CPU request on Kubernetes (at least 1), else this machine's cores.
+func hostCores(p Proc) int {
+	if p.HostMilliCPU > 0 {
+		return max(1, int(p.HostMilliCPU/1000))
+	}
+	return runtime.NumCPU()
+}
+
 // ompThreads shares a worker's CPUs among its processes: the job's cpu request if set,
-// else this machine's cores shared among the gang's processes on it. Never below 1.
+// else the host's cores (hostCores) shared among the gang's processes on it. Never below 1.
 func ompThreads(job *v1.TrainJob, cores, hostProcs int) int {
 	s := &job.Spec
 	if cpu := s.Resources.CPU; cpu != nil {

@@ -1,6 +1,7 @@
 package launcher
 
 import (
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -111,6 +112,27 @@ func TestOMPThreads(t *testing.T) {
 				t.Errorf("ompThreads = %d, want %d", got, tc.want)
 			}
 		})
+	}
+}
+
+// On Kubernetes the worker container's CPU request, not the node's cores, is what the
+// pod's processes share (Placement.MilliCPU, from the downward API).
+func TestOMPThreadsFromTheHostsCPU(t *testing.T) {
+	job := envJob(2, 2)
+	pl := Placement{Slots: []Slot{{Worker: 1}}, NodePerWorker: true}
+	for milli, want := range map[int64]int{100: 1, 2500: 1, 8000: 4, 0: max(1, runtime.NumCPU()/2)} {
+		pl.MilliCPU = milli
+		for _, p := range placeProcs(job, pl, 1, 29500) {
+			if got := TorchEnv(job, p)["OMP_NUM_THREADS"]; got != strconv.Itoa(want) {
+				t.Errorf("request %dm, 2 processes: OMP_NUM_THREADS %s, want %d", milli, got, want)
+			}
+		}
+	}
+	cpu := resource.MustParse("6")
+	job.Spec.Resources.CPU = &cpu // the job's own CPU wins
+	pl.MilliCPU = 100
+	if got := TorchEnv(job, placeProcs(job, pl, 1, 29500)[0])["OMP_NUM_THREADS"]; got != "3" {
+		t.Errorf("the job's 6 CPUs, 2 processes: OMP_NUM_THREADS %s, want 3", got)
 	}
 }
 

@@ -381,7 +381,7 @@ func placeProcs(job *v1.TrainJob, pl Placement, attempt, port int) []Proc {
 		for local := range n {
 			p := Proc{Attempt: attempt, Worker: slot.Worker, LocalRank: i*n + local,
 				Rank: RankOf(job, slot.Worker, local), MasterAddr: pl.MasterAddr, MasterPort: port,
-				GPUs: visible, WorkerGPUs: slot.GPUs, Device: first[i], HostProcs: n * len(pl.Slots), Nodes: 1}
+				GPUs: visible, WorkerGPUs: slot.GPUs, Device: first[i], HostProcs: n * len(pl.Slots), HostMilliCPU: pl.MilliCPU, Nodes: 1}
 			if g := len(slot.GPUs); g > 0 {
 				p.Device += local % g // the worker's GPUs are shared by its processes in turn
 			}

@@ -33,6 +33,11 @@ type Placement struct {
 	// machine as one node: LOCAL_RANK counts the processes of all of them, and each sees
 	// the GPUs of all of them.
 	NodePerWorker bool
+	// MilliCPU is the CPU the Slots' workers have here, in millicores, when it is less
+	// than this machine's cores: on Kubernetes the worker container's request. 0: the
+	// machine's cores. Their processes share it as OMP_NUM_THREADS when the job names
+	// no CPU of its own.
+	MilliCPU int64
 }
 
 // PlaceLocal places every worker of job on this machine, each with its own GPUs from inv.

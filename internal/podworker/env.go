@@ -35,6 +35,9 @@ type Config struct {
 	// Restarts and Disruptions are the run's restarts (all, and those that were
 	// disruptions) when the operator made the pod.
 	Restarts, Disruptions int
+	// MilliCPU is the worker container's CPU request in millicores; 0: none (the
+	// processes share the node's cores).
+	MilliCPU int64
 }
 
 // gangAddr is GangAddr or its default.
@@ -100,6 +103,13 @@ func ParseEnv(lookup func(string) (string, bool)) (Config, error) {
 	}
 	if secret, ok := lookup(workload.EnvGangSecret); ok && secret != "" {
 		cfg.GangSecret = []byte(secret)
+	}
+	if v, ok := lookup(workload.EnvMilliCPU); ok && v != "" {
+		milli, err := intVar(lookup, workload.EnvMilliCPU, 0, 1<<30)
+		if err != nil {
+			bad(workload.EnvMilliCPU, err)
+		}
+		cfg.MilliCPU = int64(milli)
 	}
 	for _, v := range []struct {
 		name string

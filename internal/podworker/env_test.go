@@ -27,6 +27,7 @@ func podEnv(t *testing.T, job *v1.TrainJob) map[string]string {
 		workload.EnvWorker:     "1",
 		workload.EnvMasterAddr: "mnist-a2-0.mnist-a2",
 		workload.EnvMasterPort: "29500",
+		workload.EnvMilliCPU:   "2500",
 	}
 }
 
@@ -65,6 +66,9 @@ func TestParseEnv(t *testing.T) {
 	}
 	if g := cfg.Job.Spec.TerminationGracePeriodSeconds; g == nil || *g != 30 {
 		t.Errorf("grace period %v, want the default 30 filled in", g)
+	}
+	if cfg.MilliCPU != 2500 {
+		t.Errorf("MilliCPU %d, want the container's request, 2500", cfg.MilliCPU)
 	}
 }
 
@@ -106,6 +110,11 @@ func TestParseEnvRejects(t *testing.T) {
 		"attempt zero": {
 			env:    func(env map[string]string) { env[workload.EnvAttempt] = "0" },
 			want:   []string{`TRAINYARD_ATTEMPT: must be a whole number from 1 to 1073741824, got "0"`},
+			worker: 1,
+		},
+		"CPU request not a number": {
+			env:    func(env map[string]string) { env[workload.EnvMilliCPU] = "2.5" },
+			want:   []string{`TRAINYARD_WORKER_MILLICPU: must be a whole number from 0 to 1073741824, got "2.5"`},
 			worker: 1,
 		},
 		"index beyond the workers": {

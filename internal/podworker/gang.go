@@ -189,7 +189,7 @@ func (w *worker) runAttempt(ctx context.Context, n int) gang.Ended {
 	if w.gang.l == nil {
 		w.gang.l = &launcher.Launcher{Job: w.job, Folder: w.folder, Console: w.console, Logger: w.opts.Logger,
 			Placement: launcher.Placement{Slots: []launcher.Slot{{Worker: w.cfg.Worker, GPUs: w.gang.gpus}},
-				MasterAddr: w.cfg.MasterAddr, MasterPort: w.cfg.MasterPort, NodePerWorker: true},
+				MasterAddr: w.cfg.MasterAddr, MasterPort: w.cfg.MasterPort, NodePerWorker: true, MilliCPU: w.cfg.MilliCPU},
 			ExtraEnv: w.gang.extra, RayCompat: python.CompatDir(w.gang.helper), AttemptEnv: w.attemptEnv,
 			ForceKill: w.opts.ForceKill, Preempt: w.pre.relay, Notice: w.session.Notice()}
 		w.session.OnActivity(w.gang.l.TouchRank)

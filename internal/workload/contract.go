@@ -89,6 +89,10 @@ const (
 	// EnvGangSecret, when set (the same in every pod of the gang), authenticates the gang's
 	// messages with an HMAC.
 	EnvGangSecret = "TRAINYARD_GANG_SECRET"
+	// EnvMilliCPU is the worker container's CPU request in millicores (the downward API's
+	// requests.cpu; 0 without one), which the worker's processes share as their
+	// OMP_NUM_THREADS instead of the node's cores.
+	EnvMilliCPU = "TRAINYARD_WORKER_MILLICPU"
 )
 
 // Outcomes of a Summary that worker 0 serves while the gang runs.

@@ -87,7 +87,8 @@ func TestRenderPerGPU(t *testing.T) {
 		})
 	}
 	// The defaults are the operator's rendering, not the job: the workers' copy of the
-	// spec (and so their OMP_NUM_THREADS) stays as the user wrote it.
+	// spec stays as the user wrote it (their OMP_NUM_THREADS follows the container's
+	// request through EnvMilliCPU).
 	j := baseJob()
 	j.Spec.Resources.GPU = 1
 	a, err := Render(j, 1, Options{Image: "img", PerGPU: DefaultPerGPU()})

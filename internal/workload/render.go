@@ -250,6 +250,8 @@ func workerContainer(d *v1.TrainJob, n int) (corev1.Container, bool, error) {
 		{Name: EnvAttempt, Value: strconv.Itoa(n)},
 		{Name: EnvMasterAddr, Value: MasterAddr(d.Name, n)},
 		{Name: EnvMasterPort, Value: strconv.Itoa(MasterPort)},
+		{Name: EnvMilliCPU, ValueFrom: &corev1.EnvVarSource{ResourceFieldRef: &corev1.ResourceFieldSelector{
+			ContainerName: WorkerContainer, Resource: "requests.cpu", Divisor: resource.MustParse("1m")}}},
 	}
 	if d.Spec.Resources.GPU == 0 {
 		// Without this, NVIDIA's container runtime shows every GPU of the node to a pod

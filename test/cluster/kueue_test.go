@@ -133,7 +133,8 @@ func TestKueueWorkloadPerTrainJob(t *testing.T) {
 
 	t.Run("a restart keeps the admission; a gang with no room waits with Kueue's reason", func(t *testing.T) {
 		// Rank 1 fails in the first attempt: the gang restarts (in place) and succeeds.
-		flaky := []string{"python3", "-c", "import os, sys, time; time.sleep(15); " +
+		flaky := []string{"python3", "-c", "import os, sys, time; " +
+			"print('cpu', os.environ['TRAINYARD_WORKER_MILLICPU'], 'omp', os.environ['OMP_NUM_THREADS'], flush=True); time.sleep(15); " +
 			"sys.exit(3 if os.environ['TRAINYARD_ATTEMPT'] == '1' and os.environ['RANK'] == '1' else 0)"}
 		gpuJob("flaky", "low", 1, flaky).submit(t, ctx)
 		waitStatus(t, "flaky", 3*time.Minute, func(s trainJobStatus) bool { return s.Phase == "Running" })
@@ -197,6 +198,11 @@ func TestKueueWorkloadPerTrainJob(t *testing.T) {
 				t.Fatalf("flaky did not end: %+v", st)
 			}
 			time.Sleep(time.Second)
+		}
+		// The downward API gave each worker its container's CPU request (2 x 100m), which
+		// its 2 processes share as OMP_NUM_THREADS (at least 1), not the node's cores.
+		if _, logs, _ := trainyardCmd(t, ctx, "logs", "--kube", "flaky"); !strings.Contains(logs, "cpu 200 omp 1") {
+			t.Errorf("flaky's ranks do not print their CPU request and OMP_NUM_THREADS as 'cpu 200 omp 1':\n%s", logs)
 		}
 		// The operator marks the Workload Finished in the reconcile after the one that
 		// recorded the job's end (finished, in reconciler.go): wait for it.

@@ -183,6 +183,10 @@ func (k *podRunner) startPod(ctx context.Context, p *corev1.Pod) error {
 			}
 			e.Value = string(sec.Data[ref.SecretKeyRef.Key])
 		}
+		if ref := e.ValueFrom; ref != nil && ref.ResourceFieldRef != nil && ref.ResourceFieldRef.Resource == "requests.cpu" {
+			// As the kubelet resolves it, in the divisor's units (the operator asks for 1m).
+			e.Value = strconv.FormatInt(c.Resources.Requests.Cpu().MilliValue(), 10)
+		}
 		switch e.Name {
 		case workload.EnvMasterAddr:
 			e.Value = "127.0.0.1"
