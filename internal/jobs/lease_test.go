@@ -380,3 +380,28 @@ func TestLeaseCountsTheGangsCPU(t *testing.T) {
 	lease.Release()
 	e.waitFor(waiting.ID, store.Running)
 }
+
+// A job lends its gang its own CPU only up to what the gang asks for: a gang of no CPU (a
+// request its process may craft) frees none of the job's, and one of less frees the rest
+// of it only. On 2 cores, a 1-core driver whose gang asks for no CPU still holds its core.
+func TestAGangFreesNoMoreCPUThanItTakes(t *testing.T) {
+	e := newLeaseEnv(t)
+	driver := e.runningWith(0, "1")
+	lease, err := e.acquire(e.request(driver, 1, 0), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lease.Release()
+	job := e.job("exec sleep 300", "1500m")
+	waiting, err := e.svc.Submit(Submission{Job: job})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.svc.Stop(waiting.ID); e.waitFor(waiting.ID, store.Stopped, store.Failed, store.Succeeded) })
+	e.until("a 1.5-core job waits beside a 1-core driver with a gang of no CPU", func() bool {
+		return e.get(waiting.ID).Message == "needs 1.5 CPUs, 1 free"
+	})
+	if got := e.get(waiting.ID).Status; got != store.Pending {
+		t.Fatalf("the 1.5-core job is %s, want it Pending", got)
+	}
+}

@@ -27,6 +27,9 @@ func schedJob(id string, priority int, seq uint64, job *v1.TrainJob) scheduler.J
 	return sj
 }
 
+// ceilDiv is a/b rounded up, for b > 0.
+func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
+
 // queuedSince is when a pending job began to wait: when it was submitted, or queued
 // again after a preemption.
 func queuedSince(j *store.Job) time.Time {
@@ -136,8 +139,10 @@ func (s *Service) state() (scheduler.State, map[string]string, []*store.Job, err
 		}
 		stopping := j.StopRequested || j.Preempting()
 		sj := schedJob(j.ID, j.Priority, j.Seq, spec)
-		if j.Gang != nil { // its process waits on its gang: its CPU and memory are the gang's
-			sj.PerWorker.MilliCPU, sj.PerWorker.MemoryBytes = 0, 0
+		if j.Gang != nil { // its process waits on its gang: its CPU and memory are lent to it
+			w := int64(max(1, sj.Workers))
+			milli, mem := j.Gang.DriverHolds(w*sj.PerWorker.MilliCPU, w*sj.PerWorker.MemoryBytes)
+			sj.PerWorker.MilliCPU, sj.PerWorker.MemoryBytes = ceilDiv(milli, w), ceilDiv(mem, w)
 		}
 		r := scheduler.Running{Job: sj, GPUs: j.GPUs, Started: started, Preempting: stopping, Workers: len(j.GPUs)}
 		if j.Resize != nil {

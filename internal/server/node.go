@@ -46,13 +46,24 @@ type held struct {
 	gpus, milliCPU, memory int64
 }
 
-// allocated sums what the running jobs hold: the GPUs the scheduler gave them, and the
-// CPU and memory their specs ask for, or their gangs' leases instead (see ganglease).
+// allocated sums what the running jobs hold: the GPUs the scheduler gave them, the CPU
+// and memory their specs ask for, and their gangs' leases (see ganglease), to which their
+// own CPU and memory are lent.
 func (s *Server) allocated(running []*store.Job) held {
 	var h held
 	for _, j := range running {
 		for _, w := range j.GPUs {
 			h.gpus += int64(len(w))
+		}
+		var milliCPU, memory int64
+		if spec, err := decodeSpec(j); err == nil {
+			workers, r := int64(spec.Spec.WorkerCount()), spec.Spec.Resources
+			if r.CPU != nil {
+				milliCPU = workers * r.CPU.MilliValue()
+			}
+			if r.Memory != nil {
+				memory = workers * r.Memory.Value()
+			}
 		}
 		if g := j.Gang; g != nil { // what its own process leased for a gang, once granted
 			for _, w := range g.GPUs {
@@ -62,19 +73,10 @@ func (s *Server) allocated(running []*store.Job) held {
 				h.milliCPU += int64(g.Workers) * g.MilliCPUPerWorker
 				h.memory += int64(g.Workers) * g.MemoryBytesPerWorker
 			}
-			continue // its own CPU and memory are lent to the gang
+			milliCPU, memory = g.DriverHolds(milliCPU, memory)
 		}
-		spec, err := decodeSpec(j)
-		if err != nil {
-			continue
-		}
-		workers, r := int64(spec.Spec.WorkerCount()), spec.Spec.Resources
-		if r.CPU != nil {
-			h.milliCPU += workers * r.CPU.MilliValue()
-		}
-		if r.Memory != nil {
-			h.memory += workers * r.Memory.Value()
-		}
+		h.milliCPU += milliCPU
+		h.memory += memory
 	}
 	return h
 }

@@ -165,7 +165,8 @@ type Resize struct {
 
 // Gang is a running job's lease of resources for a gang its process starts (a `trainyard
 // run --workers N --gpus-per-worker G` inside the job), held apart from the job's own GPUs;
-// while it is held or awaited, the job's own CPU and memory are lent to it.
+// while it is held or awaited, the job's own CPU and memory are lent to it, up to what the
+// gang asks for (DriverHolds).
 type Gang struct {
 	// Workers, GPUsPerWorker, MilliCPUPerWorker and MemoryBytesPerWorker are what the gang
 	// asks for.
@@ -178,6 +179,15 @@ type Gang struct {
 	GPUs [][]int `json:"gpus,omitempty"`
 	// RequestedAt is when the lease was asked for.
 	RequestedAt time.Time `json:"requestedAt"`
+}
+
+// DriverHolds returns what a job whose process asked for this gang still holds of its own
+// CPU and memory (milliCPU and memory, all its workers'): its own less what it lends the
+// gang, which is at most what the gang asks for. So a job holds at least its own in all,
+// and a gang that asks for no CPU frees none of the job's.
+func (g *Gang) DriverHolds(milliCPU, memory int64) (int64, int64) {
+	n := int64(g.Workers)
+	return max(0, milliCPU-n*g.MilliCPUPerWorker), max(0, memory-n*g.MemoryBytesPerWorker)
 }
 
 // validate checks what the store relies on: an ID, a known status, and JSON in Spec (and
