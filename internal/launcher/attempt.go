@@ -157,7 +157,7 @@ func (a *attempt) supervise(ctx context.Context, exits <-chan exit) AttemptResul
 			if stopping {
 				break
 			}
-			if !pre.begin(a.l, why, grace) {
+			if !pre.begin(a.l, why, grace, true) {
 				stop(Interrupted, why, -1, grace)
 				a.l.notice("%s: stopping the gang (SIGTERM, SIGKILL after %s)", why, grace)
 			}
@@ -171,7 +171,7 @@ func (a *attempt) supervise(ctx context.Context, exits <-chan exit) AttemptResul
 			case now:
 				stop(Interrupted, why, -1, grace)
 				a.l.notice("%s: stopping the gang (SIGTERM, SIGKILL after %s)", why, grace)
-			case notice && !pre.on() && !pre.begin(a.l, why, grace):
+			case notice && !pre.on() && !pre.begin(a.l, why, grace, false):
 				stop(Interrupted, why, -1, grace)
 				a.l.notice("%s: stopping the gang (SIGTERM, SIGKILL after %s)", why, grace)
 			}
@@ -221,8 +221,9 @@ type preemption struct {
 }
 
 // begin posts the notice, unless the ranks cannot hear it (no rank reported through the
-// helper) or the grace period leaves no time to save; it says whether it did.
-func (p *preemption) begin(l *Launcher, why string, grace time.Duration) bool {
+// helper) or the grace period leaves no time to save; it says whether it did. signaled
+// says that a signal to the launcher asked for it, which another signal cuts short.
+func (p *preemption) begin(l *Launcher, why string, grace time.Duration, signaled bool) bool {
 	now := time.Now()
 	deadline := preempt.Deadline(now, grace)
 	if l.Notice == nil || !l.Notice.Listening() || deadline.IsZero() {
@@ -233,8 +234,12 @@ func (p *preemption) begin(l *Launcher, why string, grace time.Duration) bool {
 		return false
 	}
 	*p = preemption{reason: why, at: now, saved: l.Notice.Saved(), timer: time.After(deadline.Sub(now))}
+	hint := ""
+	if signaled {
+		hint = ". Interrupt again to stop it now"
+	}
 	l.notice("%s: the ranks have until %s (%s) to save a checkpoint (trainyard.preemption() says so); "+
-		"then the gang stops. Interrupt again to stop it now", why, deadline.Format("15:04:05"), deadline.Sub(now).Round(time.Second))
+		"then the gang stops%s", why, deadline.Format("15:04:05"), deadline.Sub(now).Round(time.Second), hint)
 	return true
 }
 

@@ -104,7 +104,7 @@ func (a *attempt) growAnyway(rz *resizing, pre *preemption, grace time.Duration)
 		return false, ""
 	}
 	why = fmt.Sprintf("resizing to %s: %s; no checkpoint committed within %s", units.Count(len(r.Slots), "worker"), r.Reason, units.Duration(rz.wait))
-	if pre.begin(a.l, why, grace) {
+	if pre.begin(a.l, why, grace, false) {
 		return false, ""
 	}
 	a.l.notice("asked to grow to %d workers (%s): no checkpoint committed within %s; resizing now, %s",
