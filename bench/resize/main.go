@@ -15,6 +15,14 @@
 //     ranks get the preemption notice, save, and the gang restarts with 2.
 //   - restart: `--workers 3 --max-restarts 1`; rank 2 is SIGKILLed and comes back: the
 //     whole gang restarts at the same size, as torchrun does on every membership change.
+//   - torchrun: the peer, torchrun's elastic agents. Three `torchrun --nnodes 2:3
+//     --nproc_per_node 1 --rdzv_backend c10d` agents on this machine (one per "node", the
+//     first hosting the rendezvous); the third agent's node is lost: the agent and its
+//     rank are SIGKILLed. The two left restart their workers and meet again as 2 (after
+//     the rendezvous's last call, 30 s by default, unless -torchrun-last-call says
+//     otherwise). The script keeps its own checkpoint (CKPT_DIR), as torchrun users do.
+//     Room returns: a third agent starts again, and torchrun restarts every worker to
+//     take it in at once, from the last checkpoint.
 //
 // After lost and shrink, once the gang of 2 took -at more steps, room returns: a resize
 // request for 3 workers (the server's grow), applied at the next committed checkpoint.
@@ -51,6 +59,7 @@ import (
 
 type config struct {
 	trainyard, python, script string
+	torchrun, lastCall        string
 	trials, at, every         int
 	step, timeout             time.Duration
 	modes                     []string
@@ -67,13 +76,15 @@ func main() {
 	flag.IntVar(&c.every, "every", 5, "a checkpoint every this many steps")
 	flag.DurationVar(&c.step, "step", 200*time.Millisecond, "the duration of a step")
 	flag.DurationVar(&c.timeout, "timeout", 2*time.Minute, "limit of each wait")
-	flag.StringVar(&modes, "modes", "lost,shrink,restart", "the modes, in the order each round runs them")
+	flag.StringVar(&modes, "modes", "lost,shrink,restart", "the modes, in the order each round runs them (lost, shrink, restart, torchrun)")
+	flag.StringVar(&c.torchrun, "torchrun", "/usr/bin/torchrun", "torchrun, for the torchrun mode")
+	flag.StringVar(&c.lastCall, "torchrun-last-call", "", "the torchrun mode's rendezvous last_call_timeout in seconds (default: torchrun's own)")
 	flag.StringVar(&c.markdown, "markdown", "", "also write the results as Markdown to this file")
 	flag.Parse()
 	c.modes = strings.Split(modes, ",")
 	for _, m := range c.modes {
-		if !slices.Contains([]string{"lost", "shrink", "restart"}, m) {
-			fail(fmt.Errorf("-modes: unknown mode %q: want lost, shrink or restart", m))
+		if !slices.Contains([]string{"lost", "shrink", "restart", "torchrun"}, m) {
+			fail(fmt.Errorf("-modes: unknown mode %q: want lost, shrink, restart or torchrun", m))
 		}
 	}
 	var err error
@@ -242,6 +253,9 @@ func (g *gang) len() int {
 
 // runTrial runs one trial of the mode.
 func runTrial(c config, mode string) (result, error) {
+	if mode == "torchrun" {
+		return runTorchrunTrial(c)
+	}
 	dir, err := os.MkdirTemp("", "bench-resize-")
 	if err != nil {
 		return result{}, err
@@ -383,7 +397,7 @@ func report(c config, rs []result) string {
 				grow, glost = append(grow, r.growAgain.Seconds()), append(glost, r.growLost)
 			}
 		}
-		to := map[string]string{"lost": "3 → 2", "shrink": "3 → 2", "restart": "3 → 3"}[m]
+		to := map[string]string{"lost": "3 → 2", "shrink": "3 → 2", "restart": "3 → 3", "torchrun": "3 → 2"}[m]
 		fmt.Fprintf(&b, "| %s | %s | %.2f s | %.2f s | %.2f s | %d | %d |", m, to, median(again), slices.Min(again), slices.Max(again),
 			medianInt(lost), slices.Max(lost))
 		if len(grow) > 0 {

@@ -2,7 +2,8 @@
 checkpoint (trainyard's helper) every CKPT_EVERY steps and at the preemption notice. Rank
 0 prints "step S world W at T" (T: time.time()) after each step; every rank prints "rank
 R world W from step S" when it starts. While the file LOST exists, rank 2 exits at once:
-its machine is gone, it cannot come back."""
+its machine is gone, it cannot come back. Under torchrun (CKPT_DIR set) rank 0 keeps its
+own checkpoint, CKPT_DIR/state.pt, as torchrun users do, and every rank resumes from it."""
 
 import os
 import sys
@@ -15,6 +16,7 @@ import trainyard
 step_s = float(os.environ.get("STEP_S", "0.2"))
 every = int(os.environ.get("CKPT_EVERY", "5"))
 lost = os.environ.get("LOST", "")
+own = os.path.join(os.environ["CKPT_DIR"], "state.pt") if os.environ.get("CKPT_DIR") else ""
 
 if os.environ.get("RANK") == "2" and lost and os.path.exists(lost):
     print("rank 2: lost", flush=True)  # before the rendezvous: the failure is rank 2's
@@ -25,14 +27,22 @@ net = torch.nn.Linear(64, 1)
 model = trainyard.prepare_model(net)
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
 start = 0
-if (ckpt := trainyard.get_checkpoint()) is not None:
-    state = torch.load(os.path.join(ckpt, "state.pt"))
+path = own if own and os.path.exists(own) else ""
+if not own and (ckpt := trainyard.get_checkpoint()) is not None:
+    path = os.path.join(ckpt, "state.pt")
+if path:
+    state = torch.load(path)
     net.load_state_dict(state["model"])
     start = state["step"] + 1
 print(f"rank {ctx.rank} world {ctx.world_size} from step {start}", flush=True)
 
 
 def save(step):
+    if own:
+        if ctx.rank == 0:
+            torch.save({"model": net.state_dict(), "step": step}, own + ".tmp")
+            os.replace(own + ".tmp", own)
+        return
     folder = None
     if ctx.rank == 0:
         folder = trainyard.new_checkpoint_dir()
