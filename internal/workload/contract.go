@@ -89,6 +89,12 @@ const (
 	// EnvGangSecret, when set (the same in every pod of the gang), authenticates the gang's
 	// messages with an HMAC.
 	EnvGangSecret = "TRAINYARD_GANG_SECRET"
+	// EnvMinWorkers and EnvMaxWorkers are an elastic gang's fewest and most workers
+	// (spec.minWorkers, spec.workers), set while it runs with fewer than its most: the job
+	// the pods get then says only the gang's size. The ranks inherit them (the launcher's
+	// names, launcher.EnvMinWorkers and launcher.EnvMaxWorkers).
+	EnvMinWorkers = "TRAINYARD_MIN_WORKERS"
+	EnvMaxWorkers = "TRAINYARD_MAX_WORKERS"
 )
 
 // Outcomes of a Summary that worker 0 serves while the gang runs.
