@@ -1,0 +1,88 @@
+package cluster
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/trainyard/trainyard/internal/workload"
+)
+
+// An elastic 2:4 gang spread over two nodes of 2 GPUs each (one GPU per worker: two
+// workers on each node) loses the second node while it trains: its kubelet, containerd
+// and pods killed. The lost workers' replacements cannot be scheduled (the node that
+// remains has no free GPU), so once the elastic settle time has passed the operator
+// resizes the gang to 2 and restarts it on the node that remains, from its checkpoint,
+// without counting a restart, and says so (event Resized, status.workers 2); the ranks
+// see WORLD_SIZE 2 and the world size before.
+func TestTwoNodesElasticShrink(t *testing.T) {
+	c := cluster(t)
+	installOperator(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	second := twoNodes(t, ctx, 2)
+
+	deleteAtEnd(t, "elastic")
+	// The workers leave a lost node 10 s after it is unreachable, not 300.
+	kube := `    tolerations:
+    - {key: node.kubernetes.io/unreachable, operator: Exists, effect: NoExecute, tolerationSeconds: 10}
+    - {key: node.kubernetes.io/not-ready, operator: Exists, effect: NoExecute, tolerationSeconds: 10}`
+	job{name: "elastic", workers: 4, spec: "  minWorkers: 2\n  resources: {gpu: 1}\n  maxRestarts: 0", mounts: gpuMount(t), kube: kube,
+		args: []string{"--epochs", "30", "--train-subset", "2000", "--test-subset", "200", "--sleep-per-step", "0.1"}}.submit(t, ctx)
+	workers := runningWorkers(t, ctx, "elastic", 4, 5*time.Minute)
+	onNode := map[string][]int{}
+	for i, p := range workers {
+		onNode[p.Spec.NodeName] = append(onNode[p.Spec.NodeName], i)
+	}
+	t.Logf("workers by node: %v", onNode)
+	if len(onNode[second]) != 2 {
+		t.Fatalf("workers by node %v; want 2 on %s", onNode, second)
+	}
+	waitStatus(t, "elastic", 5*time.Minute, func(s trainJobStatus) bool { return s.LatestCheckpoint != "" })
+	stopped := time.Now()
+	since := func() string { return time.Since(stopped).Round(time.Second).String() }
+	if err := c.StopNode(ctx, second); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { restartLost(t, second) })
+	t.Logf("stopped %s, which held workers %v", second, onNode[second])
+
+	s := waitStatus(t, "elastic", 5*time.Minute, func(s trainJobStatus) bool { return s.Workers == 2 })
+	t.Logf("resized %s after the loss: attempt %d, reason %q", since(), s.Attempt, s.Reason)
+	if !strings.Contains(s.Reason, "resized from 4 to 2 workers: node "+second+" lost") {
+		t.Errorf("reason %q; want it to say resized from 4 to 2 workers: node %s lost", s.Reason, second)
+	}
+	resized := s.Attempt
+	two := runningWorkers(t, ctx, "elastic", 2, 5*time.Minute)
+	for i, p := range two {
+		if p.Spec.NodeName == second || workload.WorkerIndex(p.Labels) != i {
+			t.Errorf("worker %d on %s; want it on the node that remains", i, p.Spec.NodeName)
+		}
+	}
+	t.Logf("2 workers running %s after the loss", since())
+	s = waitStatus(t, "elastic", 8*time.Minute, func(s trainJobStatus) bool { return s.Phase == "Succeeded" || s.Phase == "Failed" })
+	if s.Phase != "Succeeded" || s.Workers != 2 {
+		t.Fatalf("status %+v after losing %s; want Succeeded with 2 workers; pods:\n%s", s, second, describePods(t, ctx, "elastic"))
+	}
+	t.Logf("succeeded %s after the loss: %d restarts, %d disruptions (maxRestarts 0)", since(), s.Restarts, s.Disruptions)
+	if s.Restarts != s.Disruptions {
+		t.Errorf("%d restarts, %d of them disruptions; want the resize to use none", s.Restarts, s.Disruptions)
+	}
+	_, described, _ := trainyardCmd(t, ctx, "describe", "--kube", "elastic")
+	if !strings.Contains(described, "Resized") {
+		t.Errorf("describe shows no Resized event:\n%s", described)
+	}
+	log := runLog(t, "elastic-*", resized)
+	for _, want := range []string{"world_size=2", "resized_from=4", "resuming from checkpoint_"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("rank 0's log of attempt %d lacks %q:\n%s", resized, want, log)
+		}
+	}
+	n, err := c.Client.CoreV1().Nodes().Get(ctx, second, metav1.GetOptions{})
+	if err == nil && ready(n) {
+		t.Errorf("node %s ready again during the test", second)
+	}
+}
