@@ -68,6 +68,9 @@ type Reconciler struct {
 	// lostOn holds, per TrainJob UID, the lost node of each worker replaced since the
 	// last resize (resize.go).
 	lostOn sync.Map
+	// shrunk holds, per TrainJob UID, the lost nodes its gang was shrunk for, to grow it
+	// back when one returns (resize.go).
+	shrunk sync.Map
 }
 
 // forget drops what the reconciler remembers of a TrainJob that is gone or going.
@@ -83,6 +86,7 @@ func (r *Reconciler) forget(key types.NamespacedName) {
 	r.expect.forget(uid.(types.UID))
 	r.gangSecrets.Delete(uid)
 	r.lostOn.Delete(uid)
+	r.shrunk.Delete(uid)
 	if r.poller != nil {
 		r.poller.forget(uid.(types.UID))
 	}
@@ -324,6 +328,9 @@ func (s *step) track(ctx context.Context, o observation) error {
 	}
 	st.WorkersReady = int32(o.running)
 	if o.allRunning() {
+		if s.growBack(ctx) {
+			return nil
+		}
 		s.running(o)
 		s.pollProgress(o.progress)
 		return s.podsReady(ctx) // Kueue's waitForPodsReady (kueue.go)

@@ -63,6 +63,9 @@ func unschedulable(p *corev1.Pod) (stuckWorker, bool) {
 type resize struct {
 	from, to int
 	why      string
+	// lost are the lost nodes a shrink went without: the gang grows back once one of
+	// them is ready again.
+	lost []string
 }
 
 // planShrink decides whether a gang of size workers, which may run with as few as min,
@@ -91,6 +94,7 @@ func planShrink(stuck []stuckWorker, workers, min int, settle time.Duration, now
 		}
 	}
 	slices.Sort(nodes)
+	r.lost = nodes
 	switch len(nodes) {
 	case 0:
 	case 1:
@@ -141,8 +145,83 @@ func (s *step) resized(r resize) {
 	s.condition(v1.CondRunning, false, ReasonResized, msg)
 	s.event(corev1.EventTypeNormal, ReasonResized, msg)
 	uid := s.job.UID
-	s.afterWrite(func() { s.r.lostOn.Delete(uid) })
+	s.afterWrite(func() {
+		s.r.lostOn.Delete(uid)
+		s.r.shrunk.Delete(uid)
+		if r.to < r.from && len(r.lost) > 0 {
+			s.r.shrunk.Store(uid, shrunk{nodes: r.lost})
+		}
+	})
 	s.requeue(teardownPoll)
+}
+
+// growPoll is how often a gang shrunk for lost nodes looks whether one is back.
+const growPoll = 10 * time.Second
+
+// shrunk is what the reconciler remembers of a gang it shrank for lost nodes, to grow it
+// back when one returns (in memory: an operator that restarts in between leaves the gang
+// at its smaller size).
+type shrunk struct {
+	nodes []string // the lost nodes
+	// back is when one of them was first seen ready again (zero while none is), and
+	// checkpoint the gang's latest checkpoint then.
+	back       time.Time
+	checkpoint string
+}
+
+// planGrow decides whether a gang shrunk for lost nodes grows back: once one of them is
+// ready again, at the gang's next checkpoint committed after that (checkpoint differs from
+// the one then) or interval later, whichever comes first, as the job server grows a gang.
+// It returns what to remember, the node that is back, and when to look again.
+func planGrow(sh shrunk, ready func(string) bool, checkpoint string, interval time.Duration, now time.Time) (next shrunk, node string, wait time.Duration, grow bool) {
+	next = sh
+	for _, n := range sh.nodes {
+		if ready(n) {
+			node = n
+			break
+		}
+	}
+	if node == "" {
+		next.back, next.checkpoint = time.Time{}, ""
+		return next, "", growPoll, false
+	}
+	if next.back.IsZero() {
+		next.back, next.checkpoint = now, checkpoint
+	}
+	if checkpoint != next.checkpoint || !now.Before(next.back.Add(interval)) {
+		return next, node, 0, true
+	}
+	return next, node, next.back.Add(interval).Sub(now), false
+}
+
+// growBack grows a running gang that was shrunk for lost nodes back to spec.workers when
+// planGrow says so, and reports whether it did. A gang in a Kueue queue does not grow:
+// Kueue never lets a Workload take back the pods it gave back (status.reclaimablePods)
+// while admitted, so it grows at its next admission.
+func (s *step) growBack(ctx context.Context) bool {
+	st := &s.job.Status
+	if st.Workers == 0 || s.queueName() != "" || s.restartingInPlace() {
+		return false
+	}
+	v, ok := s.r.shrunk.Load(s.job.UID)
+	if !ok {
+		return false
+	}
+	down := s.r.nodeDown(ctx)
+	next, node, wait, grow := planGrow(v.(shrunk), func(n string) bool { return !down(n) }, st.LatestCheckpoint,
+		s.job.Spec.ResizeInterval(), s.now)
+	if !grow {
+		s.r.shrunk.Store(s.job.UID, next)
+		s.requeue(wait)
+		return false
+	}
+	when := "at its next checkpoint"
+	if next.checkpoint == st.LatestCheckpoint {
+		when = fmt.Sprintf("after the resize interval (%s)", s.job.Spec.ResizeInterval())
+	}
+	s.resized(resize{from: s.gangSize(), to: s.job.Spec.WorkerCount(),
+		why: fmt.Sprintf("node %s is ready again (since %s); growing %s", node, next.back.UTC().Format(time.RFC3339), when)})
+	return true
 }
 
 // noteLostNode remembers that worker's pod was on node when the node was lost, for the

@@ -67,3 +67,42 @@ func TestObserveStuck(t *testing.T) {
 		t.Errorf("stuck workers (-want +got):\n%s", diff)
 	}
 }
+
+func TestPlanGrow(t *testing.T) {
+	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	readyB := func(n string) bool { return n == "node-b" }
+	none := func(string) bool { return false }
+	type want struct {
+		Grow       bool
+		Node       string
+		Wait       time.Duration
+		Back       time.Time
+		Checkpoint string
+	}
+	cases := map[string]struct {
+		sh         shrunk
+		ready      func(string) bool
+		checkpoint string
+		want       want
+	}{
+		"the node still lost": {sh: shrunk{nodes: []string{"node-b"}}, ready: none, checkpoint: "c1",
+			want: want{Wait: growPoll}},
+		"lost again before the grow: forgotten": {sh: shrunk{nodes: []string{"node-b"}, back: now.Add(-time.Minute), checkpoint: "c1"},
+			ready: none, checkpoint: "c2", want: want{Wait: growPoll}},
+		"back: wait for the next checkpoint, at most the interval": {sh: shrunk{nodes: []string{"node-a", "node-b"}}, ready: readyB, checkpoint: "c1",
+			want: want{Node: "node-b", Wait: 10 * time.Minute, Back: now, Checkpoint: "c1"}},
+		"the next checkpoint": {sh: shrunk{nodes: []string{"node-b"}, back: now.Add(-time.Minute), checkpoint: "c1"}, ready: readyB, checkpoint: "c2",
+			want: want{Grow: true, Node: "node-b", Back: now.Add(-time.Minute), Checkpoint: "c1"}},
+		"the interval": {sh: shrunk{nodes: []string{"node-b"}, back: now.Add(-10 * time.Minute), checkpoint: "c1"}, ready: readyB, checkpoint: "c1",
+			want: want{Grow: true, Node: "node-b", Back: now.Add(-10 * time.Minute), Checkpoint: "c1"}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			next, node, wait, grow := planGrow(tc.sh, tc.ready, tc.checkpoint, 10*time.Minute, now)
+			got := want{Grow: grow, Node: node, Wait: wait, Back: next.back, Checkpoint: next.checkpoint}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("planGrow (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

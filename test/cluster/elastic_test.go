@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/trainyard/trainyard/internal/workload"
 )
 
@@ -17,8 +15,9 @@ import (
 // remains has no free GPU), so once the elastic settle time has passed the operator
 // resizes the gang to 2 and restarts it on the node that remains, from its checkpoint,
 // without counting a restart, and says so (event Resized, status.workers 2); the ranks
-// see WORLD_SIZE 2 and the world size before.
-func TestTwoNodesElasticShrink(t *testing.T) {
+// see WORLD_SIZE 2 and the world size before. Then the node comes back: at the gang's
+// next checkpoint it grows back to 4 workers over both nodes, and finishes there.
+func TestTwoNodesElasticShrinkAndGrow(t *testing.T) {
 	c := cluster(t)
 	installOperator(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
@@ -47,7 +46,12 @@ func TestTwoNodesElasticShrink(t *testing.T) {
 	if err := c.StopNode(ctx, second); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { restartLost(t, second) })
+	restarted := false
+	t.Cleanup(func() {
+		if !restarted {
+			restartLost(t, second)
+		}
+	})
 	t.Logf("stopped %s, which held workers %v", second, onNode[second])
 
 	s := waitStatus(t, "elastic", 5*time.Minute, func(s trainJobStatus) bool { return s.Workers == 2 })
@@ -63,26 +67,45 @@ func TestTwoNodesElasticShrink(t *testing.T) {
 		}
 	}
 	t.Logf("2 workers running %s after the loss", since())
-	s = waitStatus(t, "elastic", 8*time.Minute, func(s trainJobStatus) bool { return s.Phase == "Succeeded" || s.Phase == "Failed" })
-	if s.Phase != "Succeeded" || s.Workers != 2 {
-		t.Fatalf("status %+v after losing %s; want Succeeded with 2 workers; pods:\n%s", s, second, describePods(t, ctx, "elastic"))
-	}
-	t.Logf("succeeded %s after the loss: %d restarts, %d disruptions (maxRestarts 0)", since(), s.Restarts, s.Disruptions)
-	if s.Restarts != s.Disruptions {
-		t.Errorf("%d restarts, %d of them disruptions; want the resize to use none", s.Restarts, s.Disruptions)
-	}
-	_, described, _ := trainyardCmd(t, ctx, "describe", "--kube", "elastic")
-	if !strings.Contains(described, "Resized") {
-		t.Errorf("describe shows no Resized event:\n%s", described)
-	}
+	waitStatus(t, "elastic", 3*time.Minute, func(s trainJobStatus) bool { return s.Phase == "Running" && s.Attempt == resized })
 	log := runLog(t, "elastic-*", resized)
 	for _, want := range []string{"world_size=2", "resized_from=4", "resuming from checkpoint_"} {
 		if !strings.Contains(log, want) {
 			t.Errorf("rank 0's log of attempt %d lacks %q:\n%s", resized, want, log)
 		}
 	}
-	n, err := c.Client.CoreV1().Nodes().Get(ctx, second, metav1.GetOptions{})
-	if err == nil && ready(n) {
-		t.Errorf("node %s ready again during the test", second)
+
+	back := time.Now()
+	restarted = true
+	if err := c.StartNode(ctx, second); err != nil {
+		t.Fatalf("start %s again: %v", second, err)
+	}
+	t.Logf("%s ready again in %s", second, time.Since(back).Round(time.Second))
+	s = waitStatus(t, "elastic", 5*time.Minute, func(s trainJobStatus) bool { return s.Attempt > resized && s.Workers == 0 })
+	t.Logf("grew %s after the node was back: attempt %d, reason %q", time.Since(back).Round(time.Second), s.Attempt, s.Reason)
+	if !strings.Contains(s.Reason, "resized from 2 to 4 workers: node "+second+" is ready again") {
+		t.Errorf("reason %q; want it to say resized from 2 to 4 workers: node %s is ready again", s.Reason, second)
+	}
+	grown := s.Attempt
+	four := runningWorkers(t, ctx, "elastic", 4, 5*time.Minute)
+	onNode = map[string][]int{}
+	for i, p := range four {
+		onNode[p.Spec.NodeName] = append(onNode[p.Spec.NodeName], i)
+	}
+	t.Logf("grown back: workers by node %v", onNode)
+	s = waitStatus(t, "elastic", 8*time.Minute, func(s trainJobStatus) bool { return s.Phase == "Succeeded" || s.Phase == "Failed" })
+	if s.Phase != "Succeeded" || s.Workers != 0 {
+		t.Fatalf("status %+v; want Succeeded with all 4 workers; pods:\n%s", s, describePods(t, ctx, "elastic"))
+	}
+	t.Logf("succeeded %s after the loss: %d restarts, %d disruptions (maxRestarts 0)", since(), s.Restarts, s.Disruptions)
+	if s.Restarts != s.Disruptions {
+		t.Errorf("%d restarts, %d of them disruptions; want the resizes to use none", s.Restarts, s.Disruptions)
+	}
+	_, described, _ := trainyardCmd(t, ctx, "describe", "--kube", "elastic")
+	if strings.Count(described, "Resized") < 2 {
+		t.Errorf("describe shows fewer than two Resized events:\n%s", described)
+	}
+	if log := runLog(t, "elastic-*", grown); !strings.Contains(log, "world_size=4") || !strings.Contains(log, "resized_from=2") {
+		t.Errorf("rank 0's log of attempt %d lacks world_size=4 and resized_from=2:\n%s", grown, log)
 	}
 }
