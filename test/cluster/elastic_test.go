@@ -2,6 +2,10 @@ package cluster
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -68,12 +72,7 @@ func TestTwoNodesElasticShrinkAndGrow(t *testing.T) {
 	}
 	t.Logf("2 workers running %s after the loss", since())
 	waitStatus(t, "elastic", 3*time.Minute, func(s trainJobStatus) bool { return s.Phase == "Running" && s.Attempt == resized })
-	log := runLog(t, "elastic-*", resized)
-	for _, want := range []string{"world_size=2", "resized_from=4", "resuming from checkpoint_"} {
-		if !strings.Contains(log, want) {
-			t.Errorf("rank 0's log of attempt %d lacks %q:\n%s", resized, want, log)
-		}
-	}
+	waitRunLog(t, "elastic-*", resized, "world_size=2", "resized_from=4", "resuming from checkpoint_")
 
 	back := time.Now()
 	restarted = true
@@ -102,9 +101,7 @@ func TestTwoNodesElasticShrinkAndGrow(t *testing.T) {
 	if _, described, _ := trainyardCmd(t, ctx, "describe", "--kube", "elastic"); !strings.Contains(described, "Resized") {
 		t.Errorf("describe shows no Resized event:\n%s", described)
 	}
-	if log := runLog(t, "elastic-*", grown); !strings.Contains(log, "world_size=4") || !strings.Contains(log, "resized_from=2") {
-		t.Errorf("rank 0's log of attempt %d lacks world_size=4 and resized_from=2:\n%s", grown, log)
-	}
+	waitRunLog(t, "elastic-*", grown, "world_size=4", "resized_from=2", "resuming from checkpoint_")
 }
 
 // resizedEvent waits for an Event Resized of the TrainJob elastic whose note says want.
@@ -128,4 +125,29 @@ func resizedEvent(t *testing.T, ctx context.Context, want string) {
 		}
 	}
 	t.Errorf("no event Resized saying %q; the Resized events: %q", want, notes)
+}
+
+// waitRunLog waits up to 2 minutes for rank 0's log of an attempt (see runLog) to say
+// every one of wants.
+func waitRunLog(t *testing.T, pattern string, attempt int, wants ...string) {
+	t.Helper()
+	log := ""
+	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(2 * time.Second) {
+		dirs, _ := filepath.Glob(filepath.Join(sharedDir, "results", pattern))
+		var newest string
+		var at time.Time
+		for _, d := range dirs {
+			if info, err := os.Stat(d); err == nil && info.ModTime().After(at) {
+				newest, at = d, info.ModTime()
+			}
+		}
+		data, _ := os.ReadFile(filepath.Join(newest, "logs", fmt.Sprintf("attempt-%d", attempt), "rank-0.log"))
+		log = string(data)
+		missing := slices.DeleteFunc(slices.Clone(wants), func(w string) bool { return strings.Contains(log, w) })
+		if len(missing) == 0 {
+			t.Logf("rank 0's log of attempt %d says %q", attempt, wants)
+			return
+		}
+	}
+	t.Errorf("rank 0's log of attempt %d lacks one of %q:\n%s", attempt, wants, log)
 }
