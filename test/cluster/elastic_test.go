@@ -26,7 +26,7 @@ import (
 func TestTwoNodesElasticShrinkAndGrow(t *testing.T) {
 	c := cluster(t)
 	installOperator(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	second := twoNodes(t, ctx, 2)
 
@@ -36,7 +36,7 @@ func TestTwoNodesElasticShrinkAndGrow(t *testing.T) {
     - {key: node.kubernetes.io/unreachable, operator: Exists, effect: NoExecute, tolerationSeconds: 10}
     - {key: node.kubernetes.io/not-ready, operator: Exists, effect: NoExecute, tolerationSeconds: 10}`
 	job{name: "elastic", workers: 4, spec: "  minWorkers: 2\n  resources: {gpu: 1}\n  maxRestarts: 0", mounts: gpuMount(t), kube: kube,
-		args: []string{"--epochs", "30", "--train-subset", "2000", "--test-subset", "200", "--sleep-per-step", "0.1"}}.submit(t, ctx)
+		args: []string{"--epochs", "10", "--train-subset", "1000", "--test-subset", "200", "--sleep-per-step", "0.05"}}.submit(t, ctx)
 	workers := runningWorkers(t, ctx, "elastic", 4, 5*time.Minute)
 	onNode := map[string][]int{}
 	for i, p := range workers {
@@ -90,7 +90,7 @@ func TestTwoNodesElasticShrinkAndGrow(t *testing.T) {
 		onNode[p.Spec.NodeName] = append(onNode[p.Spec.NodeName], i)
 	}
 	t.Logf("grown back: workers by node %v", onNode)
-	s = waitStatus(t, "elastic", 8*time.Minute, func(s trainJobStatus) bool { return s.Phase == "Succeeded" || s.Phase == "Failed" })
+	s = waitStatus(t, "elastic", 10*time.Minute, func(s trainJobStatus) bool { return s.Phase == "Succeeded" || s.Phase == "Failed" })
 	if s.Phase != "Succeeded" || s.Workers != 0 {
 		t.Fatalf("status %+v; want Succeeded with all 4 workers; pods:\n%s", s, describePods(t, ctx, "elastic"))
 	}
