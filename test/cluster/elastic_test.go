@@ -36,7 +36,7 @@ func TestTwoNodesElasticShrinkAndGrow(t *testing.T) {
     - {key: node.kubernetes.io/unreachable, operator: Exists, effect: NoExecute, tolerationSeconds: 10}
     - {key: node.kubernetes.io/not-ready, operator: Exists, effect: NoExecute, tolerationSeconds: 10}`
 	job{name: "elastic", workers: 4, spec: "  minWorkers: 2\n  resources: {gpu: 1}\n  maxRestarts: 0", mounts: gpuMount(t), kube: kube,
-		args: []string{"--epochs", "10", "--train-subset", "1000", "--test-subset", "200", "--sleep-per-step", "0.05"}}.submit(t, ctx)
+		args: []string{"--epochs", "12", "--train-subset", "2000", "--test-subset", "200", "--sleep-per-step", "0.1"}}.submit(t, ctx)
 	workers := runningWorkers(t, ctx, "elastic", 4, 5*time.Minute)
 	onNode := map[string][]int{}
 	for i, p := range workers {
