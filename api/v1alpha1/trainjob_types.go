@@ -48,7 +48,10 @@ type TrainJobSpec struct {
 	// jobs of higher priority. On Kubernetes a job admitted by Kueue (the queue-name
 	// label) asks Kueue for MinWorkers to Workers workers (the PodSet's minCount, Kueue's
 	// partial admission) and runs with what Kueue admits (status.workers); without Kueue
-	// the gang runs with Workers.
+	// the gang starts with Workers. There a gang whose workers cannot be scheduled (a lost
+	// node) for the operator's --elastic-settle goes on with fewer, at least MinWorkers,
+	// from its latest checkpoint, using no restart; without Kueue it grows back when the
+	// lost node returns.
 	// +kubebuilder:validation:Minimum=1
 	// +optional
 	MinWorkers *int32 `json:"minWorkers,omitempty"`
@@ -60,7 +63,9 @@ type TrainJobSpec struct {
 	// none). 0 resizes at once, as torchrun and Ray Train do. Default 600 (10 minutes),
 	// so that a job checkpointing at least that often never loses a step to a grow. Ranks
 	// that do not report through the helper are resized at once whatever it says; a
-	// shrink never waits. Not used on Kubernetes, where Kueue sizes the gang at admission.
+	// shrink never waits. On Kubernetes it bounds the wait of a gang shrunk for a lost
+	// node to grow back once the node is ready again (not in a Kueue queue, where the gang
+	// grows at its next admission).
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=604800
 	// +optional
@@ -352,8 +357,9 @@ type TrainJobStatus struct {
 	WorkersReady int32 `json:"workersReady,omitempty"`
 
 	// Workers is the gang's size when it runs with fewer than spec.workers: an elastic
-	// gang (spec.minWorkers) of which Kueue admitted only part (its partial admission).
-	// Zero while the gang has its full size or waits.
+	// gang (spec.minWorkers) of which Kueue admitted only part (its partial admission), or
+	// that the operator shrank for workers it could not place (event Resized). Zero while
+	// the gang has its full size or waits.
 	// +optional
 	Workers int32 `json:"workers,omitempty"`
 

@@ -67,7 +67,7 @@ func (f *Flags) Bind(fs *pflag.FlagSet) {
 	f.fs = fs
 	fs.StringVarP(&f.File, "file", "f", "", "read the job from this YAML file (flags given too override it)")
 	f.Workers = Workers{Max: 1}
-	fs.Var(&f.Workers, "workers", "number of workers in the gang; MIN:MAX for an elastic gang: it may run with as few as MIN workers (with --kube: as many as Kueue admits, through --queue)")
+	fs.Var(&f.Workers, "workers", "number of workers in the gang; MIN:MAX for an elastic gang: it may run with as few as MIN workers (with --kube: as many as Kueue admits through --queue, and fewer for workers the cluster cannot place)")
 	// Defaults that depend on other flags are said in the text, and the flag's own
 	// default is the zero value, which pflag does not print again.
 	fs.Int32Var(&f.Procs, "procs-per-worker", 0, "processes per worker (default: the worker's GPU count, or 1)")

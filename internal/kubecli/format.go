@@ -16,6 +16,7 @@ import (
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
 	"github.com/trainyard/trainyard/internal/units"
+	"github.com/trainyard/trainyard/internal/workload"
 )
 
 // View is where a command writes its tables, and the time ages are measured from.
@@ -98,8 +99,13 @@ func procsPerWorker(s *v1.TrainJobSpec) int {
 // partly says how many workers an elastic gang runs with when Kueue admitted fewer than
 // its most; "" otherwise.
 func partly(j *v1.TrainJob) string {
-	if n := j.GangSize(); n < j.Spec.WorkerCount() {
+	n := j.GangSize()
+	switch {
+	case n >= j.Spec.WorkerCount():
+	case (j.Spec.Kubernetes != nil && j.Spec.Kubernetes.QueueName != "") || j.Labels[workload.LabelQueue] != "":
 		return fmt.Sprintf(" (elastic: running with %d, as Kueue admitted)", n)
+	default:
+		return fmt.Sprintf(" (elastic: running with %d: resized, see the events)", n)
 	}
 	return ""
 }

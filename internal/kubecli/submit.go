@@ -339,9 +339,6 @@ func BuildJob(flags *jobspec.Flags, kf *JobFlags, command []string) (job *v1.Tra
 	if err := kf.apply(job); err != nil {
 		return nil, nil, &InputError{Err: err}
 	}
-	if err := elasticNeedsKueue(job); err != nil {
-		return nil, nil, &InputError{Err: err}
-	}
 	if _, err := flags.Resolve(command, jobspec.Env{WorkDir: "/", Home: "/root", Now: time.Now}); err != nil {
 		return nil, nil, &InputError{Err: err}
 	}
@@ -373,17 +370,6 @@ func BuildJob(flags *jobspec.Flags, kf *JobFlags, command []string) (job *v1.Tra
 			"the run folder is the pods' own, so checkpoints do not survive a restart and the logs go with the pods", storagePath(&job.Spec)))
 	}
 	return job, warnings, nil
-}
-
-// elasticNeedsKueue refuses an elastic gang (spec.minWorkers) outside a Kueue queue: on
-// Kubernetes it is Kueue's partial admission that starts it with fewer than its most.
-func elasticNeedsKueue(job *v1.TrainJob) error {
-	s := &job.Spec
-	if s.MinWorkerCount() >= s.WorkerCount() || (s.Kubernetes != nil && s.Kubernetes.QueueName != "") || job.Labels[workload.LabelQueue] != "" {
-		return nil
-	}
-	return fmt.Errorf("--workers %d:%d (spec.minWorkers): on Kubernetes an elastic gang starts with what Kueue admits of it; "+
-		"give --queue LOCALQUEUE (Kueue's partial admission), or --workers %d without Kueue", s.MinWorkerCount(), s.WorkerCount(), s.WorkerCount())
 }
 
 // rawWorkingDir returns the job file's workingDir as written.

@@ -96,6 +96,9 @@ func (l *Launcher) elasticEnv(env map[string]string) {
 		max := cmp.Or(l.elastic.max, l.MaxWorkers, s.WorkerCount())
 		env[EnvMinWorkers], env[EnvMaxWorkers] = strconv.Itoa(s.MinWorkerCount()), strconv.Itoa(max)
 	}
+	if l.elastic.lastWorld == 0 {
+		l.elastic.lastWorld = l.PreviousWorldSize
+	}
 	if prev := l.elastic.lastWorld; prev != 0 && prev != world {
 		env[EnvPreviousWorldSize] = strconv.Itoa(prev)
 	}

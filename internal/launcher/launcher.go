@@ -55,6 +55,11 @@ type Launcher struct {
 	// MaxWorkers is the most workers an elastic gang may have, when it starts with fewer
 	// (`trainyard run --start-workers`); 0 means spec.workers.
 	MaxWorkers int
+	// PreviousWorldSize is the world size the run had before this launcher's first
+	// attempt, when someone else resized the gang (the operator's pods of a resized
+	// TrainJob): that attempt's ranks get it as TRAINYARD_PREVIOUS_WORLD_SIZE when it
+	// differs from theirs. 0: none.
+	PreviousWorldSize int
 	// RayCompat, when set, is a folder holding Trainyard's ray compatibility package
 	// (python.CompatDir). It is appended to the workers' PYTHONPATH only when the job's
 	// Python cannot import ray by itself, so that a real Ray is never shadowed.

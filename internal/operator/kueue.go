@@ -132,9 +132,14 @@ func (s *step) kueueGate(ctx context.Context) (admitted bool, err error) {
 	}
 	evicted := wlCondition(wl, wlEvicted)
 	if evicted != nil && evicted.Status == metav1.ConditionTrue || !wlAdmittedNow(wl) {
+		s.job.Status.Workers = 0 // the next admission says the size
 		return false, s.notAdmitted(ctx, wl, evicted)
 	}
-	s.admittedSize(admittedWorkers(wl))
+	n, err := s.kueueSize(ctx, wl)
+	if err != nil {
+		return false, err
+	}
+	s.admittedSize(n)
 	return true, nil
 }
 
@@ -371,6 +376,7 @@ func unsetQuota(s *step, wl *unstructured.Unstructured, conds *[]metav1.Conditio
 		meta.SetStatusCondition(conds, s.wlCondition(wl, wlAdmitted, metav1.ConditionFalse, "NoReservation", "The workload has no reservation"))
 	}
 	unstructured.RemoveNestedField(wl.Object, "status", "admission")
+	unstructured.RemoveNestedField(wl.Object, "status", "reclaimablePods") // a new admission counts anew
 }
 
 // updateWorkloadStatus changes the Workload's status with change and writes it.

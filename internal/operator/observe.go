@@ -23,8 +23,10 @@ type observation struct {
 	// name, while the others wait for it.
 	lost []*failure
 	// missing are the indexes of workers that have no pod: not made yet, or gone.
-	missing  []int
-	blocked  *problem // why a worker does not start, if it does not
+	missing []int
+	blocked *problem // why a worker does not start, if it does not
+	// stuck are the workers of the gang whose pod the scheduler cannot place (resize.go).
+	stuck    []stuckWorker
 	summary  *workload.Summary
 	progress string // where worker 0 serves its progress, while it runs
 	// clones are the commits of the job's git source the workers' init containers
@@ -131,6 +133,9 @@ func (o *observation) add(p *corev1.Pod, nodeDown bool) {
 	default:
 		if o.blocked == nil {
 			o.blocked = podProblem(p)
+		}
+		if w, ok := unschedulable(p); ok && w.worker < o.workers {
+			o.stuck = append(o.stuck, w)
 		}
 	}
 }

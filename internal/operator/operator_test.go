@@ -74,6 +74,8 @@ func TestOperator(t *testing.T) {
 		{"kueue", testKueue},
 		{"kueue suspend", testKueueSuspend},
 		{"kueue partial admission", testKueueElastic},
+		{"elastic shrink", testElasticShrink},
+		{"kueue elastic shrink", testKueueElasticShrink},
 		{"bad pod template", testBadTemplate},
 		{"bad input is not restarted", testBadInput},
 		{"git source and tensorboard", testGitAndTensorBoard},

@@ -45,6 +45,10 @@ type Options struct {
 	// ProgressInterval is how often the progress of a running attempt's worker 0 is read
 	// into the status; 0 means DefaultProgressInterval.
 	ProgressInterval time.Duration
+	// ElasticSettle is how long a worker of an elastic gang (spec.minWorkers) stays
+	// unschedulable before the gang goes on without it (resize.go); 0 means
+	// DefaultElasticSettle.
+	ElasticSettle time.Duration
 	// WorkerPerGPU are the CPU and memory requests per GPU of a worker whose TrainJob
 	// names none (a zero amount: no default); nil means workload.DefaultPerGPU().
 	WorkerPerGPU *workload.PerGPU

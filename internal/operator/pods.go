@@ -176,6 +176,9 @@ func (s *step) countLoss(f *failure, p *corev1.Pod) error {
 		st.Disruptions++
 		st.Restarts++
 	}
+	if f.nodeDown && p.Spec.NodeName != "" {
+		s.r.noteLostNode(s.job.UID, f.worker, p.Spec.NodeName)
+	}
 	if f.worker >= 0 && f.worker < s.gangSize() {
 		for len(st.WorkerReplacements) <= f.worker {
 			st.WorkerReplacements = append(st.WorkerReplacements, 0)

@@ -65,6 +65,12 @@ type Reconciler struct {
 	expect expectations
 	// gangSecrets holds, per TrainJob UID, that its gang Secret exists.
 	gangSecrets sync.Map
+	// lostOn holds, per TrainJob UID, the lost node of each worker replaced since the
+	// last resize (resize.go).
+	lostOn sync.Map
+	// shrunk holds, per TrainJob UID, the lost nodes its gang was shrunk for, to grow it
+	// back when one returns (resize.go).
+	shrunk sync.Map
 }
 
 // forget drops what the reconciler remembers of a TrainJob that is gone or going.
@@ -79,6 +85,8 @@ func (r *Reconciler) forget(key types.NamespacedName) {
 	r.tensorboards.Delete(uid)
 	r.expect.forget(uid.(types.UID))
 	r.gangSecrets.Delete(uid)
+	r.lostOn.Delete(uid)
+	r.shrunk.Delete(uid)
 	if r.poller != nil {
 		r.poller.forget(uid.(types.UID))
 	}
@@ -315,9 +323,14 @@ func (s *step) track(ctx context.Context, o observation) error {
 		return s.succeed()
 	case len(o.lost) > 0 || len(o.missing) > 0:
 		return s.replaceLost(ctx, o)
+	case s.shrinkStuck(o):
+		return nil
 	}
 	st.WorkersReady = int32(o.running)
 	if o.allRunning() {
+		if s.growBack(ctx) {
+			return nil
+		}
 		s.running(o)
 		s.pollProgress(o.progress)
 		return s.podsReady(ctx) // Kueue's waitForPodsReady (kueue.go)

@@ -13,6 +13,7 @@ import (
 	"github.com/trainyard/trainyard/internal/device"
 	"github.com/trainyard/trainyard/internal/gang"
 	"github.com/trainyard/trainyard/internal/launcher"
+	"github.com/trainyard/trainyard/internal/rundir"
 	"github.com/trainyard/trainyard/internal/workload"
 	"github.com/trainyard/trainyard/python"
 )
@@ -191,7 +192,8 @@ func (w *worker) runAttempt(ctx context.Context, n int) gang.Ended {
 			Placement: launcher.Placement{Slots: []launcher.Slot{{Worker: w.cfg.Worker, GPUs: w.gang.gpus}},
 				MasterAddr: w.cfg.MasterAddr, MasterPort: w.cfg.MasterPort, NodePerWorker: true, MilliCPU: w.cfg.MilliCPU},
 			ExtraEnv: w.gang.extra, RayCompat: python.CompatDir(w.gang.helper), AttemptEnv: w.attemptEnv,
-			ForceKill: w.opts.ForceKill, Preempt: w.pre.relay, Notice: w.session.Notice()}
+			ForceKill: w.opts.ForceKill, Preempt: w.pre.relay, Notice: w.session.Notice(),
+			PreviousWorldSize: previousWorkers(w.folder.Record(), n) * w.job.Spec.ProcCount()}
 		w.session.OnActivity(w.gang.l.TouchRank)
 	}
 	w.cfg.Attempt = n
@@ -213,6 +215,18 @@ func (w *worker) runAttempt(ctx context.Context, n int) gang.Ended {
 		return gang.Ended{Outcome: gang.Hung, Reason: res.Reason, Rank: -1, ExitCode: -1}
 	}
 	return gang.Ended{Outcome: gang.Failed, Reason: res.Reason, Rank: res.FailedRank, ExitCode: res.ExitCode}
+}
+
+// previousWorkers is the number of workers of the run's latest attempt before attempt n
+// that run.json records (0: none, or not recorded): the gang's size before the operator
+// resized it, when it differs from this one's.
+func previousWorkers(rec rundir.Record, n int) int {
+	for i := len(rec.Attempts) - 1; i >= 0; i-- {
+		if a := rec.Attempts[i]; a.Number < n {
+			return a.Workers
+		}
+	}
+	return 0
 }
 
 // gangSummary adds to a worker's summary how far the gang went: every worker says

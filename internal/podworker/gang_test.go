@@ -179,3 +179,15 @@ func TestParseEnvGang(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+func TestPreviousWorkers(t *testing.T) {
+	rec := rundir.Record{Attempts: []rundir.Attempt{{Number: 1, Workers: 4}, {Number: 2, Workers: 4}, {Number: 3, Workers: 2}}}
+	for n, want := range map[int]int{1: 0, 2: 4, 3: 4, 4: 2, 9: 2} {
+		if got := previousWorkers(rec, n); got != want {
+			t.Errorf("previousWorkers before attempt %d = %d; want %d", n, got, want)
+		}
+	}
+	if got := previousWorkers(rundir.Record{Attempts: []rundir.Attempt{{Number: 1}}}, 2); got != 0 {
+		t.Errorf("a record without workers: %d; want 0", got)
+	}
+}

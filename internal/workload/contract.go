@@ -93,6 +93,12 @@ const (
 	// requests.cpu; 0 without one), which the worker's processes share as their
 	// OMP_NUM_THREADS instead of the node's cores.
 	EnvMilliCPU = "TRAINYARD_WORKER_MILLICPU"
+	// EnvMinWorkers and EnvMaxWorkers are an elastic gang's fewest and most workers
+	// (spec.minWorkers, spec.workers), set while it runs with fewer than its most: the job
+	// the pods get then says only the gang's size. The ranks inherit them (the launcher's
+	// names, launcher.EnvMinWorkers and launcher.EnvMaxWorkers).
+	EnvMinWorkers = "TRAINYARD_MIN_WORKERS"
+	EnvMaxWorkers = "TRAINYARD_MAX_WORKERS"
 )
 
 // Outcomes of a Summary that worker 0 serves while the gang runs.

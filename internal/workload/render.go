@@ -141,7 +141,10 @@ func Labels(job *v1.TrainJob, n int) map[string]string {
 // apply.
 func Render(job *v1.TrainJob, n int, opts Options) (*Attempt, error) {
 	d := Defaulted(job)
-	if opts.Workers > 0 && opts.Workers < d.Spec.WorkerCount() {
+	var bounds []corev1.EnvVar // an elastic gang's, once its job in the pods says neither
+	if most := d.Spec.WorkerCount(); opts.Workers > 0 && opts.Workers < most {
+		bounds = []corev1.EnvVar{{Name: EnvMinWorkers, Value: strconv.Itoa(d.Spec.MinWorkerCount())},
+			{Name: EnvMaxWorkers, Value: strconv.Itoa(most)}}
 		d.Spec.Workers, d.Spec.MinWorkers = ptr(int32(opts.Workers)), nil
 	}
 	name := AttemptName(job.Name, n)
@@ -151,6 +154,11 @@ func Render(job *v1.TrainJob, n int, opts Options) (*Attempt, error) {
 	pod, ephemeral, err := podTemplate(d, n, opts)
 	if err != nil {
 		return nil, err
+	}
+	for i := range pod.Spec.Containers {
+		if c := &pod.Spec.Containers[i]; c.Name == WorkerContainer {
+			c.Env = append(c.Env, bounds...)
+		}
 	}
 	svc := &corev1.Service{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},

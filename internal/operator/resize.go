@@ -1,0 +1,296 @@
+package operator
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+
+	v1 "github.com/trainyard/trainyard/api/v1alpha1"
+)
+
+// An elastic gang (spec.minWorkers below the gang's size) whose workers the scheduler
+// cannot place goes on without them: once each has been unschedulable for the elastic
+// settle time (Options.ElasticSettle), and at least spec.minWorkers remain, the gang is
+// resized to the workers that can run and restarted as the next attempt, from its latest
+// checkpoint, using no restart. That is the lost node's case: its worker's pod is replaced
+// (pods.go), and the replacement stays Pending. The size is recorded in status.workers
+// before anything is torn down; with Kueue the quota the smaller gang no longer uses is
+// given back through the Workload's status.reclaimablePods (kueue.go).
+
+// DefaultElasticSettle is how long a worker of an elastic gang stays unschedulable before
+// the gang goes on without it, when Options.ElasticSettle is 0.
+const DefaultElasticSettle = 30 * time.Second
+
+// ReasonResized is the reason of the Restarting condition and of the Event of a gang
+// that restarts at another size.
+const ReasonResized = "Resized"
+
+// stuckWorker is a worker whose pod the scheduler cannot place.
+type stuckWorker struct {
+	worker  int
+	pod     string
+	since   time.Time // when the scheduler first said so
+	message string    // what the scheduler said
+}
+
+// unschedulable reports whether p waits for a node the scheduler cannot find, and since
+// when.
+func unschedulable(p *corev1.Pod) (stuckWorker, bool) {
+	if p.Spec.NodeName != "" || p.Status.Phase != corev1.PodPending {
+		return stuckWorker{}, false
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+			since := c.LastTransitionTime.Time
+			if since.IsZero() {
+				since = p.CreationTimestamp.Time
+			}
+			return stuckWorker{worker: workerIndex(p), pod: p.Name, since: since, message: c.Message}, true
+		}
+	}
+	return stuckWorker{}, false
+}
+
+// resize is a decision to run the gang with another number of workers.
+type resize struct {
+	from, to int
+	why      string
+	// lost are the lost nodes a shrink went without: the gang grows back once one of
+	// them is ready again.
+	lost []string
+}
+
+// planShrink decides whether a gang of size workers, which may run with as few as min,
+// goes on without its stuck workers: when every one of them has been unschedulable for
+// settle and at least min remain. lostOn names the lost node each replaced worker's pod
+// was on, for the reason. Otherwise it returns how long to wait before deciding again (0:
+// nothing will change by waiting: no worker is stuck, or too few would remain).
+func planShrink(stuck []stuckWorker, workers, min int, settle time.Duration, now time.Time, lostOn map[int]string) (resize, time.Duration, bool) {
+	if len(stuck) == 0 || min >= workers || workers-len(stuck) < min {
+		return resize{}, 0, false
+	}
+	var wait time.Duration
+	for _, w := range stuck {
+		wait = max(wait, w.since.Add(settle).Sub(now))
+	}
+	if wait > 0 {
+		return resize{}, wait, false
+	}
+	r := resize{from: workers, to: workers - len(stuck)}
+	var nodes []string
+	ids := make([]string, 0, len(stuck))
+	for _, w := range stuck {
+		ids = append(ids, fmt.Sprint(w.worker))
+		if n := lostOn[w.worker]; n != "" && !slices.Contains(nodes, n) {
+			nodes = append(nodes, n)
+		}
+	}
+	slices.Sort(nodes)
+	r.lost = nodes
+	switch len(nodes) {
+	case 0:
+	case 1:
+		r.why = "node " + nodes[0] + " lost; "
+	default:
+		r.why = "nodes " + strings.Join(nodes, ", ") + " lost; "
+	}
+	what := "worker " + ids[0] + " cannot"
+	if len(ids) > 1 {
+		what = "workers " + strings.Join(ids, ", ") + " cannot"
+	}
+	r.why += fmt.Sprintf("%s be scheduled for %s (%s)", what, settle, stuck[0].message)
+	return r, 0, true
+}
+
+// shrinkStuck resizes an elastic gang whose stuck workers planShrink gives up on, and
+// reports whether it did.
+func (s *step) shrinkStuck(o observation) bool {
+	size, min := s.gangSize(), s.job.Spec.MinWorkerCount()
+	r, wait, ok := planShrink(o.stuck, size, min, s.r.Options.elasticSettle(), s.now, s.r.lostNodes(s.job.UID))
+	if !ok {
+		if wait > 0 {
+			s.requeue(wait)
+		}
+		return false
+	}
+	s.resized(r)
+	return true
+}
+
+// resized records that the gang restarts at size r.to as the next attempt, from its
+// latest checkpoint: the status first (status.workers, the attempt), so the next
+// reconcile tears the current attempt down and makes the new one with r.to workers. A
+// resize is not a failure: it uses no restart and no disruption.
+func (s *step) resized(r resize) {
+	st := &s.job.Status
+	n := st.Attempt
+	st.Workers = int32(r.to)
+	if r.to >= s.job.Spec.WorkerCount() {
+		st.Workers = 0
+	}
+	st.Attempt, st.PodsAttempt = st.Attempt+1, 0
+	st.Phase, st.WorkersReady, st.AttemptStartTime = v1.PhaseRestarting, 0, nil
+	msg := fmt.Sprintf("resized from %d to %d workers: %s; attempt %d ends and the gang restarts as attempt %d from its latest checkpoint (a resize uses no restart)",
+		r.from, r.to, r.why, n, st.Attempt)
+	st.Reason = msg
+	s.condition(v1.CondRestarting, true, ReasonResized, msg)
+	s.condition(v1.CondRunning, false, ReasonResized, msg)
+	s.event(corev1.EventTypeNormal, ReasonResized, msg)
+	uid := s.job.UID
+	s.afterWrite(func() {
+		s.r.lostOn.Delete(uid)
+		s.r.shrunk.Delete(uid)
+		if r.to < r.from && len(r.lost) > 0 {
+			s.r.shrunk.Store(uid, shrunk{nodes: r.lost})
+		}
+	})
+	s.requeue(teardownPoll)
+}
+
+// growPoll is how often a gang shrunk for lost nodes looks whether one is back.
+const growPoll = 10 * time.Second
+
+// shrunk is what the reconciler remembers of a gang it shrank for lost nodes, to grow it
+// back when one returns (in memory: an operator that restarts in between leaves the gang
+// at its smaller size).
+type shrunk struct {
+	nodes []string // the lost nodes
+	// back is when one of them was first seen ready again (zero while none is), and
+	// checkpoint the gang's latest checkpoint then.
+	back       time.Time
+	checkpoint string
+}
+
+// planGrow decides whether a gang shrunk for lost nodes grows back: once one of them is
+// ready again, at the gang's next checkpoint committed after that (checkpoint differs from
+// the one then) or interval later, whichever comes first, as the job server grows a gang.
+// It returns what to remember, the node that is back, and when to look again.
+func planGrow(sh shrunk, ready func(string) bool, checkpoint string, interval time.Duration, now time.Time) (next shrunk, node string, wait time.Duration, grow bool) {
+	next = sh
+	for _, n := range sh.nodes {
+		if ready(n) {
+			node = n
+			break
+		}
+	}
+	if node == "" {
+		next.back, next.checkpoint = time.Time{}, ""
+		return next, "", growPoll, false
+	}
+	if next.back.IsZero() {
+		next.back, next.checkpoint = now, checkpoint
+	}
+	if checkpoint != next.checkpoint || !now.Before(next.back.Add(interval)) {
+		return next, node, 0, true
+	}
+	return next, node, next.back.Add(interval).Sub(now), false
+}
+
+// growBack grows a running gang that was shrunk for lost nodes back to spec.workers when
+// planGrow says so, and reports whether it did. A gang in a Kueue queue does not grow:
+// Kueue never lets a Workload take back the pods it gave back (status.reclaimablePods)
+// while admitted, so it grows at its next admission.
+func (s *step) growBack(ctx context.Context) bool {
+	st := &s.job.Status
+	if st.Workers == 0 || s.queueName() != "" || s.restartingInPlace() {
+		return false
+	}
+	v, ok := s.r.shrunk.Load(s.job.UID)
+	if !ok {
+		return false
+	}
+	down := s.r.nodeDown(ctx)
+	next, node, wait, grow := planGrow(v.(shrunk), func(n string) bool { return !down(n) }, st.LatestCheckpoint,
+		s.job.Spec.ResizeInterval(), s.now)
+	if !grow {
+		s.r.shrunk.Store(s.job.UID, next)
+		s.requeue(wait)
+		return false
+	}
+	when := "at its next checkpoint"
+	if next.checkpoint == st.LatestCheckpoint {
+		when = fmt.Sprintf("after the resize interval (%s)", s.job.Spec.ResizeInterval())
+	}
+	s.resized(resize{from: s.gangSize(), to: s.job.Spec.WorkerCount(),
+		why: fmt.Sprintf("node %s is ready again (since %s); growing %s", node, next.back.UTC().Format(time.RFC3339), when)})
+	return true
+}
+
+// noteLostNode remembers that worker's pod was on node when the node was lost, for the
+// reason of a resize that follows (in memory: an operator that restarts in between says
+// only that the worker cannot be scheduled).
+func (r *Reconciler) noteLostNode(job types.UID, worker int, node string) {
+	m := map[int]string{}
+	if old, ok := r.lostOn.Load(job); ok {
+		m = maps.Clone(old.(map[int]string))
+	}
+	m[worker] = node
+	r.lostOn.Store(job, m)
+}
+
+// lostNodes are the nodes noteLostNode remembers for a job, by worker.
+func (r *Reconciler) lostNodes(job types.UID) map[int]string {
+	if m, ok := r.lostOn.Load(job); ok {
+		return m.(map[int]string)
+	}
+	return nil
+}
+
+// elasticSettle is ElasticSettle, defaulted.
+func (o *Options) elasticSettle() time.Duration {
+	if o.ElasticSettle <= 0 {
+		return DefaultElasticSettle
+	}
+	return o.ElasticSettle
+}
+
+// kueueSize is the size of a gang Kueue admits through wl: the admission's count, less
+// the workers the Workload gives back (status.reclaimablePods, which Kueue subtracts from
+// the PodSet's count). A resize the status records (status.workers) that the Workload does
+// not show yet is given back first: the quota the smaller gang no longer uses returns to
+// the queue at once. Kueue never lets a Workload take back what it gave while admitted, so
+// the gang keeps its smaller size until its next admission.
+func (s *step) kueueSize(ctx context.Context, wl *unstructured.Unstructured) (int, error) {
+	most := s.job.Spec.WorkerCount()
+	admitted := admittedWorkers(wl)
+	if admitted <= 0 {
+		admitted = most
+	}
+	n := min(admitted, most-reclaimableWorkers(wl))
+	if w := int(s.job.Status.Workers); w > 0 && w < n {
+		if err := s.updateWorkloadStatus(ctx, wl, func(wl *unstructured.Unstructured, _ *[]metav1.Condition) {
+			_ = unstructured.SetNestedSlice(wl.Object, []any{map[string]any{"name": podSetWorkers, "count": int64(most - w)}},
+				"status", "reclaimablePods")
+		}); err != nil {
+			return 0, err
+		}
+		s.event(corev1.EventTypeNormal, "QuotaReclaimed", fmt.Sprintf(
+			"gave %d of the %d admitted workers' quota back to Kueue (Workload %s status.reclaimablePods %d): the gang runs with %d",
+			admitted-w, admitted, wl.GetName(), most-w, w))
+		n = w
+	}
+	return n, nil
+}
+
+// reclaimableWorkers is how many workers' pods wl gives back to Kueue.
+func reclaimableWorkers(wl *unstructured.Unstructured) int {
+	pods, _, _ := unstructured.NestedSlice(wl.Object, "status", "reclaimablePods")
+	for _, p := range pods {
+		m, _ := p.(map[string]any)
+		if name, _ := m["name"].(string); name != podSetWorkers {
+			continue
+		}
+		if n, ok, _ := unstructured.NestedInt64(m, "count"); ok {
+			return int(n)
+		}
+	}
+	return 0
+}

@@ -1,0 +1,153 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/trainyard/trainyard/internal/workload"
+)
+
+// An elastic 2:4 gang spread over two nodes of 2 GPUs each (one GPU per worker: two
+// workers on each node) loses the second node while it trains: its kubelet, containerd
+// and pods killed. The lost workers' replacements cannot be scheduled (the node that
+// remains has no free GPU), so once the elastic settle time has passed the operator
+// resizes the gang to 2 and restarts it on the node that remains, from its checkpoint,
+// without counting a restart, and says so (event Resized, status.workers 2); the ranks
+// see WORLD_SIZE 2 and the world size before. Then the node comes back: at the gang's
+// next checkpoint it grows back to 4 workers over both nodes, and finishes there.
+func TestTwoNodesElasticShrinkAndGrow(t *testing.T) {
+	c := cluster(t)
+	installOperator(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	second := twoNodes(t, ctx, 2)
+
+	deleteAtEnd(t, "elastic")
+	// The workers leave a lost node 10 s after it is unreachable, not 300.
+	kube := `    tolerations:
+    - {key: node.kubernetes.io/unreachable, operator: Exists, effect: NoExecute, tolerationSeconds: 10}
+    - {key: node.kubernetes.io/not-ready, operator: Exists, effect: NoExecute, tolerationSeconds: 10}`
+	job{name: "elastic", workers: 4, spec: "  minWorkers: 2\n  resources: {gpu: 1}\n  maxRestarts: 0", mounts: gpuMount(t), kube: kube,
+		args: []string{"--epochs", "12", "--train-subset", "2000", "--test-subset", "200", "--sleep-per-step", "0.1"}}.submit(t, ctx)
+	workers := runningWorkers(t, ctx, "elastic", 4, 5*time.Minute)
+	onNode := map[string][]int{}
+	for i, p := range workers {
+		onNode[p.Spec.NodeName] = append(onNode[p.Spec.NodeName], i)
+	}
+	t.Logf("workers by node: %v", onNode)
+	if len(onNode[second]) != 2 {
+		t.Fatalf("workers by node %v; want 2 on %s", onNode, second)
+	}
+	waitStatus(t, "elastic", 5*time.Minute, func(s trainJobStatus) bool { return s.LatestCheckpoint != "" })
+	stopped := time.Now()
+	since := func() string { return time.Since(stopped).Round(time.Second).String() }
+	if err := c.StopNode(ctx, second); err != nil {
+		t.Fatal(err)
+	}
+	restarted := false
+	t.Cleanup(func() {
+		if !restarted {
+			restartLost(t, second)
+		}
+	})
+	t.Logf("stopped %s, which held workers %v", second, onNode[second])
+
+	s := waitStatus(t, "elastic", 5*time.Minute, func(s trainJobStatus) bool { return s.Workers == 2 })
+	t.Logf("resized %s after the loss: attempt %d", since(), s.Attempt)
+	resizedEvent(t, ctx, "resized from 4 to 2 workers: node "+second+" lost")
+	resized := s.Attempt
+	two := runningWorkers(t, ctx, "elastic", 2, 5*time.Minute)
+	for i, p := range two {
+		if p.Spec.NodeName == second || workload.WorkerIndex(p.Labels) != i {
+			t.Errorf("worker %d on %s; want it on the node that remains", i, p.Spec.NodeName)
+		}
+	}
+	t.Logf("2 workers running %s after the loss", since())
+	waitStatus(t, "elastic", 3*time.Minute, func(s trainJobStatus) bool { return s.Phase == "Running" && s.Attempt == resized })
+	waitRunLog(t, "elastic-*", resized, "world_size=2", "resized_from=4", "resuming from checkpoint_")
+
+	back := time.Now()
+	restarted = true
+	if err := c.StartNode(ctx, second); err != nil {
+		t.Fatalf("start %s again: %v", second, err)
+	}
+	t.Logf("%s ready again in %s", second, time.Since(back).Round(time.Second))
+	s = waitStatus(t, "elastic", 5*time.Minute, func(s trainJobStatus) bool { return s.Attempt > resized && s.Workers == 0 })
+	t.Logf("grew %s after the node was back: attempt %d", time.Since(back).Round(time.Second), s.Attempt)
+	resizedEvent(t, ctx, "resized from 2 to 4 workers: node "+second+" is ready again")
+	grown := s.Attempt
+	four := runningWorkers(t, ctx, "elastic", 4, 5*time.Minute)
+	onNode = map[string][]int{}
+	for i, p := range four {
+		onNode[p.Spec.NodeName] = append(onNode[p.Spec.NodeName], i)
+	}
+	t.Logf("grown back: workers by node %v", onNode)
+	s = waitStatus(t, "elastic", 10*time.Minute, func(s trainJobStatus) bool { return s.Phase == "Succeeded" || s.Phase == "Failed" })
+	if s.Phase != "Succeeded" || s.Workers != 0 {
+		t.Fatalf("status %+v; want Succeeded with all 4 workers; pods:\n%s", s, describePods(t, ctx, "elastic"))
+	}
+	t.Logf("succeeded %s after the loss: %d restarts, %d disruptions (maxRestarts 0)", since(), s.Restarts, s.Disruptions)
+	if s.Restarts != s.Disruptions {
+		t.Errorf("%d restarts, %d of them disruptions; want the resizes to use none", s.Restarts, s.Disruptions)
+	}
+	if _, described, _ := trainyardCmd(t, ctx, "describe", "--kube", "elastic"); !strings.Contains(described, "Resized") {
+		t.Errorf("describe shows no Resized event:\n%s", described)
+	}
+	waitRunLog(t, "elastic-*", grown, "world_size=4", "resized_from=2", "resuming from checkpoint_")
+}
+
+// resizedEvent waits for an Event Resized of the TrainJob elastic whose note says want.
+func resizedEvent(t *testing.T, ctx context.Context, want string) {
+	t.Helper()
+	var notes []string
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(time.Second) {
+		l, err := cl.Client.EventsV1().Events("default").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		notes = notes[:0]
+		for _, e := range l.Items {
+			if e.Regarding.Name == "elastic" && e.Reason == "Resized" {
+				if strings.Contains(e.Note, want) {
+					t.Logf("event Resized: %s", e.Note)
+					return
+				}
+				notes = append(notes, e.Note)
+			}
+		}
+	}
+	t.Errorf("no event Resized saying %q; the Resized events: %q", want, notes)
+}
+
+// waitRunLog waits up to 2 minutes for rank 0's log of an attempt (see runLog) to say
+// every one of wants.
+func waitRunLog(t *testing.T, pattern string, attempt int, wants ...string) {
+	t.Helper()
+	log := ""
+	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(2 * time.Second) {
+		dirs, _ := filepath.Glob(filepath.Join(sharedDir, "results", pattern))
+		var newest string
+		var at time.Time
+		for _, d := range dirs {
+			if info, err := os.Stat(d); err == nil && info.ModTime().After(at) {
+				newest, at = d, info.ModTime()
+			}
+		}
+		data, _ := os.ReadFile(filepath.Join(newest, "logs", fmt.Sprintf("attempt-%d", attempt), "rank-0.log"))
+		log = string(data)
+		missing := slices.DeleteFunc(slices.Clone(wants), func(w string) bool { return strings.Contains(log, w) })
+		if len(missing) == 0 {
+			t.Logf("rank 0's log of attempt %d says %q", attempt, wants)
+			return
+		}
+	}
+	t.Errorf("rank 0's log of attempt %d lacks one of %q:\n%s", attempt, wants, log)
+}
