@@ -198,9 +198,17 @@ func TestKueueWorkloadPerTrainJob(t *testing.T) {
 			}
 			time.Sleep(time.Second)
 		}
-		wls := jobWorkloads(t, ctx, kc, "flaky")
-		if len(wls) != 1 || workloadCondition(&wls[0], "Finished") == nil {
-			t.Errorf("flaky's Workload is not Finished after the job succeeded: %v", wls)
+		// The operator marks the Workload Finished in the reconcile after the one that
+		// recorded the job's end (finished, in reconciler.go): wait for it.
+		for finishBy := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+			wls := jobWorkloads(t, ctx, kc, "flaky")
+			if len(wls) == 1 && workloadCondition(&wls[0], "Finished") != nil {
+				break
+			}
+			if time.Now().After(finishBy) {
+				t.Errorf("flaky's Workload is not Finished 30s after the job succeeded: %v", wls)
+				break
+			}
 		}
 		// Its quota is free: second runs.
 		s = waitStatus(t, "second", 3*time.Minute, func(s trainJobStatus) bool { return s.Phase == "Succeeded" || s.Phase == "Failed" })
