@@ -33,6 +33,10 @@ type Placement struct {
 	// machine as one node: LOCAL_RANK counts the processes of all of them, and each sees
 	// the GPUs of all of them.
 	NodePerWorker bool
+	// StoreHosted says that the gang's rendezvous store is already served at MasterAddr and
+	// MasterPort by a launcher (worker 0's on Kubernetes, see package podworker): every rank,
+	// rank 0 too, is its client (TORCHELASTIC_USE_AGENT_STORE=True).
+	StoreHosted bool
 }
 
 // PlaceLocal places every worker of job on this machine, each with its own GPUs from inv.
