@@ -182,7 +182,7 @@ func (w *worker) coordinator() *gang.Coordinator {
 		MaxRestarts: int(s.MaxRestarts), MaxDisruptions: int(s.DisruptionLimit()),
 		Restarts: w.cfg.Restarts, Disruptions: w.cfg.Disruptions, Secret: w.cfg.GangSecret,
 		JoinWait: w.opts.PrimaryWait, StopWait: time.Duration(s.GracePeriod())*time.Second + stopSlack,
-		Prepare: w.prepareAttempt, Notify: w.console.Notice, Logger: w.opts.Logger,
+		Prepare: w.prepareAttempt, Stopping: w.stoppingAttempt, Notify: w.console.Notice, Logger: w.opts.Logger,
 	}
 }
 
@@ -204,6 +204,19 @@ func (w *worker) prepareAttempt(_ context.Context, n int) error {
 	defer w.gang.mu.Unlock()
 	w.gang.prepared = map[int]map[string]string{n: env}
 	return nil
+}
+
+// stoppingAttempt is worker 0's step as the coordinator begins to stop an attempt: the
+// store is emptied and its connections closed, so that a rank blocked in a store call
+// (init_process_group waiting for a peer that died, a barrier) fails at once. Such a rank
+// does not run a Python SIGTERM handler until the call returns: with rank 0's store it
+// failed once rank 0 was gone, and with a store that outlives the attempt it would wait for
+// the grace period's SIGKILL. prepareAttempt empties the store again (a member's ranks may
+// still write to it while they stop).
+func (w *worker) stoppingAttempt(int) {
+	if w.gang.store != nil {
+		w.gang.store.Reset()
+	}
 }
 
 // attemptEnv is the launcher's AttemptEnv: what prepareAttempt made on worker 0, else the

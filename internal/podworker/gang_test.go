@@ -198,6 +198,68 @@ func TestWorkerZeroHostsTheStore(t *testing.T) {
 	}
 }
 
+// blockedScript has rank 0 of attempt 1 wait in a store call for a key that never comes,
+// with a SIGTERM handler (which Python runs only once that call returns), while rank 1
+// fails once rank 0 waits.
+const blockedScript = `
+import os, signal, sys, time, trainyard
+from datetime import timedelta
+import torch.distributed as dist
+ctx = trainyard.get_context()
+store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False,
+                      timeout=timedelta(seconds=60))
+if ctx.attempt == 1:
+    if ctx.rank == 1:
+        store.wait(["rank 0 waits"])
+        time.sleep(0.5)
+        sys.exit(3)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    store.set("rank 0 waits", "1")
+    print("blocked at %.3f" % time.time(), flush=True)
+    store.get("never set")
+`
+
+// A rank blocked in a call to worker 0's store (where its SIGTERM handler cannot run) ends
+// as soon as the gang stops, not at the grace period's SIGKILL: the coordinator closes the
+// store's connections as the stop begins.
+func TestStopClosesTheStore(t *testing.T) {
+	const torchPython = "/usr/bin/python3" // Debian's, with python3-torch
+	if exec.Command(torchPython, "-c", "import torch.distributed").Run() != nil {
+		t.Skip(torchPython + " cannot import torch (apt install python3-torch)")
+	}
+	job := pythonJob(t, blockedScript)
+	job.Spec.Command[0] = torchPython
+	job.Spec.MaxRestarts = 1
+	grace := int64(30)
+	job.Spec.TerminationGracePeriodSeconds = &grace
+	res, _ := runGangWith(t, job, nil)
+	for i, r := range res {
+		if r.err != nil || r.sum.Outcome != "succeeded" || r.sum.Attempt != 2 {
+			t.Fatalf("worker %d: %v, summary %+v\n%s", i, r.err, r.sum, r.out)
+		}
+	}
+	dir := runDir(job)
+	log := readFile(t, filepath.Join(dir, "logs", "attempt-1", "rank-0.log"))
+	m := regexp.MustCompile(`blocked at (\d+\.\d+)`).FindStringSubmatch(log)
+	if m == nil {
+		t.Fatalf("rank 0 of attempt 1 did not wait in the store:\n%s", log)
+	}
+	sec, _ := strconv.ParseFloat(m[1], 64)
+	blocked := time.Unix(0, int64(sec*1e9))
+	rec, err := rundir.ReadRecord(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rank0 := rec.Attempts[0].Ranks[0]
+	if rank0.Ended == nil {
+		t.Fatalf("rank 0 of attempt 1 has no end: %+v", rank0)
+	}
+	if took := rank0.Ended.Sub(blocked); took > 10*time.Second || rank0.Signal == "SIGKILL" {
+		t.Errorf("rank 0 of attempt 1 ended %s after it blocked in the store (signal %q), want well within the grace period (%ds):\n%s",
+			took.Round(time.Millisecond), rank0.Signal, grace, log)
+	}
+}
+
 // The restarts the operator counted before it made the pods count against maxRestarts:
 // with them used up, a failure ends the gang for good.
 func TestRestartsCountFromTheOperator(t *testing.T) {
