@@ -237,6 +237,9 @@ func (s *session) stopAll(ctx context.Context, why string) ([]loss, *done) {
 	var lost []loss
 	a := s.st.Attempt
 	s.publish(Restarting)
+	if s.c.Stopping != nil {
+		s.c.Stopping(a)
+	}
 	s.sendAll(message{Type: typeStop, Attempt: a, Reason: why})
 	deadline := time.NewTimer(s.c.StopWait)
 	defer deadline.Stop()

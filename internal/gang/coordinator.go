@@ -103,6 +103,10 @@ type Coordinator struct {
 	// Prepare, when set, is called before each attempt starts, with no member running
 	// anything; its error finishes the gang failed.
 	Prepare func(ctx context.Context, attempt int) error
+	// Stopping, when set, is called as the coordinator begins to stop an attempt, before
+	// it tells any member to (worker 0 closes the rendezvous store's connections there, so
+	// that ranks blocked in the store fail at once rather than at the grace period's end).
+	Stopping func(attempt int)
 	// Notify, when set, gets notices for people (the pod log).
 	Notify func(string)
 	// Logger gets diagnostics; nil: none.

@@ -34,8 +34,9 @@
 // attempt's checkpoint commit there and records A in run.json), so every member resumes
 // from the same checkpoint.
 //
-// When a member reports ended{A, failed|hung}, the coordinator sends stop{A} to every
-// member and waits until each confirms stopped{A} (its launcher's teardown: SIGTERM, then
+// When a member reports ended{A, failed|hung}, the coordinator calls Coordinator.Stopping
+// (worker 0 closes the rendezvous store's connections), sends stop{A} to every member and
+// waits until each confirms stopped{A} (its launcher's teardown: SIGTERM, then
 // SIGKILL after the grace period) for at most Coordinator.StopWait; a member that does
 // not confirm is dropped (its connection closed; it stops its processes itself and
 // connects again). Then, with restarts left (the job's maxRestarts against the run's

@@ -120,6 +120,11 @@ func (a *attempt) supervise(ctx context.Context, exits <-chan exit) AttemptResul
 		stopping, stopAt, hang = true, time.Now(), nil
 		pre.end()
 		rz.stop()
+		if a.l.store != nil {
+			// A rank blocked in a store call runs no Python SIGTERM handler until the call
+			// returns: closing its connection ends the call now, not at the SIGKILL.
+			a.l.store.Reset()
+		}
 		a.signalLive(syscall.SIGTERM)
 		a.signalLive(syscall.SIGCONT) // a stopped process handles SIGTERM only once resumed
 		killTimer = time.After(killAfter)

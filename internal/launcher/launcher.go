@@ -278,7 +278,7 @@ func (l *Launcher) RunAttempt(ctx context.Context, n int) (AttemptResult, error)
 	}
 	// Every rank a client of the launcher's store, or rank 0 hosts one (whatever an outer
 	// launcher, whose environment this one inherits, told its own ranks).
-	env[AgentStoreEnv] = map[bool]string{true: "True", false: "False"}[l.store != nil]
+	env[AgentStoreEnv] = map[bool]string{true: "True", false: "False"}[l.store != nil || l.Placement.StoreHosted]
 	if err := l.beginAttempt(n, port); err != nil {
 		return AttemptResult{}, err
 	}
@@ -339,8 +339,11 @@ func (l *Launcher) workersHere() string {
 func (l *Launcher) beginAttempt(n, port int) error {
 	s := &l.Job.Spec
 	host := ""
-	if l.store != nil {
+	switch {
+	case l.store != nil:
 		host = " (hosted by trainyard)"
+	case l.Placement.StoreHosted:
+		host = " (hosted by worker 0's trainyard)"
 	}
 	l.notice("attempt %d: starting %s x %d process(es), rendezvous %s:%d%s, logs in %s",
 		n, l.workersHere(), s.ProcCount(), l.Placement.MasterAddr, port, host, l.Folder.Dir)

@@ -38,6 +38,10 @@ type Placement struct {
 	// machine's cores. Their processes share it as OMP_NUM_THREADS when the job names
 	// no CPU of its own.
 	MilliCPU int64
+	// StoreHosted says that the gang's rendezvous store is already served at MasterAddr and
+	// MasterPort by a launcher (worker 0's on Kubernetes, see package podworker): every rank,
+	// rank 0 too, is its client (TORCHELASTIC_USE_AGENT_STORE=True).
+	StoreHosted bool
 }
 
 // PlaceLocal places every worker of job on this machine, each with its own GPUs from inv.

@@ -4,7 +4,10 @@ import (
 	"context"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -90,5 +93,58 @@ func TestStoreOptOut(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// blockedStoreScript has rank 0 of attempt 1 wait in a store call for a key that never
+// comes, with a SIGTERM handler (which Python runs only once that call returns), while
+// rank 1 fails once rank 0 waits.
+const blockedStoreScript = `exec /usr/bin/python3 - <<'EOF'
+import os, signal, sys, time
+from datetime import timedelta
+import torch.distributed as dist
+rank, attempt = int(os.environ["RANK"]), int(os.environ["TRAINYARD_ATTEMPT"])
+store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False,
+                      timeout=timedelta(seconds=60))
+if attempt == 1:
+    if rank == 1:
+        store.wait(["rank 0 waits"])
+        time.sleep(0.5)
+        sys.exit(3)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    store.set("rank 0 waits", "1")
+    print("blocked at %.3f" % time.time(), flush=True)
+    store.get("never set")
+EOF`
+
+// A rank blocked in a call to the launcher's store ends as soon as the gang stops, not at
+// the grace period's SIGKILL: the store's connections are closed as the stop begins.
+func TestStopClosesTheStore(t *testing.T) {
+	if exec.Command("/usr/bin/python3", "-c", "import torch.distributed").Run() != nil {
+		t.Skip("/usr/bin/python3 cannot import torch (apt install python3-torch)")
+	}
+	job := makeJob(t, blockedStoreScript).workers(2).restarts(1).grace(30).obj(t)
+	h := newHarness(t, job)
+	res, _ := h.run(t, context.Background())
+	if res.Outcome != Succeeded || res.Attempts != 2 {
+		t.Fatalf("got %+v, want success in attempt 2\n%s", res, h.out)
+	}
+	log, err := os.ReadFile(filepath.Join(h.l.Folder.Dir, "logs", "attempt-1", "rank-0.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`blocked at (\d+\.\d+)`).FindSubmatch(log)
+	if m == nil {
+		t.Fatalf("rank 0 of attempt 1 did not wait in the store:\n%s\n%s", log, h.out)
+	}
+	sec, _ := strconv.ParseFloat(string(m[1]), 64)
+	blocked := time.Unix(0, int64(sec*1e9))
+	rank0 := h.l.Folder.Record().Attempts[0].Ranks[0]
+	if rank0.Ended == nil {
+		t.Fatalf("rank 0 of attempt 1 has no end: %+v", rank0)
+	}
+	if took := rank0.Ended.Sub(blocked); took > 10*time.Second || rank0.Signal == "SIGKILL" {
+		t.Errorf("rank 0 of attempt 1 ended %s after it blocked in the store (signal %q), want well within the grace period (30s):\n%s",
+			took.Round(time.Millisecond), rank0.Signal, log)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"net"
 	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/trainyard/trainyard/internal/gang"
 	"github.com/trainyard/trainyard/internal/launcher"
 	"github.com/trainyard/trainyard/internal/rundir"
+	"github.com/trainyard/trainyard/internal/tcpstore"
 	"github.com/trainyard/trainyard/internal/workload"
 	"github.com/trainyard/trainyard/python"
 )
@@ -41,6 +43,9 @@ type gangRun struct {
 
 	mu       sync.Mutex
 	prepared map[int]map[string]string // worker 0's attempt variables, made in Prepare
+	// store is the gang's rendezvous store on worker 0 (see hostStore); nil elsewhere, or
+	// when the job opts out.
+	store *tcpstore.Server
 }
 
 // final is the gang's Final, if it failed for good.
@@ -71,6 +76,11 @@ func (w *worker) runGang(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		if err := w.hostStore(); err != nil {
+			ln.Close()
+			return err
+		}
+		defer w.closeStore()
 		m.Addr = net.JoinHostPort("127.0.0.1", fmt.Sprint(ln.Addr().(*net.TCPAddr).Port))
 		c := w.coordinator()
 		w.gang.coord.Store(c)
@@ -118,6 +128,33 @@ func (w *worker) runGang(ctx context.Context) error {
 	return nil
 }
 
+// hostStore starts worker 0's rendezvous store (torch's TCPStore, package tcpstore) on
+// the gang's rendezvous port, on every address, before any attempt: the ranks of every
+// worker are its clients, as torchrun's agent hosts the store, so that no rank waits for
+// rank 0's torch to host one (1-second connect retries, and rank 0 serving 31 ranks while
+// it imports torch). It lives as long as the pod; prepareAttempt empties it between
+// attempts, when every member has confirmed its processes gone. A job that opts out
+// (launcher.AgentStoreWanted) keeps rank 0's store, as before.
+func (w *worker) hostStore() error {
+	if !launcher.AgentStoreWanted(w.job) {
+		return nil
+	}
+	st, err := tcpstore.Listen(":"+strconv.Itoa(w.cfg.MasterPort), tcpstore.Options{Logger: w.opts.Logger})
+	if err != nil {
+		return fmt.Errorf("host the gang's rendezvous store (set %s=False in the job's env to let rank 0 host it): %w",
+			launcher.AgentStoreEnv, err)
+	}
+	w.gang.store = st
+	return nil
+}
+
+// closeStore stops worker 0's rendezvous store, if it hosts one.
+func (w *worker) closeStore() {
+	if w.gang.store != nil {
+		w.gang.store.Close()
+	}
+}
+
 // listen opens worker 0's gang port, on every address.
 func (w *worker) listen() (net.Listener, error) {
 	addr := w.cfg.gangAddr()
@@ -146,7 +183,7 @@ func (w *worker) coordinator() *gang.Coordinator {
 		MaxRestarts: int(s.MaxRestarts), MaxDisruptions: int(s.DisruptionLimit()),
 		Restarts: w.cfg.Restarts, Disruptions: w.cfg.Disruptions, Secret: w.cfg.GangSecret,
 		JoinWait: w.opts.PrimaryWait, StopWait: time.Duration(s.GracePeriod())*time.Second + stopSlack,
-		Prepare: w.prepareAttempt, Notify: w.console.Notice, Logger: w.opts.Logger,
+		Prepare: w.prepareAttempt, Stopping: w.stoppingAttempt, Notify: w.console.Notice, Logger: w.opts.Logger,
 	}
 }
 
@@ -158,10 +195,29 @@ func (w *worker) prepareAttempt(_ context.Context, n int) error {
 	if err != nil {
 		return err
 	}
+	if w.gang.store != nil {
+		// Every member confirmed the previous attempt's processes gone, and none of this
+		// attempt's has started: its ranks see none of the last one's keys (torch 2.x's
+		// clients use no per-attempt prefix under an agent's store).
+		w.gang.store.Reset()
+	}
 	w.gang.mu.Lock()
 	defer w.gang.mu.Unlock()
 	w.gang.prepared = map[int]map[string]string{n: env}
 	return nil
+}
+
+// stoppingAttempt is worker 0's step as the coordinator begins to stop an attempt: the
+// store is emptied and its connections closed, so that a rank blocked in a store call
+// (init_process_group waiting for a peer that died, a barrier) fails at once. Such a rank
+// does not run a Python SIGTERM handler until the call returns: with rank 0's store it
+// failed once rank 0 was gone, and with a store that outlives the attempt it would wait for
+// the grace period's SIGKILL. prepareAttempt empties the store again (a member's ranks may
+// still write to it while they stop).
+func (w *worker) stoppingAttempt(int) {
+	if w.gang.store != nil {
+		w.gang.store.Reset()
+	}
 }
 
 // attemptEnv is the launcher's AttemptEnv: what prepareAttempt made on worker 0, else the
@@ -190,7 +246,8 @@ func (w *worker) runAttempt(ctx context.Context, n int) gang.Ended {
 	if w.gang.l == nil {
 		w.gang.l = &launcher.Launcher{Job: w.job, Folder: w.folder, Console: w.console, Logger: w.opts.Logger,
 			Placement: launcher.Placement{Slots: []launcher.Slot{{Worker: w.cfg.Worker, GPUs: w.gang.gpus}},
-				MasterAddr: w.cfg.MasterAddr, MasterPort: w.cfg.MasterPort, NodePerWorker: true, MilliCPU: w.cfg.MilliCPU},
+				MasterAddr: w.cfg.MasterAddr, MasterPort: w.cfg.MasterPort, NodePerWorker: true,
+				StoreHosted: launcher.AgentStoreWanted(w.job), MilliCPU: w.cfg.MilliCPU},
 			ExtraEnv: w.gang.extra, RayCompat: python.CompatDir(w.gang.helper), AttemptEnv: w.attemptEnv,
 			ForceKill: w.opts.ForceKill, Preempt: w.pre.relay, Notice: w.session.Notice(),
 			PreviousWorldSize: previousWorkers(w.folder.Record(), n) * w.job.Spec.ProcCount()}

@@ -3,9 +3,13 @@ package podworker
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"net"
 	"net/http"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -44,7 +48,9 @@ if ctx.attempt == 1:
 // polls worker 0's progress while they run.
 func runGangWith(t *testing.T, job *v1.TrainJob, change func(*Config)) ([2]outcome, []workload.Summary) {
 	t.Helper()
-	gang, progress := freeAddr(t), freeAddr(t)
+	gang, progress, master := freeAddr(t), freeAddr(t), freeAddr(t)
+	_, masterPort, _ := net.SplitHostPort(master)
+	port, _ := strconv.Atoi(masterPort)
 	var (
 		res  [2]outcome
 		wg   sync.WaitGroup
@@ -55,7 +61,7 @@ func runGangWith(t *testing.T, job *v1.TrainJob, change func(*Config)) ([2]outco
 	for i := range res {
 		wg.Go(func() {
 			out := &syncBuffer{}
-			cfg := Config{Job: job, Attempt: 1, Worker: i, MasterAddr: "127.0.0.1", MasterPort: 29500, GangAddr: gang,
+			cfg := Config{Job: job, Attempt: 1, Worker: i, MasterAddr: "127.0.0.1", MasterPort: port, GangAddr: gang,
 				ProgressAddr: "127.0.0.1:0"}
 			if i == 0 {
 				cfg.ProgressAddr = progress
@@ -137,6 +143,120 @@ func TestRestartInPlace(t *testing.T) {
 	}
 	if want := "attempt 2: resuming from checkpoint_000001"; !strings.Contains(res[1].out.String(), want) {
 		t.Errorf("worker 1's console lacks %q:\n%s", want, res[1].out)
+	}
+}
+
+// storeScript connects to the gang's store as torch's own client, says whether it is an
+// agent's store and what attempt 1's counter is, and counts itself in attempt 1, where
+// rank 1 then fails.
+const storeScript = `
+import os, sys, time, trainyard
+from datetime import timedelta
+import torch.distributed as dist
+ctx = trainyard.get_context()
+store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False,
+                      timeout=timedelta(seconds=20))
+print("rank %d attempt %d agent store %s, attempt 1's count %d" % (ctx.rank, ctx.attempt,
+      os.environ["TORCHELASTIC_USE_AGENT_STORE"], store.add("attempt-1", 0)), flush=True)
+if ctx.attempt == 1:
+    store.add("attempt-1", 1)
+if ctx.attempt == 1:
+    if ctx.rank == 1:
+        sys.exit(3)
+    time.sleep(60)
+`
+
+// Worker 0 hosts the gang's store before the first attempt, every rank (rank 0 too) is its
+// client, and a restart in place finds it emptied.
+func TestWorkerZeroHostsTheStore(t *testing.T) {
+	const torchPython = "/usr/bin/python3" // Debian's, with python3-torch
+	if exec.Command(torchPython, "-c", "import torch.distributed").Run() != nil {
+		t.Skip(torchPython + " cannot import torch (apt install python3-torch)")
+	}
+	job := pythonJob(t, storeScript)
+	job.Spec.Command[0] = torchPython
+	job.Spec.MaxRestarts = 1
+	res, _ := runGangWith(t, job, nil)
+	for i, r := range res {
+		if r.err != nil || r.sum.Outcome != "succeeded" || r.sum.Attempt != 2 {
+			t.Fatalf("worker %d: %v, summary %+v\n%s", i, r.err, r.sum, r.out)
+		}
+	}
+	if !strings.Contains(res[0].out.String(), "(hosted by worker 0's trainyard)") {
+		t.Errorf("worker 0's console does not say who hosts the store:\n%s", res[0].out)
+	}
+	dir := runDir(job)
+	for rank := range 2 {
+		log := readFile(t, filepath.Join(dir, "logs", "attempt-1", fmt.Sprintf("rank-%d.log", rank)))
+		if !regexp.MustCompile(`attempt 1 agent store True, attempt 1's count [01]`).MatchString(log) {
+			t.Errorf("rank %d of attempt 1 was not a client of worker 0's store:\n%s", rank, log)
+		}
+		log = readFile(t, filepath.Join(dir, "logs", "attempt-2", fmt.Sprintf("rank-%d.log", rank)))
+		if want := "attempt 2 agent store True, attempt 1's count 0"; !strings.Contains(log, want) {
+			t.Errorf("rank %d of attempt 2: want %q (the store emptied between attempts):\n%s", rank, want, log)
+		}
+	}
+}
+
+// blockedScript has rank 0 of attempt 1 wait in a store call for a key that never comes,
+// with a SIGTERM handler (which Python runs only once that call returns), while rank 1
+// fails once rank 0 waits.
+const blockedScript = `
+import os, signal, sys, time, trainyard
+from datetime import timedelta
+import torch.distributed as dist
+ctx = trainyard.get_context()
+store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False,
+                      timeout=timedelta(seconds=60))
+if ctx.attempt == 1:
+    if ctx.rank == 1:
+        store.wait(["rank 0 waits"])
+        time.sleep(0.5)
+        sys.exit(3)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    store.set("rank 0 waits", "1")
+    print("blocked at %.3f" % time.time(), flush=True)
+    store.get("never set")
+`
+
+// A rank blocked in a call to worker 0's store (where its SIGTERM handler cannot run) ends
+// as soon as the gang stops, not at the grace period's SIGKILL: the coordinator closes the
+// store's connections as the stop begins.
+func TestStopClosesTheStore(t *testing.T) {
+	const torchPython = "/usr/bin/python3" // Debian's, with python3-torch
+	if exec.Command(torchPython, "-c", "import torch.distributed").Run() != nil {
+		t.Skip(torchPython + " cannot import torch (apt install python3-torch)")
+	}
+	job := pythonJob(t, blockedScript)
+	job.Spec.Command[0] = torchPython
+	job.Spec.MaxRestarts = 1
+	grace := int64(30)
+	job.Spec.TerminationGracePeriodSeconds = &grace
+	res, _ := runGangWith(t, job, nil)
+	for i, r := range res {
+		if r.err != nil || r.sum.Outcome != "succeeded" || r.sum.Attempt != 2 {
+			t.Fatalf("worker %d: %v, summary %+v\n%s", i, r.err, r.sum, r.out)
+		}
+	}
+	dir := runDir(job)
+	log := readFile(t, filepath.Join(dir, "logs", "attempt-1", "rank-0.log"))
+	m := regexp.MustCompile(`blocked at (\d+\.\d+)`).FindStringSubmatch(log)
+	if m == nil {
+		t.Fatalf("rank 0 of attempt 1 did not wait in the store:\n%s", log)
+	}
+	sec, _ := strconv.ParseFloat(m[1], 64)
+	blocked := time.Unix(0, int64(sec*1e9))
+	rec, err := rundir.ReadRecord(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rank0 := rec.Attempts[0].Ranks[0]
+	if rank0.Ended == nil {
+		t.Fatalf("rank 0 of attempt 1 has no end: %+v", rank0)
+	}
+	if took := rank0.Ended.Sub(blocked); took > 10*time.Second || rank0.Signal == "SIGKILL" {
+		t.Errorf("rank 0 of attempt 1 ended %s after it blocked in the store (signal %q), want well within the grace period (%ds):\n%s",
+			took.Round(time.Millisecond), rank0.Signal, grace, log)
 	}
 }
 

@@ -7,7 +7,8 @@
 //
 // Only one cluster runs on a machine at a time: it owns the bridges cni0 to cni3, the
 // addresses 10.244.<i>.1 (node i) and 10.96.0.1 (the API server, where pods' in-cluster clients
-// look for it), port 443 and 53 on those, and kubelet's cgroups.
+// look for it), port 443 and 53 on those, and kubelet's cgroups; while it runs, the
+// machine's ARP table thresholds are raised (raiseNeighbourLimits).
 package testcluster
 
 import (
@@ -67,6 +68,8 @@ type Cluster struct {
 	pki        *pki
 	lock       *os.File
 	kubeconfig string
+	// restoreNeighbour puts back the machine's ARP table thresholds (raiseNeighbourLimits).
+	restoreNeighbour func()
 	// Client is an admin client.
 	Client kubernetes.Interface
 	// Config is the admin client's configuration.
@@ -130,6 +133,9 @@ func (c *Cluster) run(ctx context.Context, cfg Config) error {
 	}
 	first := c.newNode(0, NodeConfig{GPUs: cfg.GPUs})
 	c.nodes = []*node{first}
+	if c.restoreNeighbour, err = raiseNeighbourLimits(neighbourDir); err != nil {
+		return fmt.Errorf("pod network: %w", err)
+	}
 	if err := setUpBridge(first); err != nil {
 		return fmt.Errorf("pod network: %w", err)
 	}
@@ -232,7 +238,8 @@ func (c *Cluster) makePKI() error {
 }
 
 // Stop stops every component, kills the pods and removes what the cluster made outside
-// its root (the bridge, network namespaces, mounts, cgroups). Its root stays, with the logs.
+// its root (the bridge, network namespaces, mounts, cgroups), and puts back the machine's
+// ARP table thresholds. Its root stays, with the logs.
 func (c *Cluster) Stop() {
 	for i := len(c.nodes) - 1; i >= 0; i-- {
 		c.stopNode(c.nodes[i], 10*time.Second)
@@ -242,6 +249,10 @@ func (c *Cluster) Stop() {
 	}
 	c.components, c.nodes = nil, nil
 	cleanUp(c.root)
+	if c.restoreNeighbour != nil {
+		c.restoreNeighbour()
+		c.restoreNeighbour = nil
+	}
 	if c.lock != nil {
 		c.lock.Close()
 		c.lock = nil

@@ -5,6 +5,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -97,4 +99,54 @@ func cniConfig(n *node) string {
   ]
 }
 `, n.bridge, n.path("cni", "ipam"), n.podCIDR, n.ip)
+}
+
+// neighbourDir holds the kernel's ARP table thresholds (net.ipv4.neigh.default).
+const neighbourDir = "/proc/sys/net/ipv4/neigh/default"
+
+// neighbourLimits are the ARP table thresholds a cluster raises the machine's to, as large
+// nodes' images do (GKE's). Linux keeps one table for the host and every pod's network
+// namespace together, and past gc_thresh3 (1024 by default) it adds no entry ("neighbour:
+// arp_cache: neighbor table overflow!" in the kernel log): a pod's connection to a peer it
+// has no entry for fails with "No route to host". All pods of a node share its bridge, so a
+// gang whose ranks all connect to each other (gloo's full mesh) needs an entry per pair:
+// 32 workers need 32 × 31 in the pods, one for the gateway in each and one per pod in the
+// host, about 1,060. A real node holds a few pods, and reaches other nodes' through its
+// gateway; one node holding the whole gang is this cluster's own.
+var neighbourLimits = []struct {
+	name string
+	min  int
+}{{"gc_thresh1", 4096}, {"gc_thresh2", 8192}, {"gc_thresh3", 16384}}
+
+// raiseNeighbourLimits raises the thresholds in dir (neighbourDir) that are below
+// neighbourLimits and returns what puts them back; those already higher are left alone.
+func raiseNeighbourLimits(dir string) (restore func(), err error) {
+	var undo []func()
+	restore = func() {
+		for _, u := range slices.Backward(undo) {
+			u()
+		}
+	}
+	for _, l := range neighbourLimits {
+		path := filepath.Join(dir, l.name)
+		b, err := os.ReadFile(path)
+		if err != nil {
+			restore()
+			return nil, fmt.Errorf("ARP table threshold: %w", err)
+		}
+		old, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil {
+			restore()
+			return nil, fmt.Errorf("ARP table threshold %s: %q is not a number", path, b)
+		}
+		if old >= l.min {
+			continue
+		}
+		if err := os.WriteFile(path, []byte(strconv.Itoa(l.min)), 0o644); err != nil {
+			restore()
+			return nil, fmt.Errorf("raise the ARP table threshold %s to %d: %w", path, l.min, err)
+		}
+		undo = append(undo, func() { _ = os.WriteFile(path, []byte(strconv.Itoa(old)), 0o644) })
+	}
+	return restore, nil
 }
