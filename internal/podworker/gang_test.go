@@ -148,7 +148,8 @@ func TestRestartInPlace(t *testing.T) {
 
 // storeScript connects to the gang's store as torch's own client, says whether it is an
 // agent's store and what attempt 1's counter is, and counts itself in attempt 1, where
-// rank 1 then fails.
+// rank 1 then fails (once rank 0 has counted itself: before, a slow rank 0 could be
+// stopped before it printed).
 const storeScript = `
 import os, sys, time, trainyard
 from datetime import timedelta
@@ -160,8 +161,10 @@ print("rank %d attempt %d agent store %s, attempt 1's count %d" % (ctx.rank, ctx
       os.environ["TORCHELASTIC_USE_AGENT_STORE"], store.add("attempt-1", 0)), flush=True)
 if ctx.attempt == 1:
     store.add("attempt-1", 1)
-if ctx.attempt == 1:
+    if ctx.rank == 0:
+        store.set("rank-0-counted", "1")
     if ctx.rank == 1:
+        store.wait(["rank-0-counted"])  # fail once rank 0 has printed and counted itself
         sys.exit(3)
     time.sleep(60)
 `
