@@ -136,7 +136,7 @@ func newOperatorCommand(g *globals) *cobra.Command {
 	fs.IntVar(&opts.Workers, "concurrent-reconciles", operator.DefaultWorkers, "TrainJobs reconciled at once")
 	fs.Float32Var(&opts.QPS, "kube-api-qps", operator.DefaultQPS, "requests per second to the API server, sustained")
 	fs.IntVar(&opts.Burst, "kube-api-burst", operator.DefaultBurst, "requests to the API server in a burst")
-	fs.DurationVar(&opts.ElasticSettle, "elastic-settle", operator.DefaultElasticSettle, "how long a worker of an elastic TrainJob (spec.minWorkers) stays unschedulable (its node lost, no room)\n"+
+	fs.DurationVar(&opts.ElasticSettle, "elastic-settle", operator.DefaultElasticSettle, "how long a worker of an elastic TrainJob (spec.minWorkers) stays unschedulable (its node lost, no room) "+
 		"before the gang restarts without it at the smaller size, from its latest checkpoint (the job server's --elastic-settle)")
 	fs.DurationVar(&opts.ProgressInterval, "progress-interval", operator.DefaultProgressInterval, "how often a running job's worker 0 is asked for its progress (iteration, metrics, checkpoint)")
 	return cmd
