@@ -22,7 +22,9 @@ import (
 // resizes the gang to 2 and restarts it on the node that remains, from its checkpoint,
 // without counting a restart, and says so (event Resized, status.workers 2); the ranks
 // see WORLD_SIZE 2 and the world size before. Then the node comes back: at the gang's
-// next checkpoint it grows back to 4 workers over both nodes, and finishes there.
+// next checkpoint it grows back to 4 workers over both nodes, and trains on there (it has
+// more epochs than the test waits for, so that it never ends before an event the test
+// waits for; the test deletes it).
 func TestTwoNodesElasticShrinkAndGrow(t *testing.T) {
 	c := cluster(t)
 	installOperator(t)
@@ -36,7 +38,7 @@ func TestTwoNodesElasticShrinkAndGrow(t *testing.T) {
     - {key: node.kubernetes.io/unreachable, operator: Exists, effect: NoExecute, tolerationSeconds: 10}
     - {key: node.kubernetes.io/not-ready, operator: Exists, effect: NoExecute, tolerationSeconds: 10}`
 	job{name: "elastic", workers: 4, spec: "  minWorkers: 2\n  resources: {gpu: 1}\n  maxRestarts: 0", mounts: gpuMount(t), kube: kube,
-		args: []string{"--epochs", "12", "--train-subset", "2000", "--test-subset", "200", "--sleep-per-step", "0.1"}}.submit(t, ctx)
+		args: []string{"--epochs", "200", "--train-subset", "2000", "--test-subset", "200", "--sleep-per-step", "0.1"}}.submit(t, ctx)
 	workers := runningWorkers(t, ctx, "elastic", 4, 5*time.Minute)
 	onNode := map[string][]int{}
 	for i, p := range workers {
@@ -90,18 +92,18 @@ func TestTwoNodesElasticShrinkAndGrow(t *testing.T) {
 		onNode[p.Spec.NodeName] = append(onNode[p.Spec.NodeName], i)
 	}
 	t.Logf("grown back: workers by node %v", onNode)
-	s = waitStatus(t, "elastic", 10*time.Minute, func(s trainJobStatus) bool { return s.Phase == "Succeeded" || s.Phase == "Failed" })
-	if s.Phase != "Succeeded" || s.Workers != 0 {
-		t.Fatalf("status %+v; want Succeeded with all 4 workers; pods:\n%s", s, describePods(t, ctx, "elastic"))
+	waitRunLog(t, "elastic-*", grown, "world_size=4", "resized_from=2", "resuming from checkpoint_")
+	s = getStatus(t, ctx, "elastic")
+	if s.Phase != "Running" || s.Workers != 0 {
+		t.Fatalf("status %+v; want Running with all 4 workers; pods:\n%s", s, describePods(t, ctx, "elastic"))
 	}
-	t.Logf("succeeded %s after the loss: %d restarts, %d disruptions (maxRestarts 0)", since(), s.Restarts, s.Disruptions)
+	t.Logf("training with 4 again %s after the loss: %d restarts, %d disruptions (maxRestarts 0)", since(), s.Restarts, s.Disruptions)
 	if s.Restarts != s.Disruptions {
 		t.Errorf("%d restarts, %d of them disruptions; want the resizes to use none", s.Restarts, s.Disruptions)
 	}
 	if _, described, _ := trainyardCmd(t, ctx, "describe", "--kube", "elastic"); !strings.Contains(described, "Resized") {
 		t.Errorf("describe shows no Resized event:\n%s", described)
 	}
-	waitRunLog(t, "elastic-*", grown, "world_size=4", "resized_from=2", "resuming from checkpoint_")
 }
 
 // resizedEvent waits for an Event Resized of the TrainJob elastic whose note says want.

@@ -238,7 +238,8 @@ func TestTwoNodesNodeLost(t *testing.T) {
     - {key: node.kubernetes.io/unreachable, operator: Exists, effect: NoExecute, tolerationSeconds: 10}
     - {key: node.kubernetes.io/not-ready, operator: Exists, effect: NoExecute, tolerationSeconds: 10}`
 	job{name: "lost", spec: "  resources: {gpu: 1}\n  maxRestarts: 3", mounts: gpuMount(t), kube: kube,
-		args: []string{"--epochs", "8", "--train-subset", "1000", "--test-subset", "200", "--sleep-per-step", "0.05"}}.submit(t, ctx)
+		// Epochs enough that the gang is still training when its node goes (8 once ended first).
+		args: []string{"--epochs", "30", "--train-subset", "1000", "--test-subset", "200", "--sleep-per-step", "0.05"}}.submit(t, ctx)
 	workers := runningWorkers(t, ctx, "lost", 2, 5*time.Minute)
 	if workers[0].Spec.NodeName == workers[1].Spec.NodeName {
 		t.Fatalf("both workers on %s; want them spread over %v", workers[0].Spec.NodeName, c.Nodes())
@@ -296,8 +297,8 @@ func TestTwoNodesNodeLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	s = waitStatus(t, "lost", 8*time.Minute, func(s trainJobStatus) bool { return s.Phase == "Succeeded" || s.Phase == "Failed" })
-	if s.Phase != "Succeeded" || fmt.Sprint(s.LastMetrics["epoch"]) != "8" {
-		t.Fatalf("status %+v after losing %s; want Succeeded after epoch 8; pods:\n%s", s, lost, describePods(t, ctx, "lost"))
+	if s.Phase != "Succeeded" || fmt.Sprint(s.LastMetrics["epoch"]) != "30" {
+		t.Fatalf("status %+v after losing %s; want Succeeded after epoch 30; pods:\n%s", s, lost, describePods(t, ctx, "lost"))
 	}
 	t.Logf("succeeded %s after %s was lost: %d restarts, %d disruptions", since(), lost, s.Restarts, s.Disruptions)
 	_, logs, _ := trainyardCmd(t, ctx, "logs", "--kube", "lost")
