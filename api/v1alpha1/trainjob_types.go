@@ -363,6 +363,14 @@ type TrainJobStatus struct {
 	// +optional
 	Workers int32 `json:"workers,omitempty"`
 
+	// LostNodes are the lost nodes whose workers the gang went without: those of the pods
+	// replaced since the gang last ran at its full size, and once an elastic gang has
+	// shrunk, the nodes it shrank for. The gang grows back to spec.workers when one of
+	// them is ready again. Kept in the status so that an operator that restarts in between
+	// still knows.
+	// +optional
+	LostNodes []string `json:"lostNodes,omitempty"`
+
 	// Conditions are the job's conditions (Created, Running, Restarting, Succeeded,
 	// Failed, Suspended), each with its reason.
 	// +listType=map

@@ -75,6 +75,7 @@ func TestOperator(t *testing.T) {
 		{"kueue suspend", testKueueSuspend},
 		{"kueue partial admission", testKueueElastic},
 		{"elastic shrink", testElasticShrink},
+		{"elastic lost node", testElasticLostNode},
 		{"kueue elastic shrink", testKueueElasticShrink},
 		{"bad pod template", testBadTemplate},
 		{"bad input is not restarted", testBadInput},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -178,6 +179,9 @@ func (s *step) countLoss(f *failure, p *corev1.Pod) error {
 	}
 	if f.nodeDown && p.Spec.NodeName != "" {
 		s.r.noteLostNode(s.job.UID, f.worker, p.Spec.NodeName)
+		if !slices.Contains(st.LostNodes, p.Spec.NodeName) {
+			st.LostNodes = append(st.LostNodes, p.Spec.NodeName)
+		}
 	}
 	if f.worker >= 0 && f.worker < s.gangSize() {
 		for len(st.WorkerReplacements) <= f.worker {

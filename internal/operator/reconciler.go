@@ -331,6 +331,9 @@ func (s *step) track(ctx context.Context, o observation) error {
 		if s.growBack(ctx) {
 			return nil
 		}
+		if st.Workers == 0 && !s.restartingInPlace() {
+			st.LostNodes = nil // the gang runs at its full size again
+		}
 		s.running(o)
 		s.pollProgress(o.progress)
 		return s.podsReady(ctx) // Kueue's waitForPodsReady (kueue.go)

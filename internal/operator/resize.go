@@ -71,9 +71,10 @@ type resize struct {
 // planShrink decides whether a gang of size workers, which may run with as few as min,
 // goes on without its stuck workers: when every one of them has been unschedulable for
 // settle and at least min remain. lostOn names the lost node each replaced worker's pod
-// was on, for the reason. Otherwise it returns how long to wait before deciding again (0:
+// was on, for the reason; lost are the nodes the status recorded, which it names when
+// lostOn knows none of the stuck workers (an operator that restarted since). Otherwise it returns how long to wait before deciding again (0:
 // nothing will change by waiting: no worker is stuck, or too few would remain).
-func planShrink(stuck []stuckWorker, workers, min int, settle time.Duration, now time.Time, lostOn map[int]string) (resize, time.Duration, bool) {
+func planShrink(stuck []stuckWorker, workers, min int, settle time.Duration, now time.Time, lostOn map[int]string, lost []string) (resize, time.Duration, bool) {
 	if len(stuck) == 0 || min >= workers || workers-len(stuck) < min {
 		return resize{}, 0, false
 	}
@@ -93,28 +94,37 @@ func planShrink(stuck []stuckWorker, workers, min int, settle time.Duration, now
 			nodes = append(nodes, n)
 		}
 	}
+	if len(nodes) == 0 {
+		nodes = slices.Clone(lost)
+	}
 	slices.Sort(nodes)
 	r.lost = nodes
-	switch len(nodes) {
-	case 0:
-	case 1:
-		r.why = "node " + nodes[0] + " lost; "
-	default:
-		r.why = "nodes " + strings.Join(nodes, ", ") + " lost; "
-	}
 	what := "worker " + ids[0] + " cannot"
 	if len(ids) > 1 {
 		what = "workers " + strings.Join(ids, ", ") + " cannot"
 	}
-	r.why += fmt.Sprintf("%s be scheduled for %s (%s)", what, settle, stuck[0].message)
+	r.why = lostWhy(nodes) + fmt.Sprintf("%s be scheduled for %s (%s)", what, settle, stuck[0].message)
 	return r, 0, true
+}
+
+// lostWhy is the start of a resize's reason that names the lost nodes.
+func lostWhy(nodes []string) string {
+	switch len(nodes) {
+	case 0:
+		return ""
+	case 1:
+		return "node " + nodes[0] + " lost; "
+	default:
+		return "nodes " + strings.Join(nodes, ", ") + " lost; "
+	}
 }
 
 // shrinkStuck resizes an elastic gang whose stuck workers planShrink gives up on, and
 // reports whether it did.
 func (s *step) shrinkStuck(o observation) bool {
 	size, min := s.gangSize(), s.job.Spec.MinWorkerCount()
-	r, wait, ok := planShrink(o.stuck, size, min, s.r.Options.elasticSettle(), s.now, s.r.lostNodes(s.job.UID))
+	r, wait, ok := planShrink(o.stuck, size, min, s.r.Options.elasticSettle(), s.now,
+		s.r.lostNodes(s.job.UID), s.job.Status.LostNodes)
 	if !ok {
 		if wait > 0 {
 			s.requeue(wait)
@@ -133,8 +143,11 @@ func (s *step) resized(r resize) {
 	st := &s.job.Status
 	n := st.Attempt
 	st.Workers = int32(r.to)
-	if r.to >= s.job.Spec.WorkerCount() {
-		st.Workers = 0
+	switch {
+	case r.to >= s.job.Spec.WorkerCount():
+		st.Workers, st.LostNodes = 0, nil
+	case r.to < r.from:
+		st.LostNodes = r.lost
 	}
 	st.Attempt, st.PodsAttempt = st.Attempt+1, 0
 	st.Phase, st.WorkersReady, st.AttemptStartTime = v1.PhaseRestarting, 0, nil
@@ -148,9 +161,6 @@ func (s *step) resized(r resize) {
 	s.afterWrite(func() {
 		s.r.lostOn.Delete(uid)
 		s.r.shrunk.Delete(uid)
-		if r.to < r.from && len(r.lost) > 0 {
-			s.r.shrunk.Store(uid, shrunk{nodes: r.lost})
-		}
 	})
 	s.requeue(teardownPoll)
 }
@@ -158,24 +168,23 @@ func (s *step) resized(r resize) {
 // growPoll is how often a gang shrunk for lost nodes looks whether one is back.
 const growPoll = 10 * time.Second
 
-// shrunk is what the reconciler remembers of a gang it shrank for lost nodes, to grow it
-// back when one returns (in memory: an operator that restarts in between leaves the gang
-// at its smaller size).
+// shrunk is what the reconciler remembers of a gang it shrank for lost nodes (the nodes
+// are in status.lostNodes) while it waits to grow back: back is when one of them was
+// first seen ready again (zero while none is), and checkpoint the gang's latest
+// checkpoint then. It is in memory: an operator that restarts in between waits for the
+// next checkpoint from when it sees the node ready.
 type shrunk struct {
-	nodes []string // the lost nodes
-	// back is when one of them was first seen ready again (zero while none is), and
-	// checkpoint the gang's latest checkpoint then.
 	back       time.Time
 	checkpoint string
 }
 
-// planGrow decides whether a gang shrunk for lost nodes grows back: once one of them is
-// ready again, at the gang's next checkpoint committed after that (checkpoint differs from
-// the one then) or interval later, whichever comes first, as the job server grows a gang.
-// It returns what to remember, the node that is back, and when to look again.
-func planGrow(sh shrunk, ready func(string) bool, checkpoint string, interval time.Duration, now time.Time) (next shrunk, node string, wait time.Duration, grow bool) {
+// planGrow decides whether a gang shrunk for the lost nodes grows back: once one of them
+// is ready again, at the gang's next checkpoint committed after that (checkpoint differs
+// from the one then) or interval later, whichever comes first, as the job server grows a
+// gang. It returns what to remember, the node that is back, and when to look again.
+func planGrow(sh shrunk, nodes []string, ready func(string) bool, checkpoint string, interval time.Duration, now time.Time) (next shrunk, node string, wait time.Duration, grow bool) {
 	next = sh
-	for _, n := range sh.nodes {
+	for _, n := range nodes {
 		if ready(n) {
 			node = n
 			break
@@ -200,15 +209,15 @@ func planGrow(sh shrunk, ready func(string) bool, checkpoint string, interval ti
 // while admitted, so it grows at its next admission.
 func (s *step) growBack(ctx context.Context) bool {
 	st := &s.job.Status
-	if st.Workers == 0 || s.queueName() != "" || s.restartingInPlace() {
+	if st.Workers == 0 || len(st.LostNodes) == 0 || s.queueName() != "" || s.restartingInPlace() {
 		return false
 	}
-	v, ok := s.r.shrunk.Load(s.job.UID)
-	if !ok {
-		return false
+	var sh shrunk
+	if v, ok := s.r.shrunk.Load(s.job.UID); ok {
+		sh = v.(shrunk)
 	}
 	down := s.r.nodeDown(ctx)
-	next, node, wait, grow := planGrow(v.(shrunk), func(n string) bool { return !down(n) }, st.LatestCheckpoint,
+	next, node, wait, grow := planGrow(sh, st.LostNodes, func(n string) bool { return !down(n) }, st.LatestCheckpoint,
 		s.job.Spec.ResizeInterval(), s.now)
 	if !grow {
 		s.r.shrunk.Store(s.job.UID, next)

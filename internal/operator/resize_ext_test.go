@@ -3,12 +3,15 @@ package operator_test
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
 	"github.com/trainyard/trainyard/internal/operator"
@@ -119,4 +122,96 @@ func testKueueElasticShrink(k *cluster) {
 func jsonOf(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// An elastic 2:4 gang whose workers 2 and 3 run on a node that is lost: the operator
+// replaces them, their replacements stay unschedulable, and the gang shrinks to 2 and
+// records the node in status.lostNodes. The gang grows back from what the status says,
+// not from the operator's memory (which a restarted operator has lost): once the node is
+// ready again (resizeIntervalSeconds 0: at once) it restarts with 4 workers, and
+// status.lostNodes empties when all 4 run.
+func testElasticLostNode(k *cluster) {
+	ctx := context.Background()
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: k.ns + "-b"}}
+	if err := k.c.Create(ctx, node); err != nil {
+		k.t.Fatal(err)
+	}
+	k.t.Cleanup(func() { _ = k.c.Delete(context.Background(), node) })
+	k.setNodeReady(node, false)
+	k.newJob("regrow", 4, func(j *v1.TrainJob) {
+		j.Spec.MinWorkers, j.Spec.ResizeIntervalSeconds = ptr(int32(2)), ptr(int64(0))
+	})
+	pods := k.attempt("regrow", 1)
+	for _, p := range pods[2:] {
+		if err := k.c.SubResource("binding").Create(ctx, p, &corev1.Binding{
+			Target: corev1.ObjectReference{Kind: "Node", Name: node.Name}}); err != nil {
+			k.t.Fatal(err)
+		}
+	}
+	for _, p := range pods[:2] {
+		k.setPod(p, running) // 2 and 3 are lost already: their node is not ready
+	}
+	var repl []*corev1.Pod
+	k.eventually("workers 2 and 3 replaced", func() (bool, string) {
+		now := k.attempt("regrow", 1)
+		repl = now[2:]
+		return repl[0].UID != pods[2].UID && repl[1].UID != pods[3].UID, "not yet"
+	})
+	k.setPod(repl[0], unschedulableSince(28*time.Second)) // both, once the second is
+	k.setPod(repl[1], unschedulableSince(time.Minute))
+	got := k.waitStatus("regrow", "shrunk to 2", func(st *v1.TrainJobStatus) bool { return st.Attempt == 2 && st.Workers == 2 })
+	if !slices.Equal(got.Status.LostNodes, []string{node.Name}) {
+		k.t.Errorf("status.lostNodes %q; want [%s]", got.Status.LostNodes, node.Name)
+	}
+	k.resizedEvent("regrow", "resized from 4 to 2 workers: node "+node.Name+" lost")
+	k.runAll("regrow", 2)
+	k.setNodeReady(node, true)
+	got = k.waitStatus("regrow", "grown to 4", func(st *v1.TrainJobStatus) bool { return st.Attempt == 3 && st.Workers == 0 })
+	k.resizedEvent("regrow", "resized from 2 to 4 workers: node "+node.Name+" is ready again")
+	if got.Status.Restarts != 0 {
+		k.t.Errorf("status %+v; want the resizes to use no restart", got.Status)
+	}
+	k.runAll("regrow", 3)
+	k.waitStatus("regrow", "running with 4, no lost node", func(st *v1.TrainJobStatus) bool {
+		return st.Phase == v1.PhaseRunning && st.WorkersReady == 4 && len(st.LostNodes) == 0
+	})
+}
+
+// setNodeReady sets node's Ready condition as its kubelet (or the node controller) would.
+func (k *cluster) setNodeReady(node *corev1.Node, ready bool) {
+	k.t.Helper()
+	status := corev1.ConditionFalse
+	if ready {
+		status = corev1.ConditionTrue
+	}
+	var cur corev1.Node
+	if err := k.c.Get(context.Background(), client.ObjectKeyFromObject(node), &cur); err != nil {
+		k.t.Fatal(err)
+	}
+	cur.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: status, LastHeartbeatTime: metav1.Now(),
+		LastTransitionTime: metav1.Now(), Reason: "Test"}}
+	if err := k.c.Status().Update(context.Background(), &cur); err != nil {
+		k.t.Fatal(err)
+	}
+}
+
+// resizedEvent waits for an Event Resized of the TrainJob name whose note says want.
+func (k *cluster) resizedEvent(name, want string) {
+	k.t.Helper()
+	k.eventually("event Resized saying "+want, func() (bool, string) {
+		var l eventsv1.EventList
+		if err := k.c.List(context.Background(), &l, client.InNamespace(k.ns)); err != nil {
+			return false, err.Error()
+		}
+		var notes []string
+		for _, e := range l.Items {
+			if e.Regarding.Name == name && e.Reason == operator.ReasonResized {
+				if strings.Contains(e.Note, want) {
+					return true, ""
+				}
+				notes = append(notes, e.Note)
+			}
+		}
+		return false, strings.Join(notes, " | ")
+	})
 }

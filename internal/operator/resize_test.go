@@ -20,11 +20,13 @@ func TestPlanShrink(t *testing.T) {
 		To     int
 		Why    string
 		Wait   time.Duration
+		Lost   []string
 	}
 	cases := map[string]struct {
 		stuck        []stuckWorker
 		workers, min int
 		lostOn       map[int]string
+		lost         []string
 		want         want
 	}{
 		"nothing stuck": {workers: 4, min: 2},
@@ -36,14 +38,18 @@ func TestPlanShrink(t *testing.T) {
 		"a lost node's two workers": {stuck: []stuckWorker{stuck(2, time.Minute), stuck(3, 31*time.Second)}, workers: 4, min: 2,
 			lostOn: map[int]string{2: "node-b", 3: "node-b", 1: "node-c"},
 			want: want{Resize: true, From: 4, To: 2,
-				Why: "node node-b lost; workers 2, 3 cannot be scheduled for 30s (0/2 nodes are available)"}},
+				Why: "node node-b lost; workers 2, 3 cannot be scheduled for 30s (0/2 nodes are available)", Lost: []string{"node-b"}}},
+		"an operator restarted since the loss: the nodes the status recorded": {stuck: []stuckWorker{stuck(2, time.Minute)},
+			workers: 4, min: 2, lost: []string{"node-c", "node-b"},
+			want: want{Resize: true, From: 4, To: 3,
+				Why: "nodes node-b, node-c lost; worker 2 cannot be scheduled for 30s (0/2 nodes are available)", Lost: []string{"node-b", "node-c"}}},
 		"one worker that never ran": {stuck: []stuckWorker{stuck(1, time.Minute)}, workers: 3, min: 1,
 			want: want{Resize: true, From: 3, To: 2, Why: "worker 1 cannot be scheduled for 30s (0/2 nodes are available)"}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			r, wait, ok := planShrink(tc.stuck, tc.workers, tc.min, 30*time.Second, now, tc.lostOn)
-			got := want{Resize: ok, From: r.from, To: r.to, Why: r.why, Wait: wait}
+			r, wait, ok := planShrink(tc.stuck, tc.workers, tc.min, 30*time.Second, now, tc.lostOn, tc.lost)
+			got := want{Resize: ok, From: r.from, To: r.to, Why: r.why, Wait: wait, Lost: r.lost}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("planShrink (-want +got):\n%s", diff)
 			}
@@ -81,24 +87,25 @@ func TestPlanGrow(t *testing.T) {
 	}
 	cases := map[string]struct {
 		sh         shrunk
+		nodes      []string
 		ready      func(string) bool
 		checkpoint string
 		want       want
 	}{
-		"the node still lost": {sh: shrunk{nodes: []string{"node-b"}}, ready: none, checkpoint: "c1",
+		"the node still lost": {nodes: []string{"node-b"}, ready: none, checkpoint: "c1",
 			want: want{Wait: growPoll}},
-		"lost again before the grow: forgotten": {sh: shrunk{nodes: []string{"node-b"}, back: now.Add(-time.Minute), checkpoint: "c1"},
+		"lost again before the grow: forgotten": {nodes: []string{"node-b"}, sh: shrunk{back: now.Add(-time.Minute), checkpoint: "c1"},
 			ready: none, checkpoint: "c2", want: want{Wait: growPoll}},
-		"back: wait for the next checkpoint, at most the interval": {sh: shrunk{nodes: []string{"node-a", "node-b"}}, ready: readyB, checkpoint: "c1",
+		"back: wait for the next checkpoint, at most the interval": {nodes: []string{"node-a", "node-b"}, ready: readyB, checkpoint: "c1",
 			want: want{Node: "node-b", Wait: 10 * time.Minute, Back: now, Checkpoint: "c1"}},
-		"the next checkpoint": {sh: shrunk{nodes: []string{"node-b"}, back: now.Add(-time.Minute), checkpoint: "c1"}, ready: readyB, checkpoint: "c2",
+		"the next checkpoint": {nodes: []string{"node-b"}, sh: shrunk{back: now.Add(-time.Minute), checkpoint: "c1"}, ready: readyB, checkpoint: "c2",
 			want: want{Grow: true, Node: "node-b", Back: now.Add(-time.Minute), Checkpoint: "c1"}},
-		"the interval": {sh: shrunk{nodes: []string{"node-b"}, back: now.Add(-10 * time.Minute), checkpoint: "c1"}, ready: readyB, checkpoint: "c1",
+		"the interval": {nodes: []string{"node-b"}, sh: shrunk{back: now.Add(-10 * time.Minute), checkpoint: "c1"}, ready: readyB, checkpoint: "c1",
 			want: want{Grow: true, Node: "node-b", Back: now.Add(-10 * time.Minute), Checkpoint: "c1"}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			next, node, wait, grow := planGrow(tc.sh, tc.ready, tc.checkpoint, 10*time.Minute, now)
+			next, node, wait, grow := planGrow(tc.sh, tc.nodes, tc.ready, tc.checkpoint, 10*time.Minute, now)
 			got := want{Grow: grow, Node: node, Wait: wait, Back: next.back, Checkpoint: next.checkpoint}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("planGrow (-want +got):\n%s", diff)

@@ -225,10 +225,38 @@ func waitStatus(t *testing.T, name string, timeout time.Duration, ok func(trainJ
 		}
 		if time.Now().After(deadline) {
 			_, out, errOut := trainyardCmd(t, ctx, "get", "--kube", name)
-			t.Fatalf("TrainJob %s: not as wanted within %s; status %+v\n%s%s", name, timeout, s, out, errOut)
+			t.Fatalf("TrainJob %s: not as wanted within %s; status %+v\n%s%s%s", name, timeout, s, out, errOut, operatorState(ctx))
 		}
 		time.Sleep(time.Second)
 	}
+}
+
+// operatorState says where the operator's pods are and how often their container
+// restarted, with the end of the last container's log when it did, for a test's failure.
+func operatorState(ctx context.Context) string {
+	pods, err := cl.Client.CoreV1().Pods("trainyard-system").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Sprintf("the operator's pods: %v\n", err)
+	}
+	var b strings.Builder
+	for _, p := range pods.Items {
+		restarts := int32(0)
+		for _, c := range p.Status.ContainerStatuses {
+			restarts += c.RestartCount
+		}
+		fmt.Fprintf(&b, "operator pod %s on %s: %s, %d restarts\n", p.Name, p.Spec.NodeName, p.Status.Phase, restarts)
+		if restarts == 0 {
+			continue
+		}
+		tail := int64(20)
+		log, err := cl.Client.CoreV1().Pods("trainyard-system").GetLogs(p.Name, &corev1.PodLogOptions{Previous: true, TailLines: &tail}).DoRaw(ctx)
+		if err != nil {
+			fmt.Fprintf(&b, "  its previous container's log: %v\n", err)
+			continue
+		}
+		fmt.Fprintf(&b, "  the end of its previous container's log:\n%s\n", log)
+	}
+	return b.String()
 }
 
 // The operator runs as a pod with its ServiceAccount's rights, and a 2-worker
