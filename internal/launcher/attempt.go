@@ -58,8 +58,10 @@ func (a *attempt) run(ctx context.Context) AttemptResult {
 	a.procs = make([]*process, len(procs))
 	a.records = make([]rundir.Rank, len(procs))
 	exits := make(chan exit, len(procs))
+	envs := make([][]string, len(procs))
 	for i, p := range procs {
-		pr, err := a.startOne(i, p)
+		envs[i] = Env(a.l.Job, p, a.l.Folder.Dir, os.Environ(), a.env)
+		pr, err := a.startOne(i, p, envs[i])
 		if err != nil {
 			exits <- exit{idx: i, at: time.Now(), code: -1, err: err}
 			continue
@@ -67,14 +69,24 @@ func (a *attempt) run(ctx context.Context) AttemptResult {
 		a.procs[i] = pr
 		go func() { exits <- pr.wait(i) }()
 	}
+	a.l.spares.drop() // those this attempt could not use
 	a.save()
 	a.l.Touch()
+	done, prestarted := make(chan struct{}), make(chan struct{})
+	if py, ok := a.l.prestarts(); ok {
+		go func() { defer close(prestarted); a.prestart(py, envs, done) }()
+	} else {
+		close(prestarted)
+	}
 	res := a.supervise(ctx, exits)
+	close(done)
+	<-prestarted
 	a.drain()
 	return res
 }
 
-func (a *attempt) startOne(i int, p Proc) (*process, error) {
+// startOne starts process i of the attempt, p, with env: on its spare when one fits.
+func (a *attempt) startOne(i int, p Proc, env []string) (*process, error) {
 	a.records[i] = rundir.Rank{Rank: p.Rank, Worker: p.Worker, LocalRank: p.LocalRank,
 		GPUs: gpuList(p.WorkerGPUs), Log: rundir.LogPath(a.number, p.Rank), Started: time.Now()}
 	rec := &a.records[i]
@@ -84,9 +96,19 @@ func (a *attempt) startOne(i int, p Proc) (*process, error) {
 	}
 	s := &a.l.Job.Spec
 	args := append(append([]string{}, s.Command...), s.Args...)
-	env := Env(a.l.Job, p, a.l.Folder.Dir, os.Environ(), a.env)
 	a.l.TouchRank(p.Rank) // its silence counts from its start
-	pr, err := start(a.l.path, args, s.WorkingDir, env, p, log, a.l.Console, func() { a.l.TouchRank(p.Rank) }, a.l.kill)
+	touch := func() { a.l.TouchRank(p.Rank) }
+	if sp := a.l.spares.take(i, p, env); sp != nil {
+		py, _ := parsePython(args)
+		if err := sp.hand(py, s.WorkingDir, env); err != nil {
+			a.l.Logger.Warn("spare not used", "rank", p.Rank, "err", err)
+			sp.kill()
+		} else {
+			rec.PID, rec.Prestarted = sp.cmd.Process.Pid, true
+			return attach(sp.cmd, sp.out, p, log, a.l.Console, touch, a.l.kill), nil
+		}
+	}
+	pr, err := start(a.l.path, args, s.WorkingDir, env, p, log, a.l.Console, touch, a.l.kill)
 	if err != nil {
 		log.Close()
 		return nil, err

@@ -14,7 +14,11 @@ import (
 // of 2 succeeds; its ranks see the new world size and the previous one.
 func TestElasticGangDropsAFailingWorker(t *testing.T) {
 	job := makeJob(t, `echo "$WORLD_SIZE ${TRAINYARD_PREVIOUS_WORLD_SIZE:-none} $TRAINYARD_MIN_WORKERS:$TRAINYARD_MAX_WORKERS" > "seen-$TRAINYARD_ATTEMPT-$RANK"
-if [ "$RANK" = 2 ]; then exit 1; fi; sleep 0.5`).workers(3).restarts(1).obj(t)
+if [ "$RANK" = 2 ]; then
+  # fail once the others have written theirs (a loaded machine may start them later)
+  while [ ! -e "seen-$TRAINYARD_ATTEMPT-0" ] || [ ! -e "seen-$TRAINYARD_ATTEMPT-1" ]; do sleep 0.05; done
+  exit 1
+fi; sleep 0.5`).workers(3).restarts(1).obj(t)
 	min := int32(2)
 	job.Spec.MinWorkers = &min
 	h := newHarness(t, job)

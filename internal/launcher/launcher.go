@@ -83,6 +83,20 @@ type Launcher struct {
 	// Run ends (or the attempt, when RunAttempt is called alone).
 	store *tcpstore.Server
 	inRun bool // Run is running: RunAttempt leaves the store to it
+	// spares are the prestarted Pythons for the next attempt's ranks (see Prestart).
+	spares spares
+}
+
+// prestarts says whether the attempts' ranks get spares (spare.go), and how the command
+// runs Python: when the command runs a Python script, a restart or resize may follow, and
+// the job does not turn them off (PrestartEnv).
+func (l *Launcher) prestarts() (pythonRun, bool) {
+	s := &l.Job.Spec
+	on, _ := prestartSetting(l.Job)
+	if !on || s.MaxRestarts == 0 && s.MinWorkerCount() >= max(s.WorkerCount(), l.MaxWorkers) {
+		return pythonRun{}, false
+	}
+	return parsePython(append([]string{l.path}, append(s.Command[1:], s.Args...)...))
 }
 
 // Preempted says why the gang was preempted, "" when it was not. It is set while an
@@ -141,7 +155,7 @@ func (l *Launcher) Run(ctx context.Context) (Result, error) {
 		return Result{}, err
 	}
 	l.inRun = true
-	defer func() { l.inRun = false; l.closeStore() }()
+	defer func() { l.inRun = false; l.closeStore(); l.spares.drop() }()
 	begin := time.Now()
 	first := len(l.Folder.Record().Attempts) + 1
 	last := first + int(l.Job.Spec.MaxRestarts)
@@ -284,6 +298,9 @@ func (l *Launcher) RunAttempt(ctx context.Context, n int) (AttemptResult, error)
 	}
 	a := &attempt{l: l, number: n, port: port, env: env}
 	res := a.run(ctx)
+	if res.Outcome != Failed || ctx.Err() != nil {
+		l.spares.drop() // no restart follows, or not at once
+	}
 	if err := l.endAttempt(res); err != nil {
 		return res, err
 	}

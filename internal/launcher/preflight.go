@@ -36,6 +36,9 @@ func Preflight(job *v1.TrainJob) error {
 	if err := CheckScriptEarly(job); err != nil {
 		return err
 	}
+	if _, err := prestartSetting(job); err != nil {
+		return err
+	}
 	if err := checkWritable(s.StoragePath); err != nil {
 		return fmt.Errorf("storage path (--storage-path) %s: %w", s.StoragePath, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -31,6 +32,7 @@ type process struct {
 	started time.Time
 	copied  chan error // receives the copy result once the output pipe is closed
 	kill    killFunc
+	spoke   atomic.Bool // it printed something
 
 	mu     sync.Mutex
 	reaped bool // the leader was reaped, or is about to be: its group is never signalled again
@@ -79,17 +81,24 @@ func start(path string, args []string, dir string, env []string, p Proc, log *os
 		r.Close()
 		return nil, fmt.Errorf("start rank %d: %w", p.Rank, err)
 	}
+	return attach(cmd, r, p, log, console, touch, kill), nil
+}
+
+// attach follows a started process: a goroutine copies its output from r to log and
+// console.
+func attach(cmd *exec.Cmd, r *os.File, p Proc, log *os.File, console *logstream.Console, touch func(), kill killFunc) *process {
 	pr := &process{proc: p, cmd: cmd, pid: cmd.Process.Pid, started: time.Now(), copied: make(chan error, 1), kill: kill}
 	src := logstream.Source{Rank: p.Rank, PID: pr.pid}
+	heard := func() { pr.spoke.Store(true); touch() }
 	go func() {
-		err := logstream.Copy(touchReader{r, touch}, src, log, console)
+		err := logstream.Copy(touchReader{r, heard}, src, log, console)
 		r.Close()
 		if cerr := log.Close(); err == nil && cerr != nil {
 			err = fmt.Errorf("close log of rank %d: %w", p.Rank, cerr)
 		}
 		pr.copied <- err
 	}()
-	return pr, nil
+	return pr
 }
 
 // wait waits for the process and describes its end. It first waits for the leader's exit

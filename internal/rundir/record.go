@@ -57,8 +57,11 @@ type Rank struct {
 	Signal    string     `json:"signal,omitempty"`
 	// StoppedByTrainyard is set for ranks that Trainyard stopped because another rank
 	// failed or the run was interrupted.
-	StoppedByTrainyard bool   `json:"stoppedByTrainyard,omitempty"`
-	Error              string `json:"error,omitempty"`
+	StoppedByTrainyard bool `json:"stoppedByTrainyard,omitempty"`
+	// Prestarted is set for a rank that ran on a Python the launcher had started ahead,
+	// with torch imported (a restart's spare).
+	Prestarted bool   `json:"prestarted,omitempty"`
+	Error      string `json:"error,omitempty"`
 }
 
 // DriverExitCode returns the exit code of rank 0 in the last attempt, the process that runs

@@ -1,0 +1,284 @@
+package launcher
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	v1 "github.com/trainyard/trainyard/api/v1alpha1"
+)
+
+// A restart's ranks start from prestarted Python processes, "spares": once every rank of
+// an attempt has printed something (its imports done, most likely), the launcher starts
+// one more Python per rank that imports torch and then waits. When the attempt fails and
+// the gang restarts, each rank of the next attempt is handed to its spare (its
+// environment, arguments and folder, through a pipe), which runs the script as `python
+// script.py` would (runpy, as __main__) without importing torch again: importing torch is
+// most of a rank's start. A spare is used only for the same rank on the same GPUs with
+// the same import-time environment; otherwise, and when the run ends, it is killed. Only
+// a command that runs a Python script or module (`python3 [flags] script.py ...`,
+// `python3 -m module ...`) gets spares. Ray prestarts its workers in the same spirit.
+
+// PrestartEnv is the job's variable that turns spares off: 0 (or false); 1 (or true) is
+// the default.
+const PrestartEnv = "TRAINYARD_PRESTART"
+
+// prestartSetting reads PrestartEnv from the job's env.
+func prestartSetting(job *v1.TrainJob) (bool, error) {
+	for _, e := range job.Spec.Env {
+		if e.Name != PrestartEnv {
+			continue
+		}
+		switch strings.ToLower(e.Value) {
+		case "0", "false":
+			return false, nil
+		case "1", "true", "":
+			return true, nil
+		}
+		return false, fmt.Errorf("env %s=%q: want 1 (a restart's ranks start from prestarted Pythons, the default) or 0 (they start afresh)", PrestartEnv, e.Value)
+	}
+	return true, nil
+}
+
+// spareCode is what a spare runs (python -c): import torch, wait for the rank to run on
+// fd 3, take its environment, arguments and folder, and run it. Stdlib only.
+const spareCode = `import os, sys
+try:
+    import torch  # the import a spare saves its rank
+except BaseException:
+    pass
+import json, runpy
+with os.fdopen(3, "rb") as f:
+    spec = f.read()
+if not spec:
+    sys.exit(0)
+spec = json.loads(spec)
+os.environ.clear()
+os.environ.update(spec["env"])
+if spec["cwd"]:
+    os.chdir(spec["cwd"])
+sys.argv = spec["argv"]
+if spec["module"]:
+    sys.path[0] = os.getcwd()
+    runpy.run_module(spec["module"], run_name="__main__", alter_sys=True)
+else:
+    sys.path[0] = os.path.dirname(os.path.abspath(sys.argv[0]))
+    runpy.run_path(sys.argv[0], run_name="__main__")
+`
+
+// pythonRun is a command that runs a Python script or module: the interpreter's flags,
+// then the script (or module) and its arguments.
+type pythonRun struct {
+	flags  []string // before the script: -u, -X dev, -W error
+	module string   // -m's module, or ""
+	argv   []string // sys.argv: the script (or "-m"'s module name) and its arguments
+}
+
+// parsePython reads args (the command and its arguments) as a Python run, if it is one.
+func parsePython(args []string) (pythonRun, bool) {
+	if len(args) < 2 || !pythonName.MatchString(filepath.Base(args[0])) {
+		return pythonRun{}, false
+	}
+	for i := 1; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "-m" && i+1 < len(args):
+			return pythonRun{flags: args[1:i], module: args[i+1], argv: append([]string{args[i+1]}, args[i+2:]...)}, true
+		case a == "-X" || a == "-W":
+			i++ // its value
+		case strings.HasPrefix(a, "-X") || strings.HasPrefix(a, "-W"):
+		case slices.Contains([]string{"-u", "-B", "-O", "-OO", "-s", "-b", "-bb", "-d", "-v", "-q", "-R"}, a):
+		case strings.HasPrefix(a, "-"):
+			return pythonRun{}, false // -c, -, -i, -I and anything we do not know
+		default:
+			return pythonRun{flags: args[1:i], argv: args[i:]}, true
+		}
+	}
+	return pythonRun{}, false
+}
+
+// spare is a prestarted Python waiting for a rank to run.
+type spare struct {
+	proc    Proc
+	env     []string
+	cmd     *exec.Cmd
+	out     *os.File // the read end of its stdout and stderr
+	handoff *os.File // the write end of the pipe it reads the rank from (its fd 3)
+}
+
+// spares holds the launcher's spares, by index in the attempt's process list.
+type spares struct {
+	mu  sync.Mutex
+	set map[int]*spare
+}
+
+// startSpare starts a spare for process p of the next attempt: path with the run's
+// Python flags, in dir, with env (this attempt's: what matters at import is the same).
+func startSpare(path string, py pythonRun, dir string, env []string, p Proc) (*spare, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	hr, hw, err := os.Pipe()
+	if err != nil {
+		r.Close()
+		w.Close()
+		return nil, err
+	}
+	args := append(append([]string{path}, py.flags...), "-c", spareCode)
+	cmd := &exec.Cmd{Path: path, Args: args, Dir: dir, Env: env, Stdout: w, Stderr: w, ExtraFiles: []*os.File{hr},
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}}
+	err = cmd.Start()
+	w.Close()
+	hr.Close()
+	if err != nil {
+		r.Close()
+		hw.Close()
+		return nil, fmt.Errorf("prestart rank %d: %w", p.Rank, err)
+	}
+	return &spare{proc: p, env: env, cmd: cmd, out: r, handoff: hw}, nil
+}
+
+// kill stops a spare that will not be used and reaps it.
+func (s *spare) kill() {
+	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+	s.handoff.Close()
+	s.out.Close()
+	go func() { _ = s.cmd.Wait() }()
+}
+
+// fits reports whether the spare can run process p with env: the same rank on the same
+// GPUs, and no variable read while importing torch changed.
+func (s *spare) fits(p Proc, env []string) bool {
+	a, b := s.proc, p
+	a.Attempt, b.Attempt, a.MasterPort, b.MasterPort = 0, 0, 0, 0
+	if !slices.Equal(a.GPUs, b.GPUs) || !slices.Equal(a.WorkerGPUs, b.WorkerGPUs) {
+		return false
+	}
+	a.GPUs, b.GPUs, a.WorkerGPUs, b.WorkerGPUs = nil, nil, nil, nil
+	if fmt.Sprint(a) != fmt.Sprint(b) {
+		return false
+	}
+	old, cur := parseEnv(s.env), parseEnv(env)
+	for k := range joinKeys(old, cur) {
+		if old[k] != cur[k] && importTime(k) {
+			return false
+		}
+	}
+	return true
+}
+
+// joinKeys is the set of keys of a and b.
+func joinKeys(a, b map[string]string) map[string]bool {
+	out := map[string]bool{}
+	for k := range a {
+		out[k] = true
+	}
+	for k := range b {
+		out[k] = true
+	}
+	return out
+}
+
+// importTime reports whether a variable may be read when Python starts or imports torch
+// (so a spare started with another value cannot run the rank).
+func importTime(name string) bool {
+	for _, p := range []string{"PYTHON", "OMP_", "KMP_", "GOMP_", "MKL_", "OPENBLAS_", "TORCH_", "LD_", "MALLOC_", "CUDA_", "NVIDIA_", "HIP_", "ROCR_"} {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return name == "PATH" || name == "HOME" || name == "LANG" || strings.HasPrefix(name, "LC_")
+}
+
+// hand gives the spare its rank: env, argv and folder, then closes the pipe.
+func (s *spare) hand(py pythonRun, dir string, env []string) error {
+	vars := parseEnv(env)
+	b, err := json.Marshal(map[string]any{"env": vars, "argv": py.argv, "module": py.module, "cwd": dir})
+	if err == nil {
+		_, err = s.handoff.Write(b)
+	}
+	if cerr := s.handoff.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// take removes and returns the spare for index i, if it fits p and env; a spare that does
+// not fit is killed.
+func (ss *spares) take(i int, p Proc, env []string) *spare {
+	ss.mu.Lock()
+	s := ss.set[i]
+	delete(ss.set, i)
+	ss.mu.Unlock()
+	if s == nil {
+		return nil
+	}
+	if !s.fits(p, env) {
+		s.kill()
+		return nil
+	}
+	return s
+}
+
+// put keeps s for index i, killing the one it replaces.
+func (ss *spares) put(i int, s *spare) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.set == nil {
+		ss.set = map[int]*spare{}
+	}
+	if old := ss.set[i]; old != nil {
+		old.kill()
+	}
+	ss.set[i] = s
+}
+
+// drop kills every spare.
+func (ss *spares) drop() {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	for i, s := range ss.set {
+		s.kill()
+		delete(ss.set, i)
+	}
+}
+
+// prestartPoll is how often an attempt looks whether all its ranks have spoken.
+const prestartPoll = 100 * time.Millisecond
+
+// prestart starts the spares of the next attempt once every rank of this one has printed
+// something, unless the attempt ends first (done).
+func (a *attempt) prestart(py pythonRun, envs [][]string, done <-chan struct{}) {
+	t := time.NewTicker(prestartPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+		}
+		all := true
+		for _, pr := range a.procs {
+			all = all && pr != nil && pr.spoke.Load()
+		}
+		if all {
+			break
+		}
+	}
+	for i, pr := range a.procs {
+		s, err := startSpare(a.l.path, py, a.l.Job.Spec.WorkingDir, envs[i], pr.proc)
+		if err != nil {
+			a.l.Logger.Warn("no spare for the next attempt", "rank", pr.proc.Rank, "err", err)
+			return
+		}
+		a.l.spares.put(i, s)
+	}
+}

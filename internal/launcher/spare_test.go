@@ -1,0 +1,166 @@
+package launcher
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	v1 "github.com/trainyard/trainyard/api/v1alpha1"
+	"github.com/trainyard/trainyard/internal/device"
+)
+
+func TestParsePython(t *testing.T) {
+	cases := map[string]struct {
+		args []string
+		want pythonRun
+		ok   bool
+	}{
+		"a script":          {args: []string{"python3", "train.py", "--epochs", "2"}, ok: true, want: pythonRun{flags: []string{}, argv: []string{"train.py", "--epochs", "2"}}},
+		"flags":             {args: []string{"/usr/bin/python3.11", "-u", "-X", "dev", "-Wignore", "t.py"}, ok: true, want: pythonRun{flags: []string{"-u", "-X", "dev", "-Wignore"}, argv: []string{"t.py"}}},
+		"a module":          {args: []string{"python", "-u", "-m", "pkg.train", "--lr", "1"}, ok: true, want: pythonRun{flags: []string{"-u"}, module: "pkg.train", argv: []string{"pkg.train", "--lr", "1"}}},
+		"code":              {args: []string{"python3", "-c", "print(1)"}},
+		"stdin":             {args: []string{"python3", "-"}},
+		"an unknown flag":   {args: []string{"python3", "-I", "t.py"}},
+		"no script":         {args: []string{"python3", "-u"}},
+		"not python":        {args: []string{"bash", "t.sh"}},
+		"a python-ish name": {args: []string{"pythonista", "t.py"}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, ok := parsePython(tc.args)
+			if ok != tc.ok {
+				t.Fatalf("parsePython(%q) ok %v, want %v", tc.args, ok, tc.ok)
+			}
+			if ok {
+				if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(pythonRun{})); diff != "" {
+					t.Errorf("parsePython(%q) (-want +got):\n%s", tc.args, diff)
+				}
+			}
+		})
+	}
+}
+
+func TestSpareFits(t *testing.T) {
+	gpu := []device.GPU{{Index: 1}}
+	p := Proc{Attempt: 1, Rank: 1, Worker: 1, LocalRank: 1, MasterPort: 100, GPUs: gpu, WorkerGPUs: gpu}
+	s := &spare{proc: p, env: []string{"OMP_NUM_THREADS=1", "TRAINYARD_ATTEMPT=1", "MASTER_PORT=100"}}
+	next := p
+	next.Attempt, next.MasterPort = 2, 200
+	if !s.fits(next, []string{"OMP_NUM_THREADS=1", "TRAINYARD_ATTEMPT=2", "MASTER_PORT=200"}) {
+		t.Error("the next attempt of the same rank: does not fit")
+	}
+	if s.fits(next, []string{"OMP_NUM_THREADS=2", "TRAINYARD_ATTEMPT=2"}) {
+		t.Error("another OMP_NUM_THREADS (read when torch loads): fits")
+	}
+	if s.fits(next, []string{"OMP_NUM_THREADS=1", "PYTHONPATH=/x"}) {
+		t.Error("another PYTHONPATH: fits")
+	}
+	other := next
+	other.Rank = 0
+	if s.fits(other, []string{"OMP_NUM_THREADS=1"}) {
+		t.Error("another rank: fits")
+	}
+	other = next
+	other.WorkerGPUs = []device.GPU{{Index: 2}}
+	if s.fits(other, []string{"OMP_NUM_THREADS=1"}) {
+		t.Error("another GPU: fits")
+	}
+}
+
+// A restart's ranks run on the spares the launcher started during the first attempt: they
+// have torch imported before the script runs (which does not import it), run the script
+// as __main__ with its arguments, in its folder, with the new attempt's environment, and
+// the run record says so. No spare outlives the run.
+func TestRestartRunsOnSpares(t *testing.T) {
+	python := "/usr/bin/python3"
+	if _, err := os.Stat(python); err != nil {
+		t.Skip("needs /usr/bin/python3")
+	}
+	script := `import os, sys, time
+print("attempt", os.environ["TRAINYARD_ATTEMPT"], "torch", "torch" in sys.modules, "name", __name__,
+      "argv", sys.argv, "cwd", os.getcwd() == os.environ["WANT_CWD"], "path0", sys.path[0] == os.path.dirname(os.path.abspath(__file__)), flush=True)
+if os.environ["TRAINYARD_ATTEMPT"] == "1":
+    time.sleep(1)
+    sys.exit(3)
+`
+	job := makeJob(t, "").workers(2).restarts(1).obj(t)
+	path := filepath.Join(job.Spec.WorkingDir, "train.py")
+	if err := os.WriteFile(path, []byte(script), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	job.Spec.Command, job.Spec.Args = []string{python, "-u", "train.py"}, []string{"--lr", "0.1"}
+	job.Spec.Env = append(job.Spec.Env, v1.EnvVar{Name: "WANT_CWD", Value: job.Spec.WorkingDir})
+	for _, on := range []bool{true, false} {
+		t.Run(fmt.Sprintf("%s=%v", PrestartEnv, on), func(t *testing.T) {
+			job := job.DeepCopy()
+			if !on {
+				job.Spec.Env = append(job.Spec.Env, v1.EnvVar{Name: PrestartEnv, Value: "0"})
+			}
+			job.Spec.RunName = fmt.Sprint("prestart-", on)
+			h := newHarness(t, job)
+			res, _ := h.run(t, context.Background())
+			if res.Outcome != Succeeded {
+				t.Fatalf("result %+v; want success\n%s", res, h.out)
+			}
+			out := h.out.String()
+			for _, want := range []string{
+				"attempt 1 torch False name __main__ argv ['train.py', '--lr', '0.1'] cwd True path0 True",
+				fmt.Sprintf("attempt 2 torch %s name __main__ argv ['train.py', '--lr', '0.1'] cwd True path0 True", map[bool]string{true: "True", false: "False"}[on]),
+			} {
+				if strings.Count(out, want) != 2 {
+					t.Errorf("want %q from both ranks; output:\n%s", want, out)
+				}
+			}
+			rec := h.l.Folder.Record()
+			for i, a := range rec.Attempts {
+				for _, r := range a.Ranks {
+					if r.Prestarted != (on && i == 1) {
+						t.Errorf("attempt %d rank %d: prestarted %v", a.Number, r.Rank, r.Prestarted)
+					}
+				}
+			}
+			if left := spareChildren(t); len(left) > 0 {
+				t.Errorf("spares left after the run: %v", left)
+			}
+		})
+	}
+}
+
+// spareChildren lists this process's children that run a spare's code.
+func spareChildren(t *testing.T) []string {
+	t.Helper()
+	var out []string
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, d := range dirs {
+		cmd, err := os.ReadFile(filepath.Join(d, "cmdline"))
+		if err != nil || !strings.Contains(string(cmd), "the import a spare saves") {
+			continue
+		}
+		stat, _ := os.ReadFile(filepath.Join(d, "stat"))
+		if f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:])); len(f) > 2 && f[1] == strconv.Itoa(os.Getpid()) && f[0] != "Z" {
+			out = append(out, filepath.Base(d))
+		}
+	}
+	return out
+}
+
+func TestPrestartSetting(t *testing.T) {
+	for value, want := range map[string]bool{"0": false, "false": false, "1": true, "TRUE": true, "": true} {
+		job := &v1.TrainJob{Spec: v1.TrainJobSpec{Env: []v1.EnvVar{{Name: PrestartEnv, Value: value}}}}
+		if got, err := prestartSetting(job); err != nil || got != want {
+			t.Errorf("%s=%q: %v, %v; want %v", PrestartEnv, value, got, err, want)
+		}
+	}
+	job := makeJob(t, "exit 0").obj(t)
+	job.Spec.Env = append(job.Spec.Env, v1.EnvVar{Name: PrestartEnv, Value: "yes please"})
+	err := Preflight(job)
+	if err == nil || !strings.Contains(err.Error(), `env TRAINYARD_PRESTART="yes please": want 1`) {
+		t.Errorf("Preflight: %v; want the variable refused, saying what it takes", err)
+	}
+}
