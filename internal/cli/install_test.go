@@ -53,6 +53,8 @@ func TestInstallErrors(t *testing.T) {
 		"uninstall namespace": {[]string{"uninstall", "-n", "UPPER"}, 2, `--namespace: "UPPER" is not a valid namespace name`},
 		"operator image":      {[]string{"operator", "--image", "UPPER"}, 2, `--image: "UPPER" is not an image reference`},
 		"operator namespace":  {[]string{"operator", "--namespace", "a.b"}, 2, `--namespace: "a.b" is not a valid namespace name`},
+		"operator elastic settle": {[]string{"operator", "--elastic-settle", "-5s"}, 2,
+			"--elastic-settle -5s: give a duration of 0 or more, such as 30s (0: the default, 30s)"},
 		"operator CPU per GPU": {[]string{"operator", "--worker-cpu-per-gpu", "-1"}, 2,
 			`--worker-cpu-per-gpu: "-1": must not be negative ("0" for none)`},
 		"operator memory per GPU": {[]string{"operator", "--worker-memory-per-gpu", "16GB"}, 2,

@@ -84,6 +84,10 @@ func newOperatorCommand(g *globals) *cobra.Command {
 				return usageError(fmt.Errorf("--pod-policy: %w", err))
 			}
 			opts.PodPolicy = level
+			if opts.ElasticSettle < 0 {
+				return usageError(fmt.Errorf("--elastic-settle %s: give a duration of 0 or more, such as 30s (0: the default, %s)",
+					opts.ElasticSettle, operator.DefaultElasticSettle))
+			}
 			for _, cidr := range opts.APIServerCIDRs {
 				if _, err := netip.ParsePrefix(cidr); err != nil {
 					return usageError(fmt.Errorf("--api-server-cidr %q: not a CIDR such as 10.0.0.1/32", cidr))
