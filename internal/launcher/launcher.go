@@ -83,8 +83,11 @@ type Launcher struct {
 	// Run ends (or the attempt, when RunAttempt is called alone).
 	store *tcpstore.Server
 	inRun bool // Run is running: RunAttempt leaves the store to it
-	// spares are the prestarted Pythons for the next attempt's ranks (see Prestart).
+	// spares are the prestarted Pythons for the next attempt's ranks (spare.go).
 	spares spares
+	// final is set by Run for an attempt that no restart or resize of its own can follow:
+	// it gets no spares.
+	final bool
 }
 
 // prestarts says whether the attempts' ranks get spares (spare.go), and how the command
@@ -93,7 +96,8 @@ type Launcher struct {
 func (l *Launcher) prestarts() (pythonRun, bool) {
 	s := &l.Job.Spec
 	on, _ := prestartSetting(l.Job)
-	if !on || s.MaxRestarts == 0 && s.MinWorkerCount() >= max(s.WorkerCount(), l.MaxWorkers) {
+	fixed := s.MinWorkerCount() >= max(s.WorkerCount(), l.MaxWorkers)
+	if !on || l.final || s.MaxRestarts == 0 && fixed {
 		return pythonRun{}, false
 	}
 	return parsePython(append([]string{l.path}, append(s.Command[1:], s.Args...)...))
@@ -165,6 +169,7 @@ func (l *Launcher) Run(ctx context.Context) (Result, error) {
 	)
 	n := first
 	for ; ; n++ {
+		l.final = n == last && l.Job.Spec.MinWorkerCount() >= max(l.Job.Spec.WorkerCount(), l.MaxWorkers) && l.Resize == nil
 		if res, err = l.RunAttempt(ctx, n); errors.Is(err, rundir.ErrReplaced) {
 			return Result{}, errors.Join(err, l.finish(Result{Outcome: Failed, Reason: err.Error()}))
 		}
