@@ -15,9 +15,10 @@ import (
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
 )
 
-// A restart's ranks start from prestarted Python processes, "spares": once every rank of
-// an attempt has printed something (its imports done, most likely), the launcher starts
-// one more Python per rank that imports torch and then waits. When the attempt fails and
+// A restart's ranks start from prestarted Python processes, "spares": once a rank of an
+// attempt has printed something (its imports done, most likely: scripts often print on
+// rank 0 only), or prestartAfter since the attempt began, the launcher starts one more
+// Python per rank that imports torch and then waits. When the attempt fails and
 // the gang restarts, each rank of the next attempt is handed to its spare (its
 // environment, arguments and folder, through a pipe), which runs the script as `python
 // script.py` would (runpy, as __main__) without importing torch again: importing torch is
@@ -49,7 +50,8 @@ func prestartSetting(job *v1.TrainJob) (bool, error) {
 
 // spareCode is what a spare runs (python -c): import torch, wait for the rank to run on
 // fd 3, take its environment, arguments and folder, and run it. Stdlib only.
-const spareCode = `import os, sys
+const spareCode = `# trainyard: a spare Python, which runs the rank the launcher hands it on fd 3
+import os, sys
 try:
     import torch  # the import a spare saves its rank
 except BaseException:
@@ -251,29 +253,34 @@ func (ss *spares) drop() {
 	}
 }
 
-// prestartPoll is how often an attempt looks whether all its ranks have spoken.
+// prestartPoll is how often an attempt looks whether a rank has spoken.
 const prestartPoll = 100 * time.Millisecond
 
-// prestart starts the spares of the next attempt once every rank of this one has printed
-// something, unless the attempt ends first (done).
+// prestartAfter is when an attempt none of whose ranks printed anything gets its spares.
+const prestartAfter = 10 * time.Second
+
+// prestart starts the spares of the next attempt once a rank of this one has printed
+// something, or prestartAfter after it began, unless the attempt ends first (done).
 func (a *attempt) prestart(py pythonRun, envs [][]string, done <-chan struct{}) {
 	t := time.NewTicker(prestartPoll)
 	defer t.Stop()
-	for {
+	late := time.After(prestartAfter)
+	for spoke := false; !spoke; {
 		select {
 		case <-done:
 			return
+		case <-late:
+			spoke = true
 		case <-t.C:
-		}
-		all := true
-		for _, pr := range a.procs {
-			all = all && pr != nil && pr.spoke.Load()
-		}
-		if all {
-			break
+			for _, pr := range a.procs {
+				spoke = spoke || pr != nil && pr.spoke.Load()
+			}
 		}
 	}
 	for i, pr := range a.procs {
+		if pr == nil {
+			continue // it never started
+		}
 		s, err := startSpare(a.l.path, py, a.l.Job.Spec.WorkingDir, envs[i], pr.proc)
 		if err != nil {
 			a.l.Logger.Warn("no spare for the next attempt", "rank", pr.proc.Rank, "err", err)
