@@ -261,23 +261,27 @@ func (k *cluster) runAll(name string, n int) []*corev1.Pod {
 }
 
 // event waits for an event about the TrainJob with this reason, and returns its note.
-func (k *cluster) event(name, reason string) string {
+func (k *cluster) event(name, reason string) string { return k.eventSaying(name, reason, "") }
+
+// eventSaying waits for an event about the TrainJob with this reason whose note says
+// want, and returns its note.
+func (k *cluster) eventSaying(name, reason, want string) string {
 	k.t.Helper()
 	note := ""
-	k.eventually("event "+reason, func() (bool, string) {
+	k.eventually("event "+reason+" saying "+want, func() (bool, string) {
 		var l eventsv1.EventList
 		if err := k.c.List(context.Background(), &l, client.InNamespace(k.ns)); err != nil {
 			return false, err.Error()
 		}
 		var seen []string
 		for _, e := range l.Items {
-			if e.Regarding.Name == name && e.Reason == reason {
+			if e.Regarding.Name == name && e.Reason == reason && strings.Contains(e.Note, want) {
 				note = e.Note
 				return true, ""
 			}
-			seen = append(seen, e.Reason)
+			seen = append(seen, e.Reason+": "+e.Note)
 		}
-		return false, strings.Join(seen, ",")
+		return false, strings.Join(seen, " | ")
 	})
 	return note
 }

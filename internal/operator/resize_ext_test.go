@@ -8,7 +8,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -163,11 +162,11 @@ func testElasticLostNode(k *cluster) {
 	if !slices.Equal(got.Status.LostNodes, []string{node.Name}) {
 		k.t.Errorf("status.lostNodes %q; want [%s]", got.Status.LostNodes, node.Name)
 	}
-	k.resizedEvent("regrow", "resized from 4 to 2 workers: node "+node.Name+" lost")
+	k.eventSaying("regrow", operator.ReasonResized, "resized from 4 to 2 workers: node "+node.Name+" lost")
 	k.runAll("regrow", 2)
 	k.setNodeReady(node, true)
 	got = k.waitStatus("regrow", "grown to 4", func(st *v1.TrainJobStatus) bool { return st.Attempt == 3 && st.Workers == 0 })
-	k.resizedEvent("regrow", "resized from 2 to 4 workers: node "+node.Name+" is ready again")
+	k.eventSaying("regrow", operator.ReasonResized, "resized from 2 to 4 workers: node "+node.Name+" is ready again")
 	if got.Status.Restarts != 0 {
 		k.t.Errorf("status %+v; want the resizes to use no restart", got.Status)
 	}
@@ -193,25 +192,4 @@ func (k *cluster) setNodeReady(node *corev1.Node, ready bool) {
 	if err := k.c.Status().Update(context.Background(), &cur); err != nil {
 		k.t.Fatal(err)
 	}
-}
-
-// resizedEvent waits for an Event Resized of the TrainJob name whose note says want.
-func (k *cluster) resizedEvent(name, want string) {
-	k.t.Helper()
-	k.eventually("event Resized saying "+want, func() (bool, string) {
-		var l eventsv1.EventList
-		if err := k.c.List(context.Background(), &l, client.InNamespace(k.ns)); err != nil {
-			return false, err.Error()
-		}
-		var notes []string
-		for _, e := range l.Items {
-			if e.Regarding.Name == name && e.Reason == operator.ReasonResized {
-				if strings.Contains(e.Note, want) {
-					return true, ""
-				}
-				notes = append(notes, e.Note)
-			}
-		}
-		return false, strings.Join(notes, " | ")
-	})
 }
