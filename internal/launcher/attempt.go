@@ -99,8 +99,7 @@ func (a *attempt) startOne(i int, p Proc, env []string) (*process, error) {
 	a.l.TouchRank(p.Rank) // its silence counts from its start
 	touch := func() { a.l.TouchRank(p.Rank) }
 	if sp := a.l.spares.take(i, p, env); sp != nil {
-		py, _ := parsePython(args)
-		if err := sp.hand(py, s.WorkingDir, env); err != nil {
+		if err := sp.hand(s.WorkingDir, env); err != nil {
 			a.l.Logger.Warn("spare not used", "rank", p.Rank, "err", err)
 			sp.kill()
 		} else {

@@ -96,11 +96,17 @@ type Launcher struct {
 func (l *Launcher) prestarts() (pythonRun, bool) {
 	s := &l.Job.Spec
 	on, _ := prestartSetting(l.Job)
-	fixed := s.MinWorkerCount() >= max(s.WorkerCount(), l.MaxWorkers)
-	if !on || l.final || s.MaxRestarts == 0 && fixed {
+	if !on || l.final || s.MaxRestarts == 0 && l.fixedSize() {
 		return pythonRun{}, false
 	}
 	return parsePython(append([]string{l.path}, append(s.Command[1:], s.Args...)...))
+}
+
+// fixedSize reports whether the gang can run at no other size: not elastic, and not
+// started below its most workers.
+func (l *Launcher) fixedSize() bool {
+	s := &l.Job.Spec
+	return s.MinWorkerCount() >= max(s.WorkerCount(), l.MaxWorkers)
 }
 
 // Preempted says why the gang was preempted, "" when it was not. It is set while an
@@ -169,7 +175,7 @@ func (l *Launcher) Run(ctx context.Context) (Result, error) {
 	)
 	n := first
 	for ; ; n++ {
-		l.final = n == last && l.Job.Spec.MinWorkerCount() >= max(l.Job.Spec.WorkerCount(), l.MaxWorkers) && l.Resize == nil
+		l.final = n == last && l.fixedSize() && l.Resize == nil
 		if res, err = l.RunAttempt(ctx, n); errors.Is(err, rundir.ErrReplaced) {
 			return Result{}, errors.Join(err, l.finish(Result{Outcome: Failed, Reason: err.Error()}))
 		}

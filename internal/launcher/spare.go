@@ -109,6 +109,7 @@ func parsePython(args []string) (pythonRun, bool) {
 // spare is a prestarted Python waiting for a rank to run.
 type spare struct {
 	proc    Proc
+	py      pythonRun // how the job's command runs Python
 	env     []string
 	cmd     *exec.Cmd
 	out     *os.File // the read end of its stdout and stderr
@@ -145,7 +146,7 @@ func startSpare(path string, py pythonRun, dir string, env []string, p Proc) (*s
 		hw.Close()
 		return nil, fmt.Errorf("prestart rank %d: %w", p.Rank, err)
 	}
-	return &spare{proc: p, env: env, cmd: cmd, out: r, handoff: hw}, nil
+	return &spare{proc: p, py: py, env: env, cmd: cmd, out: r, handoff: hw}, nil
 }
 
 // kill stops a spare that will not be used and reaps it.
@@ -169,24 +170,14 @@ func (s *spare) fits(p Proc, env []string) bool {
 		return false
 	}
 	old, cur := parseEnv(s.env), parseEnv(env)
-	for k := range joinKeys(old, cur) {
-		if old[k] != cur[k] && importTime(k) {
-			return false
+	for _, vars := range []map[string]string{old, cur} {
+		for k := range vars {
+			if old[k] != cur[k] && importTime(k) {
+				return false
+			}
 		}
 	}
 	return true
-}
-
-// joinKeys is the set of keys of a and b.
-func joinKeys(a, b map[string]string) map[string]bool {
-	out := map[string]bool{}
-	for k := range a {
-		out[k] = true
-	}
-	for k := range b {
-		out[k] = true
-	}
-	return out
 }
 
 // importTime reports whether a variable may be read when Python starts or imports torch
@@ -201,9 +192,8 @@ func importTime(name string) bool {
 }
 
 // hand gives the spare its rank: env, argv and folder, then closes the pipe.
-func (s *spare) hand(py pythonRun, dir string, env []string) error {
-	vars := parseEnv(env)
-	b, err := json.Marshal(map[string]any{"env": vars, "argv": py.argv, "module": py.module, "cwd": dir})
+func (s *spare) hand(dir string, env []string) error {
+	b, err := json.Marshal(map[string]any{"env": parseEnv(env), "argv": s.py.argv, "module": s.py.module, "cwd": dir})
 	if err == nil {
 		_, err = s.handoff.Write(b)
 	}

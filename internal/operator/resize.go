@@ -72,8 +72,9 @@ type resize struct {
 // goes on without its stuck workers: when every one of them has been unschedulable for
 // settle and at least min remain. lostOn names the lost node each replaced worker's pod
 // was on, for the reason; lost are the nodes the status recorded, which it names when
-// lostOn knows none of the stuck workers (an operator that restarted since). Otherwise it returns how long to wait before deciding again (0:
-// nothing will change by waiting: no worker is stuck, or too few would remain).
+// lostOn knows none of the stuck workers (an operator that restarted since). Otherwise
+// it returns how long to wait before deciding again (0: nothing will change by waiting:
+// no worker is stuck, or too few would remain).
 func planShrink(stuck []stuckWorker, workers, min int, settle time.Duration, now time.Time, lostOn map[int]string, lost []string) (resize, time.Duration, bool) {
 	if len(stuck) == 0 || min >= workers || workers-len(stuck) < min {
 		return resize{}, 0, false
