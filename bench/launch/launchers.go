@@ -71,7 +71,12 @@ func trainyardArgv(cfg *config, dir, _ string, restarts int, script []string) []
 func torchrunArgv(cfg *config, dir, port string, restarts int, script []string) []string {
 	argv := []string{cfg.torchrun, "--redirects", torchrunStdio, "--tee", torchrunStdio,
 		"--log_dir", filepath.Join(dir, "torchrun-logs"), "--nproc_per_node", strconv.Itoa(ranks),
-		"--master_port", port, "--max_restarts", strconv.Itoa(restarts)}
+		"--max_restarts", strconv.Itoa(restarts)}
+	if cfg.rdzv == "c10d" {
+		argv = append(argv, "--rdzv_backend", "c10d", "--rdzv_endpoint", "127.0.0.1:"+port)
+	} else {
+		argv = append(argv, "--master_port", port)
+	}
 	return append(argv, script...)
 }
 

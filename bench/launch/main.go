@@ -46,6 +46,8 @@ type config struct {
 	timeout      time.Duration // limit for one trial
 	markdown     string        // optional Markdown output file
 	keep         bool          // keep every trial's folder
+	kinds        []trialKind   // the trial kinds of each measured round (-kinds)
+	rdzv         string        // torchrun's rendezvous: "static" or "c10d" (-torchrun-rdzv)
 	root         string        // temporary folder of this run
 }
 
@@ -97,13 +99,38 @@ func parseFlags(args []string) (*config, error) {
 	fs.DurationVar(&cfg.timeout, "timeout", 120*time.Second, "limit for one trial")
 	fs.StringVar(&cfg.markdown, "markdown", "", "also write the summary as Markdown to this file")
 	fs.BoolVar(&cfg.keep, "keep", false, "keep every trial's folder (failed trials' folders are always kept)")
+	kinds := fs.String("kinds", "run,restart", "the trial kinds of each round: run, restart or both")
+	fs.StringVar(&cfg.rdzv, "torchrun-rdzv", "static", "torchrun's rendezvous: static (--master_port) or c10d (--rdzv-backend c10d)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 || cfg.rounds < 1 || cfg.warmup < 0 || cfg.timeout <= 0 {
 		return nil, errors.New("usage: launch [-trainyard BIN] [-python PY] [-rounds N] [-markdown FILE]; rounds >= 1")
 	}
+	if cfg.rdzv != "static" && cfg.rdzv != "c10d" {
+		return nil, fmt.Errorf("-torchrun-rdzv %q: give static or c10d", cfg.rdzv)
+	}
+	var err error
+	if cfg.kinds, err = parseKinds(*kinds); err != nil {
+		return nil, err
+	}
 	return cfg, nil
+}
+
+// parseKinds reads -kinds: trial kinds by name, separated by commas.
+func parseKinds(s string) ([]trialKind, error) {
+	var out []trialKind
+	for _, name := range strings.Split(s, ",") {
+		switch strings.TrimSpace(name) {
+		case plainRun.String():
+			out = append(out, plainRun)
+		case restartRun.String():
+			out = append(out, restartRun)
+		default:
+			return nil, fmt.Errorf("-kinds %q: give run, restart or run,restart", s)
+		}
+	}
+	return out, nil
 }
 
 // prepare checks the programs, resolves the script and snapshots the trainyard binary
@@ -184,7 +211,7 @@ func runRounds(ctx context.Context, cfg *config) []trialResult {
 	}
 	var out []trialResult
 	for r := 1; r <= cfg.rounds; r++ {
-		for _, k := range []trialKind{plainRun, restartRun} {
+		for _, k := range cfg.kinds {
 			for _, l := range launchers {
 				if ctx.Err() != nil {
 					return out

@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/trainyard/trainyard/internal/shell"
@@ -71,5 +72,22 @@ func TestShellQuote(t *testing.T) {
 	}
 	if got := shell.Quote("a b'c"); got != `'a b'\''c'` {
 		t.Errorf("shellQuote = %s", got)
+	}
+}
+
+// -kinds and -torchrun-rdzv take only what they name, and say what to give otherwise.
+func TestParseFlagsKindsAndRendezvous(t *testing.T) {
+	cfg, err := parseFlags([]string{"-kinds", "restart", "-torchrun-rdzv", "c10d"})
+	if err != nil || len(cfg.kinds) != 1 || cfg.kinds[0] != restartRun || cfg.rdzv != "c10d" {
+		t.Fatalf("parseFlags = %+v, %v; want restart trials only and c10d", cfg, err)
+	}
+	argv := torchrunArgv(cfg, "/d", "29501", 1, []string{"train.py"})
+	if got := strings.Join(argv, " "); !strings.Contains(got, "--rdzv_backend c10d --rdzv_endpoint 127.0.0.1:29501") || strings.Contains(got, "--master_port") {
+		t.Errorf("torchrun argv with c10d = %s", got)
+	}
+	for _, bad := range [][]string{{"-kinds", "walk"}, {"-torchrun-rdzv", "etcd"}} {
+		if _, err := parseFlags(bad); err == nil || !strings.Contains(err.Error(), "give") {
+			t.Errorf("parseFlags(%q) = %v, want an error saying what to give", bad, err)
+		}
 	}
 }

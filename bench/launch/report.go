@@ -24,6 +24,7 @@ type machineInfo struct {
 	launches  []string // each launcher's command line per trial kind
 	rounds    int
 	warmup    int
+	kinds     string // the trial kinds of a round, "run, restart"
 	loadStart string // /proc/loadavg's 1, 5 and 15 minute averages before the trials
 	loadEnd   string // and after them
 }
@@ -41,8 +42,18 @@ func describeMachine(ctx context.Context, cfg *config) machineInfo {
 		launches:  launchTemplates(cfg),
 		rounds:    cfg.rounds,
 		warmup:    cfg.warmup,
+		kinds:     kindNames(cfg.kinds),
 		loadStart: host.LoadAverage(),
 	}
+}
+
+// kindNames names trial kinds, separated by commas.
+func kindNames(kinds []trialKind) string {
+	names := make([]string, len(kinds))
+	for i, k := range kinds {
+		names[i] = k.String()
+	}
+	return strings.Join(names, ", ")
 }
 
 // launchTemplates are the launchers' command lines as given to this program, with <dir>
@@ -51,7 +62,7 @@ func launchTemplates(cfg *config) []string {
 	shown := *cfg
 	shown.trainyard, shown.script = cfg.trainyardArg, cfg.scriptArg
 	var out []string
-	for _, k := range []trialKind{plainRun, restartRun} {
+	for _, k := range cfg.kinds {
 		for _, l := range launchers {
 			argv := l.argv(&shown, "<dir>", "<port>", restartsFor(k), scriptArgs(&shown, k))
 			out = append(out, fmt.Sprintf("%s (%s): `%s`", l.name, k, strings.Join(argv, " ")))
@@ -78,8 +89,8 @@ func printHeader(w io.Writer, info machineInfo) {
 	for _, l := range info.launches {
 		fmt.Fprintf(w, "  %s\n", l)
 	}
-	fmt.Fprintf(w, "%d warm-up round(s), then %d round(s); each round: trainyard run, torchrun run, trainyard restart, torchrun restart\n",
-		info.warmup, info.rounds)
+	fmt.Fprintf(w, "%d warm-up round(s), then %d round(s); each round: %s, trainyard then torchrun\n",
+		info.warmup, info.rounds, info.kinds)
 }
 
 // machine describes the machine on one line.

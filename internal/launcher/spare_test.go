@@ -77,10 +77,14 @@ func TestSpareFits(t *testing.T) {
 // have torch imported before the script runs (which does not import it), run the script
 // as __main__ with its arguments, in its folder, with the new attempt's environment, and
 // the run record says so. No spare outlives the run.
+// TRAINYARD_TEST_PYTHON names another interpreter (the GPU machine's, test/gpu).
 func TestRestartRunsOnSpares(t *testing.T) {
 	python := "/usr/bin/python3"
+	if v := os.Getenv("TRAINYARD_TEST_PYTHON"); v != "" {
+		python = v
+	}
 	if _, err := os.Stat(python); err != nil {
-		t.Skip("needs /usr/bin/python3")
+		t.Skipf("needs %s", python)
 	}
 	script := `import os, sys, time
 print("attempt", os.environ["TRAINYARD_ATTEMPT"], "torch", "torch" in sys.modules, "name", __name__,
