@@ -156,7 +156,9 @@ type TrainJobSpec struct {
 
 	// PreRunningDeadlineSeconds fails the job when an attempt's workers are not all
 	// running this long after the attempt was created (or admitted by Kueue): an image that
-	// cannot be pulled, pods that cannot be scheduled (operator only).
+	// cannot be pulled, pods that cannot be scheduled (operator only). An elastic gang
+	// (minWorkers) whose unschedulable workers it could go without shrinks at this
+	// deadline instead, if it comes before the operator's elastic settle time.
 	// +kubebuilder:validation:Minimum=1
 	// +optional
 	PreRunningDeadlineSeconds *int64 `json:"preRunningDeadlineSeconds,omitempty"`

@@ -76,6 +76,7 @@ func TestOperator(t *testing.T) {
 		{"kueue partial admission", testKueueElastic},
 		{"elastic shrink", testElasticShrink},
 		{"elastic lost node", testElasticLostNode},
+		{"elastic shrink at the pre-running deadline", testElasticShrinkAtDeadline},
 		{"kueue elastic shrink", testKueueElasticShrink},
 		{"bad pod template", testBadTemplate},
 		{"bad input is not restarted", testBadInput},

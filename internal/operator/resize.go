@@ -68,20 +68,38 @@ type resize struct {
 	lost []string
 }
 
-// planShrink decides whether a gang of size workers, which may run with as few as min,
-// goes on without its stuck workers: when every one of them has been unschedulable for
-// settle and at least min remain. lostOn names the lost node each replaced worker's pod
-// was on, for the reason; lost are the nodes the status recorded, which it names when
-// lostOn knows none of the stuck workers (an operator that restarted since). Otherwise
-// it returns how long to wait before deciding again (0: nothing will change by waiting:
-// no worker is stuck, or too few would remain).
-func planShrink(stuck []stuckWorker, workers, min int, settle time.Duration, now time.Time, lostOn map[int]string, lost []string) (resize, time.Duration, bool) {
-	if len(stuck) == 0 || min >= workers || workers-len(stuck) < min {
+// shrinkRule is when an elastic gang of size workers, which may run with as few as min,
+// goes on without its stuck workers: once each has been unschedulable for settle, or at
+// the attempt's pre-running deadline (spec.preRunningDeadlineSeconds; zero: none), which
+// would otherwise fail the job.
+type shrinkRule struct {
+	workers, min int
+	settle       time.Duration
+	deadline     time.Time
+}
+
+// planShrink decides whether a gang goes on without its stuck workers, as rule says, when
+// at least rule.min remain. lostOn names the lost node each replaced worker's pod was on,
+// for the reason; lost are the nodes the status recorded, which it names when lostOn
+// knows none of the stuck workers (an operator that restarted since). Otherwise it
+// returns how long to wait before deciding again (0: nothing will change by waiting: no
+// worker is stuck, or too few would remain).
+func planShrink(stuck []stuckWorker, rule shrinkRule, now time.Time, lostOn map[int]string, lost []string) (resize, time.Duration, bool) {
+	workers := rule.workers
+	if len(stuck) == 0 || rule.min >= workers || workers-len(stuck) < rule.min {
 		return resize{}, 0, false
 	}
 	var wait time.Duration
 	for _, w := range stuck {
-		wait = max(wait, w.since.Add(settle).Sub(now))
+		wait = max(wait, w.since.Add(rule.settle).Sub(now))
+	}
+	how := "for " + rule.settle.String()
+	if !rule.deadline.IsZero() && wait > 0 {
+		if left := rule.deadline.Sub(now); left <= 0 {
+			wait, how = 0, "by the attempt's pre-running deadline"
+		} else {
+			wait = min(wait, left)
+		}
 	}
 	if wait > 0 {
 		return resize{}, wait, false
@@ -104,7 +122,7 @@ func planShrink(stuck []stuckWorker, workers, min int, settle time.Duration, now
 	if len(ids) > 1 {
 		what = "workers " + strings.Join(ids, ", ") + " cannot"
 	}
-	r.why = lostWhy(nodes) + fmt.Sprintf("%s be scheduled for %s (%s)", what, settle, stuck[0].message)
+	r.why = lostWhy(nodes) + fmt.Sprintf("%s be scheduled %s (%s)", what, how, stuck[0].message)
 	return r, 0, true
 }
 
@@ -123,9 +141,11 @@ func lostWhy(nodes []string) string {
 // shrinkStuck resizes an elastic gang whose stuck workers planShrink gives up on, and
 // reports whether it did.
 func (s *step) shrinkStuck(o observation) bool {
-	size, min := s.gangSize(), s.job.Spec.MinWorkerCount()
-	r, wait, ok := planShrink(o.stuck, size, min, s.r.Options.elasticSettle(), s.now,
-		s.r.lostNodes(s.job.UID), s.job.Status.LostNodes)
+	rule := shrinkRule{workers: s.gangSize(), min: s.job.Spec.MinWorkerCount(), settle: s.r.Options.elasticSettle()}
+	if d, st := s.job.Spec.PreRunningDeadlineSeconds, s.job.Status.AttemptStartTime; d != nil && st != nil {
+		rule.deadline = st.Add(time.Duration(*d) * time.Second)
+	}
+	r, wait, ok := planShrink(o.stuck, rule, s.now, s.r.lostNodes(s.job.UID), s.job.Status.LostNodes)
 	if !ok {
 		if wait > 0 {
 			s.requeue(wait)

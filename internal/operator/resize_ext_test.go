@@ -81,6 +81,29 @@ func testElasticShrink(k *cluster) {
 	}
 }
 
+// An elastic gang whose pre-running deadline (2 s) comes before the settle time (30 s)
+// shrinks at the deadline rather than failing: worker 2 of 2:3 unschedulable for 1 s.
+func testElasticShrinkAtDeadline(k *cluster) {
+	k.newJob("deadline", 3, func(j *v1.TrainJob) {
+		j.Spec.MinWorkers = ptr(int32(2))
+		j.Spec.PreRunningDeadlineSeconds = ptr(int64(2))
+	})
+	pods := k.attempt("deadline", 1)
+	k.setPod(pods[0], running)
+	k.setPod(pods[1], running)
+	k.setPod(pods[2], unschedulableSince(time.Second))
+	note := k.event("deadline", operator.ReasonResized)
+	if !strings.Contains(note, "resized from 3 to 2 workers: worker 2 cannot be scheduled by the attempt's pre-running deadline") {
+		k.t.Errorf("Resized event %q; want from 3 to 2 at the pre-running deadline", note)
+	}
+	got := k.waitStatus("deadline", "attempt 2 with 2 workers", func(st *v1.TrainJobStatus) bool {
+		return st.Attempt == 2 && st.Workers == 2
+	})
+	if got.Status.Phase == v1.PhaseFailed || got.Status.Restarts != 0 {
+		k.t.Errorf("status %+v; want a resize, not a failure or a restart", got.Status)
+	}
+}
+
 // With Kueue, the quota a shrunk gang no longer uses goes back through the Workload's
 // status.reclaimablePods: admitted with 4 of 2:4, one worker unschedulable → 3 workers,
 // and 1 reclaimable.

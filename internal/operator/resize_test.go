@@ -27,6 +27,7 @@ func TestPlanShrink(t *testing.T) {
 		workers, min int
 		lostOn       map[int]string
 		lost         []string
+		deadline     time.Time
 		want         want
 	}{
 		"nothing stuck": {workers: 4, min: 2},
@@ -43,12 +44,20 @@ func TestPlanShrink(t *testing.T) {
 			workers: 4, min: 2, lost: []string{"node-c", "node-b"},
 			want: want{Resize: true, From: 4, To: 3,
 				Why: "nodes node-b, node-c lost; worker 2 cannot be scheduled for 30s (0/2 nodes are available)", Lost: []string{"node-b", "node-c"}}},
+		"the pre-running deadline comes before the settle time: look again then": {stuck: []stuckWorker{stuck(3, 10*time.Second)},
+			workers: 4, min: 2, deadline: now.Add(5 * time.Second), want: want{Wait: 5 * time.Second}},
+		"at the pre-running deadline: shrink rather than fail": {stuck: []stuckWorker{stuck(3, 10*time.Second), stuck(1, 2*time.Second)},
+			workers: 4, min: 2, deadline: now,
+			want: want{Resize: true, From: 4, To: 2, Why: "workers 3, 1 cannot be scheduled by the attempt's pre-running deadline (0/2 nodes are available)"}},
+		"at the pre-running deadline, too few would remain": {stuck: []stuckWorker{stuck(3, 10*time.Second)},
+			workers: 2, min: 2, deadline: now.Add(-time.Second)},
 		"one worker that never ran": {stuck: []stuckWorker{stuck(1, time.Minute)}, workers: 3, min: 1,
 			want: want{Resize: true, From: 3, To: 2, Why: "worker 1 cannot be scheduled for 30s (0/2 nodes are available)"}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			r, wait, ok := planShrink(tc.stuck, tc.workers, tc.min, 30*time.Second, now, tc.lostOn, tc.lost)
+			rule := shrinkRule{workers: tc.workers, min: tc.min, settle: 30 * time.Second, deadline: tc.deadline}
+			r, wait, ok := planShrink(tc.stuck, rule, now, tc.lostOn, tc.lost)
 			got := want{Resize: ok, From: r.from, To: r.to, Why: r.why, Wait: wait, Lost: r.lost}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("planShrink (-want +got):\n%s", diff)
