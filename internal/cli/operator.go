@@ -79,6 +79,9 @@ func newOperatorCommand(g *globals) *cobra.Command {
 			if err := install.ValidateImage(opts.Image); err != nil {
 				return usageError(fmt.Errorf("--image: %w", err))
 			}
+			if err := install.ValidateImage(opts.RoomProbeImage); err != nil {
+				return usageError(fmt.Errorf("--room-probe-image: %w", err))
+			}
 			level, err := podpolicy.ParseLevel(policy)
 			if err != nil {
 				return usageError(fmt.Errorf("--pod-policy: %w", err))
@@ -142,6 +145,8 @@ func newOperatorCommand(g *globals) *cobra.Command {
 	fs.IntVar(&opts.Burst, "kube-api-burst", operator.DefaultBurst, "requests to the API server in a burst")
 	fs.DurationVar(&opts.ElasticSettle, "elastic-settle", operator.DefaultElasticSettle, "how long a worker of an elastic TrainJob (spec.minWorkers) stays unschedulable (its node lost, no room) "+
 		"before the gang restarts without it at the smaller size, from its latest checkpoint (the job server's --elastic-settle)")
+	fs.StringVar(&opts.RoomProbeImage, "room-probe-image", operator.DefaultRoomProbeImage, "image of the room probes: pods shaped like a worker, running only this image, "+
+		"that ask the scheduler whether there is room again for the workers an elastic TrainJob went without (the pause image nodes already have)")
 	fs.DurationVar(&opts.ProgressInterval, "progress-interval", operator.DefaultProgressInterval, "how often a running job's worker 0 is asked for its progress (iteration, metrics, checkpoint)")
 	return cmd
 }

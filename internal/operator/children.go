@@ -49,7 +49,14 @@ func (r *Reconciler) listChildren(ctx context.Context, job *v1.TrainJob) (childr
 			return c, fmt.Errorf("list the objects of TrainJob %s: %w", job.Name, err)
 		}
 	}
-	c.services, c.pods = svcs.Items, pods.Items
+	c.services = svcs.Items
+	for _, p := range pods.Items {
+		if p.Labels[LabelRoomProbe] != "" {
+			c.probes = append(c.probes, p)
+		} else {
+			c.pods = append(c.pods, p)
+		}
+	}
 	return c, nil
 }
 

@@ -77,6 +77,7 @@ func TestOperator(t *testing.T) {
 		{"elastic shrink", testElasticShrink},
 		{"elastic lost node", testElasticLostNode},
 		{"elastic shrink at the pre-running deadline", testElasticShrinkAtDeadline},
+		{"elastic gang grows into room", testElasticGrowsIntoRoom},
 		{"kueue elastic shrink", testKueueElasticShrink},
 		{"bad pod template", testBadTemplate},
 		{"bad input is not restarted", testBadInput},

@@ -49,6 +49,9 @@ type Options struct {
 	// unschedulable before the gang goes on without it (resize.go); 0 means
 	// DefaultElasticSettle.
 	ElasticSettle time.Duration
+	// RoomProbeImage is the image of the room probes that look for room for the workers an
+	// elastic gang went without (room.go); empty means DefaultRoomProbeImage.
+	RoomProbeImage string
 	// WorkerPerGPU are the CPU and memory requests per GPU of a worker whose TrainJob
 	// names none (a zero amount: no default); nil means workload.DefaultPerGPU().
 	WorkerPerGPU *workload.PerGPU

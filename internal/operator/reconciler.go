@@ -71,6 +71,9 @@ type Reconciler struct {
 	// shrunk holds, per TrainJob UID, the lost nodes its gang was shrunk for, to grow it
 	// back when one returns (resize.go).
 	shrunk sync.Map
+	// room holds, per TrainJob UID, the roomMemory of a gang that looks for room with
+	// probes (room.go).
+	room sync.Map
 }
 
 // forget drops what the reconciler remembers of a TrainJob that is gone or going.
@@ -87,6 +90,7 @@ func (r *Reconciler) forget(key types.NamespacedName) {
 	r.gangSecrets.Delete(uid)
 	r.lostOn.Delete(uid)
 	r.shrunk.Delete(uid)
+	r.room.Delete(uid)
 	if r.poller != nil {
 		r.poller.forget(uid.(types.UID))
 	}
@@ -176,6 +180,12 @@ func (s *step) run(ctx context.Context) error {
 	var err error
 	if s.kids, err = s.r.listChildren(ctx, s.job); err != nil {
 		return err
+	}
+	if len(s.kids.probes) > 0 && !s.mayProbe() {
+		s.r.room.Delete(s.job.UID)
+		if err := s.r.dropProbes(ctx, s.kids.probes); err != nil {
+			return err
+		}
 	}
 	if ok, err := s.admit(ctx); !ok || err != nil {
 		return err
@@ -330,6 +340,9 @@ func (s *step) track(ctx context.Context, o observation) error {
 	if o.allRunning() {
 		if s.growBack(ctx) {
 			return nil
+		}
+		if grew, err := s.growIntoRoom(ctx); grew || err != nil {
+			return err
 		}
 		if st.Workers == 0 && !s.restartingInPlace() {
 			st.LostNodes = nil // the gang runs at its full size again
@@ -686,6 +699,7 @@ func attemptLabel(labels map[string]string) int {
 type children struct {
 	services []corev1.Service
 	pods     []corev1.Pod
+	probes   []corev1.Pod // room probes (room.go), in no attempt
 }
 
 func (c children) empty() bool { return len(c.services)+len(c.pods) == 0 }

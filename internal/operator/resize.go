@@ -200,11 +200,9 @@ type shrunk struct {
 }
 
 // planGrow decides whether a gang shrunk for the lost nodes grows back: once one of them
-// is ready again, at the gang's next checkpoint committed after that (checkpoint differs
-// from the one then) or interval later, whichever comes first, as the job server grows a
-// gang. It returns what to remember, the node that is back, and when to look again.
+// is ready again, when growWhen says. It returns what to remember, the node that is back,
+// and when to look again.
 func planGrow(sh shrunk, nodes []string, ready func(string) bool, checkpoint string, interval time.Duration, now time.Time) (next shrunk, node string, wait time.Duration, grow bool) {
-	next = sh
 	for _, n := range nodes {
 		if ready(n) {
 			node = n
@@ -212,16 +210,25 @@ func planGrow(sh shrunk, nodes []string, ready func(string) bool, checkpoint str
 		}
 	}
 	if node == "" {
-		next.back, next.checkpoint = time.Time{}, ""
-		return next, "", growPoll, false
+		return shrunk{}, "", growPoll, false
 	}
+	next, wait, grow = growWhen(sh, checkpoint, interval, now)
+	return next, node, wait, grow
+}
+
+// growWhen decides when a gang that has found room (a lost node back, room probes
+// placed) grows: at its next checkpoint committed after the room was first found
+// (checkpoint differs from the one then) or interval later, whichever comes first, as the
+// job server grows a gang. sh is what was remembered of the room (zero: found now).
+func growWhen(sh shrunk, checkpoint string, interval time.Duration, now time.Time) (next shrunk, wait time.Duration, grow bool) {
+	next = sh
 	if next.back.IsZero() {
 		next.back, next.checkpoint = now, checkpoint
 	}
 	if checkpoint != next.checkpoint || !now.Before(next.back.Add(interval)) {
-		return next, node, 0, true
+		return next, 0, true
 	}
-	return next, node, next.back.Add(interval).Sub(now), false
+	return next, next.back.Add(interval).Sub(now), false
 }
 
 // growBack grows a running gang that was shrunk for lost nodes back to spec.workers when

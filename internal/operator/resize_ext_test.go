@@ -3,6 +3,7 @@ package operator_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -79,6 +80,10 @@ func testElasticShrink(k *cluster) {
 	if !strings.Contains(got.Status.Reason, "all 2 workers succeeded") || got.Status.Restarts != 0 {
 		k.t.Errorf("status %+v; want all 2 workers succeeded, no restart", got.Status)
 	}
+	k.eventually("no room probe left once the job ended", func() (bool, string) {
+		n := len(k.probes())
+		return n == 0, fmt.Sprintf("%d probes", n)
+	})
 }
 
 // An elastic gang whose pre-running deadline (2 s) comes before the settle time (30 s)
@@ -102,6 +107,67 @@ func testElasticShrinkAtDeadline(k *cluster) {
 	if got.Status.Phase == v1.PhaseFailed || got.Status.Restarts != 0 {
 		k.t.Errorf("status %+v; want a resize, not a failure or a restart", got.Status)
 	}
+}
+
+// An elastic 2:4 gang shrunk for want of room (no node lost) looks for room with probes:
+// two pods shaped like its workers, with the pause image and nothing of the job's, at
+// priority 0. Once the scheduler places both (here: bound by hand to a node), the gang
+// grows back to 4 (resizeIntervalSeconds 1: a second later at the latest), with no
+// restart used, and the probes are deleted.
+func testElasticGrowsIntoRoom(k *cluster) {
+	ctx := context.Background()
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: k.ns + "-c"}}
+	if err := k.c.Create(ctx, node); err != nil {
+		k.t.Fatal(err)
+	}
+	k.t.Cleanup(func() { _ = k.c.Delete(context.Background(), node) })
+	k.newJob("room", 4, func(j *v1.TrainJob) {
+		j.Spec.MinWorkers, j.Spec.ResizeIntervalSeconds = ptr(int32(2)), ptr(int64(1))
+	})
+	pods := k.attempt("room", 1)
+	k.setPod(pods[0], running)
+	k.setPod(pods[1], running)
+	k.setPod(pods[2], unschedulableSince(28*time.Second)) // both, once the second is
+	k.setPod(pods[3], unschedulableSince(time.Minute))
+	k.waitStatus("room", "shrunk to 2", func(st *v1.TrainJobStatus) bool { return st.Attempt == 2 && st.Workers == 2 })
+	k.runAll("room", 2)
+	var probes []corev1.Pod
+	k.eventually("two room probes", func() (bool, string) {
+		probes = k.probes()
+		return len(probes) == 2, fmt.Sprintf("%d probes", len(probes))
+	})
+	for _, p := range probes {
+		c := p.Spec.Containers[0]
+		if c.Image != operator.DefaultRoomProbeImage || c.Command != nil || c.Env != nil || deref(p.Spec.Priority) != int32(0) {
+			k.t.Errorf("probe %s: image %s, command %q, env %v, priority %v; want the pause image, nothing of the job's, priority 0",
+				p.Name, c.Image, c.Command, c.Env, deref(p.Spec.Priority))
+		}
+		if err := k.c.SubResource("binding").Create(ctx, &p, &corev1.Binding{
+			Target: corev1.ObjectReference{Kind: "Node", Name: node.Name}}); err != nil {
+			k.t.Fatal(err)
+		}
+	}
+	got := k.waitStatus("room", "grown to 4", func(st *v1.TrainJobStatus) bool { return st.Attempt == 3 && st.Workers == 0 })
+	k.eventSaying("room", operator.ReasonResized, "resized from 2 to 4 workers: room for 2 more worker(s): room probes placed on "+node.Name)
+	if got.Status.Restarts != 0 {
+		k.t.Errorf("status %+v; want the resizes to use no restart", got.Status)
+	}
+	k.eventually("the probes deleted", func() (bool, string) {
+		n := len(k.probes())
+		return n == 0, fmt.Sprintf("%d probes", n)
+	})
+	if n := len(k.attempt("room", 3)); n != 4 {
+		k.t.Errorf("attempt 3 has %d pods; want 4", n)
+	}
+}
+
+// probes are the room probes in the test's namespace.
+func (k *cluster) probes() []corev1.Pod {
+	var l corev1.PodList
+	if err := k.c.List(context.Background(), &l, client.InNamespace(k.ns), client.HasLabels{operator.LabelRoomProbe}); err != nil {
+		k.t.Fatal(err)
+	}
+	return l.Items
 }
 
 // With Kueue, the quota a shrunk gang no longer uses goes back through the Workload's
@@ -215,4 +281,12 @@ func (k *cluster) setNodeReady(node *corev1.Node, ready bool) {
 	if err := k.c.Status().Update(context.Background(), &cur); err != nil {
 		k.t.Fatal(err)
 	}
+}
+
+// deref is *p, or "nil".
+func deref[T any](p *T) any {
+	if p == nil {
+		return "nil"
+	}
+	return *p
 }

@@ -1,0 +1,241 @@
+package operator
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/trainyard/trainyard/api/v1alpha1"
+	"github.com/trainyard/trainyard/internal/workload"
+)
+
+// An elastic gang shrunk because the scheduler had no room for some workers (not for a
+// lost node, which growBack waits for) grows back when room returns. Only the scheduler
+// knows whether a worker would fit now (resources, node selectors, affinity, taints), and
+// tearing a running gang down to find out would cost it an attempt each time, so the
+// operator asks with room probes: one pod per missing worker with the scheduling parts of a
+// worker's pod (resources, node selector, affinity, tolerations, volumes) and the pause
+// image in place of every container, at the cluster's default priority (0 without a
+// default PriorityClass, not the workers' class), so they find free room, not room they
+// would take from pods at that priority or above. Probes
+// the scheduler places hold that room until the gang grows, at its next checkpoint or the
+// resize interval later, as growBack waits; then they are deleted and the gang restarts
+// with the workers they found room for. Probes still unplaced after the elastic settle time
+// are deleted, and the operator asks again later, waiting twice as long each time (from
+// roomRetryMin up to roomRetryMax). The probes are the operator's only record: an operator
+// that restarts finds them by their label.
+
+// LabelRoomProbe marks a room probe pod.
+const LabelRoomProbe = "trainyard.dev/room-probe"
+
+// DefaultRoomProbeImage is the image of a room probe's containers when
+// Options.RoomProbeImage is empty: the pause image every node already has for its pods'
+// sandboxes.
+const DefaultRoomProbeImage = "registry.k8s.io/pause:3.10"
+
+// How long the operator waits before it probes again after probes found no room.
+const (
+	roomRetryMin = time.Minute
+	roomRetryMax = 10 * time.Minute
+)
+
+// roomProbeImage is Options.RoomProbeImage, defaulted.
+func (o *Options) roomProbeImage() string {
+	if o.RoomProbeImage == "" {
+		return DefaultRoomProbeImage
+	}
+	return o.RoomProbeImage
+}
+
+// roomProbe is the probe pod called name that asks whether there is room for a worker
+// like the pod worker: the worker's scheduling constraints, with every container the
+// pause image and nothing of the job's (command, environment, mounts, service account
+// token) in it.
+func roomProbe(worker *corev1.Pod, name, image string) *corev1.Pod {
+	spec := worker.Spec.DeepCopy()
+	spec.Hostname, spec.Subdomain, spec.NodeName = "", "", ""
+	spec.RestartPolicy = corev1.RestartPolicyNever
+	// The cluster's default priority (0 without a default PriorityClass), so a probe
+	// preempts nothing at that priority or above: it looks for free room. (The priority
+	// admission takes the preemption policy from the class, or refuses the pod.)
+	spec.PriorityClassName, spec.Priority, spec.PreemptionPolicy = "", nil, nil
+	spec.AutomountServiceAccountToken = ptr(false)
+	spec.EnableServiceLinks = ptr(false)
+	spec.TerminationGracePeriodSeconds = ptr(int64(0))
+	spec.ActiveDeadlineSeconds = nil
+	pause := func(cs []corev1.Container) []corev1.Container {
+		out := make([]corev1.Container, len(cs))
+		for i, c := range cs {
+			out[i] = corev1.Container{Name: c.Name, Image: image, ImagePullPolicy: corev1.PullIfNotPresent,
+				Resources: c.Resources, Ports: c.Ports, SecurityContext: c.SecurityContext, RestartPolicy: c.RestartPolicy}
+		}
+		return out
+	}
+	spec.InitContainers, spec.Containers = pause(spec.InitContainers), pause(spec.Containers)
+	labels := map[string]string{LabelRoomProbe: "true"}
+	for _, k := range []string{workload.LabelManagedBy, workload.LabelJob, workload.LabelJobUID} {
+		labels[k] = worker.Labels[k]
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: worker.Namespace, Labels: labels,
+			OwnerReferences: worker.OwnerReferences},
+		Spec: *spec,
+	}
+}
+
+// roomPlan is what planRoom decides.
+type roomPlan struct {
+	create int           // probes to create
+	grow   int           // workers the placed probes found room for: grow by as many now
+	drop   bool          // delete the probes (none placed after the settle time, or a grow)
+	wait   time.Duration // look again this soon
+	nodes  []string      // the nodes the placed probes are on
+	// atCheckpoint: the grow comes with a checkpoint committed since the room was found,
+	// not at the end of the resize interval.
+	atCheckpoint bool
+}
+
+// roomMemory is what the reconciler remembers of a gang's probing: when it may probe
+// again after probes that found no room, how many such rounds there were, and when the
+// placed probes found room and the gang's latest checkpoint then (growWhen).
+type roomMemory struct {
+	next   time.Time
+	misses int
+	found  shrunk
+}
+
+// planRoom decides what a gang missing workers does with its live room probes: with none
+// and the retry time passed, create one per missing worker; when all are placed, or some
+// after the settle time, grow by as many when growWhen says; when none is placed after
+// the settle time, delete them and try again later, waiting twice as long each time.
+func planRoom(probes []corev1.Pod, missing int, mem roomMemory, checkpoint string, settle, interval time.Duration, now time.Time) (roomPlan, roomMemory) {
+	if len(probes) == 0 {
+		if wait := mem.next.Sub(now); wait > 0 {
+			return roomPlan{wait: wait}, mem
+		}
+		return roomPlan{create: missing, wait: growPoll}, mem
+	}
+	var p roomPlan
+	oldest := now
+	for _, pod := range probes {
+		if pod.Spec.NodeName != "" {
+			p.grow++
+			p.nodes = append(p.nodes, pod.Spec.NodeName)
+		}
+		if t := pod.CreationTimestamp.Time; t.Before(oldest) {
+			oldest = t
+		}
+	}
+	slices.Sort(p.nodes)
+	p.nodes = slices.Compact(p.nodes)
+	settled := !now.Before(oldest.Add(settle))
+	switch {
+	case p.grow == 0 && settled:
+		mem.misses++
+		mem.next = now.Add(min(roomRetryMin<<(mem.misses-1), roomRetryMax))
+		mem.found = shrunk{}
+		return roomPlan{drop: true, wait: mem.next.Sub(now)}, mem
+	case p.grow < len(probes) && !settled:
+		return roomPlan{wait: oldest.Add(settle).Sub(now)}, mem
+	}
+	found, wait, grow := growWhen(mem.found, checkpoint, interval, now)
+	if !grow {
+		mem.found = found
+		return roomPlan{wait: wait}, mem
+	}
+	p.drop, p.atCheckpoint = true, found.checkpoint != checkpoint
+	return p, roomMemory{}
+}
+
+// growIntoRoom grows a running gang shrunk for want of room (no lost node recorded) when
+// its room probes found some, and reports whether it did. Like growBack, a gang in a
+// Kueue queue does not: Kueue gives the room at its next admission.
+func (s *step) growIntoRoom(ctx context.Context) (bool, error) {
+	st := &s.job.Status
+	missing := s.job.Spec.WorkerCount() - s.gangSize()
+	if !s.mayProbe() || missing <= 0 {
+		return false, nil
+	}
+	var mem roomMemory
+	if v, ok := s.r.room.Load(s.job.UID); ok {
+		mem = v.(roomMemory)
+	}
+	plan, mem := planRoom(live(s.kids.probes), missing, mem, st.LatestCheckpoint, s.r.Options.elasticSettle(), s.job.Spec.ResizeInterval(), s.now)
+	s.r.room.Store(s.job.UID, mem)
+	if plan.wait > 0 {
+		s.requeue(plan.wait)
+	}
+	if plan.create > 0 {
+		return false, s.createProbes(ctx, plan.create)
+	}
+	if plan.grow == 0 {
+		if plan.drop {
+			return false, s.r.dropProbes(ctx, s.kids.probes)
+		}
+		return false, nil
+	}
+	probes := live(s.kids.probes)
+	when := "at its next checkpoint"
+	if !plan.atCheckpoint {
+		when = fmt.Sprintf("after the resize interval (%s)", s.job.Spec.ResizeInterval())
+	}
+	s.resized(resize{from: s.gangSize(), to: s.gangSize() + plan.grow,
+		why: fmt.Sprintf("room for %d more worker(s): room probes placed on %s; growing %s",
+			plan.grow, strings.Join(plan.nodes, ", "), when)})
+	s.afterWrite(func() { _ = s.r.dropProbes(context.WithoutCancel(ctx), probes) })
+	return true, nil
+}
+
+// mayProbe reports whether the gang may look for room with probes: it runs below its
+// size for want of room, outside a Kueue queue.
+func (s *step) mayProbe() bool {
+	st := &s.job.Status
+	return st.Phase == v1.PhaseRunning && st.Workers > 0 && len(st.LostNodes) == 0 &&
+		s.queueName() == "" && !s.restartingInPlace()
+}
+
+// createProbes creates n room probes shaped like the current attempt's worker 0.
+func (s *step) createProbes(ctx context.Context, n int) error {
+	a, err := s.render(ctx, s.podsAttempt())
+	if err != nil {
+		return err
+	}
+	worker := a.Pod(0)
+	for i := range n {
+		name := fmt.Sprintf("%s-room-%d", s.job.Name, i)
+		if len(name) > 63 {
+			name = fmt.Sprintf("room-%s-%d", s.job.UID, i)
+		}
+		p := roomProbe(worker, name, s.r.Options.roomProbeImage())
+		if err := s.r.Client.Create(ctx, p); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create room probe %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// dropProbes deletes room probes, at once (a probe runs nothing of the job's).
+func (r *Reconciler) dropProbes(ctx context.Context, probes []corev1.Pod) error {
+	for i := range probes {
+		p := &probes[i]
+		if p.DeletionTimestamp != nil {
+			continue
+		}
+		if err := r.Client.Delete(ctx, p, client.GracePeriodSeconds(0)); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete room probe %s: %w", p.Name, err)
+		}
+	}
+	return nil
+}
+
+// live are the pods not being deleted.
+func live(pods []corev1.Pod) []corev1.Pod {
+	return slices.DeleteFunc(slices.Clone(pods), func(p corev1.Pod) bool { return p.DeletionTimestamp != nil })
+}
