@@ -14,6 +14,7 @@ import (
 
 	"github.com/trainyard/trainyard/internal/install"
 	"github.com/trainyard/trainyard/internal/kubeconfig"
+	"github.com/trainyard/trainyard/internal/operator"
 	"github.com/trainyard/trainyard/internal/podpolicy"
 	"github.com/trainyard/trainyard/internal/workload"
 )
@@ -122,6 +123,7 @@ func newInstallCommand(g *globals) *cobra.Command {
 		"and ServiceAccounts and Secrets not labelled trainyard.dev/trainjob-access=true; off: allow anything")
 	fs.StringArrayVar(&f.opts.APIServerCIDRs, "api-server-cidr", nil, "where the API server's proxy connects to pods from, for the NetworkPolicies (repeatable;\n"+
 		"default: what the operator finds in the EndpointSlice default/kubernetes)")
+	fs.StringVar(&f.opts.RoomProbeImage, "room-probe-image", "", "image of the operator's room probes (default: the operator's, "+operator.DefaultRoomProbeImage+"; give the pause image your nodes have where they pull nothing)")
 	fs.StringVar(&f.opts.WorkerCPUPerGPU, "worker-cpu-per-gpu", workload.DefaultCPUPerGPU, "CPU a worker with GPUs requests per GPU when its TrainJob names none (\"0\": none)")
 	fs.StringVar(&f.opts.WorkerMemoryPerGPU, "worker-memory-per-gpu", workload.DefaultMemoryPerGPU, "memory a worker with GPUs requests per GPU when its TrainJob names none (\"0\": none)")
 	return cmd

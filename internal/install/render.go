@@ -83,6 +83,9 @@ type Options struct {
 	// --worker-memory-per-gpu; "0": none); empty means workload.DefaultCPUPerGPU and
 	// workload.DefaultMemoryPerGPU.
 	WorkerCPUPerGPU, WorkerMemoryPerGPU string
+	// RoomProbeImage is the image of the operator's room probes (its --room-probe-image);
+	// empty: the operator's default, operator.DefaultRoomProbeImage.
+	RoomProbeImage string
 }
 
 // DefaultImage is the published image of a trainyard version: ImageRepository tagged with
@@ -165,6 +168,11 @@ func (o Options) Validate() error {
 	for _, cidr := range o.APIServerCIDRs {
 		if _, err := netip.ParsePrefix(cidr); err != nil {
 			errs = append(errs, &OptionError{"--api-server-cidr", fmt.Errorf("%q: not a CIDR such as 10.0.0.1/32", cidr)})
+		}
+	}
+	if o.RoomProbeImage != "" {
+		if err := ValidateImage(o.RoomProbeImage); err != nil {
+			errs = append(errs, &OptionError{"--room-probe-image", err})
 		}
 	}
 	if _, err := workload.ParseCPUPerGPU(o.WorkerCPUPerGPU); err != nil {

@@ -288,6 +288,8 @@ func TestValidate(t *testing.T) {
 		"api server cidr":        {opts: Options{APIServerCIDRs: []string{"10.0.0.1"}}, want: `--api-server-cidr: "10.0.0.1": not a CIDR`},
 		"requests per GPU":       {opts: Options{WorkerCPUPerGPU: "100m", WorkerMemoryPerGPU: "64Mi"}},
 		"no requests per GPU":    {opts: Options{WorkerCPUPerGPU: "0", WorkerMemoryPerGPU: "0"}},
+		"a room probe image":     {opts: Options{RoomProbeImage: "localhost/pause:1"}},
+		"a bad room probe image": {opts: Options{RoomProbeImage: "Pause"}, want: `--room-probe-image: "Pause" is not an image reference`},
 		"CPU per GPU":            {opts: Options{WorkerCPUPerGPU: "-2"}, want: `--worker-cpu-per-gpu: "-2": must not be negative`},
 		"memory per GPU":         {opts: Options{WorkerMemoryPerGPU: "lots"}, want: `--worker-memory-per-gpu: "lots" is not an amount such as 8Gi`},
 	}
@@ -305,6 +307,26 @@ func TestValidate(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A room probe image given to install reaches the operator's arguments.
+func TestRenderRoomProbeImage(t *testing.T) {
+	objs, err := Render(Options{RoomProbeImage: "localhost/pause:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, obj := range objs {
+		if obj.GetKind() != "Deployment" {
+			continue
+		}
+		containers, _, _ := unstructured.NestedSlice(obj.Object, "spec", "template", "spec", "containers")
+		args, _, _ := unstructured.NestedStringSlice(containers[0].(map[string]any), "args")
+		if want := []string{"--room-probe-image", "localhost/pause:1"}; !slices.Equal(args[len(args)-2:], want) {
+			t.Errorf("operator args %q, want them to end with %q", args, want)
+		}
+		return
+	}
+	t.Fatal("no Deployment rendered")
 }
 
 func TestDefaultImage(t *testing.T) {

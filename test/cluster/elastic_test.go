@@ -10,8 +10,12 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/trainyard/trainyard/internal/operator"
+	"github.com/trainyard/trainyard/internal/testcluster"
 	"github.com/trainyard/trainyard/internal/workload"
 )
 
@@ -64,7 +68,7 @@ func TestTwoNodesElasticShrinkAndGrow(t *testing.T) {
 
 	s := waitStatus(t, "elastic", 5*time.Minute, func(s trainJobStatus) bool { return s.Workers == 2 })
 	t.Logf("resized %s after the loss: attempt %d", since(), s.Attempt)
-	resizedEvent(t, ctx, "resized from 4 to 2 workers: node "+second+" lost")
+	resizedEvent(t, ctx, "elastic", "resized from 4 to 2 workers: node "+second+" lost")
 	resized := s.Attempt
 	two := runningWorkers(t, ctx, "elastic", 2, 5*time.Minute)
 	for i, p := range two {
@@ -84,7 +88,7 @@ func TestTwoNodesElasticShrinkAndGrow(t *testing.T) {
 	t.Logf("%s ready again in %s", second, time.Since(back).Round(time.Second))
 	s = waitStatus(t, "elastic", 5*time.Minute, func(s trainJobStatus) bool { return s.Attempt > resized && s.Workers == 0 })
 	t.Logf("grew %s after the node was back: attempt %d", time.Since(back).Round(time.Second), s.Attempt)
-	resizedEvent(t, ctx, "resized from 2 to 4 workers: node "+second+" is ready again")
+	resizedEvent(t, ctx, "elastic", "resized from 2 to 4 workers: node "+second+" is ready again")
 	grown := s.Attempt
 	four := runningWorkers(t, ctx, "elastic", 4, 5*time.Minute)
 	onNode = map[string][]int{}
@@ -106,8 +110,67 @@ func TestTwoNodesElasticShrinkAndGrow(t *testing.T) {
 	}
 }
 
-// resizedEvent waits for an Event Resized of the TrainJob elastic whose note says want.
-func resizedEvent(t *testing.T, ctx context.Context, want string) {
+// An elastic 2:4 gang, one GPU per worker, on the node's 4 GPUs while another pod holds
+// 2 of them: the 2 workers that find no room are given up on after the settle time and
+// the gang trains with 2. The operator then asks the real scheduler for room with room
+// probes, which stay Pending while the GPUs are taken. Once the other pod is deleted the
+// scheduler places the probes, and at the gang's next checkpoint it grows back to 4
+// workers, resuming from that checkpoint, and the probes are deleted.
+func TestElasticGrowsIntoRoom(t *testing.T) {
+	cluster(t)
+	installOperator(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	cs := cl.Client
+	blocker := busyboxPod("gpu-holder", "sleep 3600")
+	blocker.Spec.Containers[0].Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("2")}
+	if _, err := cs.CoreV1().Pods("default").Create(ctx, blocker, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { deletePod(cs, blocker.Name) })
+	waitPod(t, cs, blocker.Name, 2*time.Minute, func(p *corev1.Pod) bool { return p.Spec.NodeName != "" })
+
+	deleteAtEnd(t, "roomy")
+	job{name: "roomy", workers: 4, spec: "  minWorkers: 2\n  resources: {gpu: 1}\n  maxRestarts: 0", mounts: gpuMount(t),
+		args: []string{"--epochs", "200", "--train-subset", "2000", "--test-subset", "200", "--sleep-per-step", "0.1"}}.submit(t, ctx)
+	s := waitStatus(t, "roomy", 5*time.Minute, func(s trainJobStatus) bool { return s.Workers == 2 })
+	resizedEvent(t, ctx, "roomy", "resized from 4 to 2 workers: workers 2, 3 cannot be scheduled for 30s")
+	shrunk := s.Attempt
+	runningWorkers(t, ctx, "roomy", 2, 5*time.Minute)
+	waitStatus(t, "roomy", 3*time.Minute, func(s trainJobStatus) bool { return s.Phase == "Running" && s.Attempt == shrunk })
+	probes := func() []corev1.Pod {
+		l, err := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: operator.LabelRoomProbe})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slices.DeleteFunc(l.Items, func(p corev1.Pod) bool { return p.DeletionTimestamp != nil })
+	}
+	waitFor(t, "two room probes, Pending", 2*time.Minute, func() bool {
+		ps := probes()
+		return len(ps) == 2 && ps[0].Spec.NodeName == "" && ps[1].Spec.NodeName == ""
+	})
+	t.Logf("room probes: %s", describePods(t, ctx, "roomy"))
+
+	deletePod(cs, blocker.Name)
+	freed := time.Now()
+	waitFor(t, "the scheduler to place both probes", 2*time.Minute, func() bool {
+		ps := probes()
+		return len(ps) == 2 && ps[0].Spec.NodeName != "" && ps[1].Spec.NodeName != ""
+	})
+	t.Logf("probes placed %s after the GPUs were freed", time.Since(freed).Round(time.Second))
+	s = waitStatus(t, "roomy", 5*time.Minute, func(s trainJobStatus) bool { return s.Attempt > shrunk && s.Workers == 0 })
+	t.Logf("grew %s after the GPUs were freed: attempt %d", time.Since(freed).Round(time.Second), s.Attempt)
+	resizedEvent(t, ctx, "roomy", "resized from 2 to 4 workers: room for 2 more worker(s): room probes placed on "+testcluster.NodeName)
+	runningWorkers(t, ctx, "roomy", 4, 5*time.Minute)
+	waitRunLog(t, "roomy-*", int(s.Attempt), "world_size=4", "resized_from=2", "resuming from checkpoint_")
+	waitFor(t, "the probes to go", time.Minute, func() bool { return len(probes()) == 0 })
+	if s = getStatus(t, ctx, "roomy"); s.Restarts != s.Disruptions {
+		t.Errorf("%d restarts, %d of them disruptions; want the resizes to use none", s.Restarts, s.Disruptions)
+	}
+}
+
+// resizedEvent waits for an Event Resized of the TrainJob name whose note says want.
+func resizedEvent(t *testing.T, ctx context.Context, name, want string) {
 	t.Helper()
 	var notes []string
 	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(time.Second) {
@@ -117,7 +180,7 @@ func resizedEvent(t *testing.T, ctx context.Context, want string) {
 		}
 		notes = notes[:0]
 		for _, e := range l.Items {
-			if e.Regarding.Name == "elastic" && e.Reason == "Resized" {
+			if e.Regarding.Name == name && e.Reason == "Resized" {
 				if strings.Contains(e.Note, want) {
 					t.Logf("event Resized: %s", e.Note)
 					return

@@ -52,7 +52,8 @@ func installOperator(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
 	code, out, errOut := trainyardCmd(t, ctx, "install", "--image", testcluster.TrainyardImage,
-		"--worker-cpu-per-gpu", testcluster.WorkerCPUPerGPU, "--worker-memory-per-gpu", testcluster.WorkerMemoryPerGPU)
+		"--worker-cpu-per-gpu", testcluster.WorkerCPUPerGPU, "--worker-memory-per-gpu", testcluster.WorkerMemoryPerGPU,
+		"--room-probe-image", testcluster.PauseImage)
 	if code != 0 {
 		t.Fatalf("trainyard install: exit %d\n%s%s", code, out, errOut)
 	}

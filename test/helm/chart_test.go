@@ -219,6 +219,12 @@ func TestChartValues(t *testing.T) {
 					t.Errorf("args (-want +got):\n%s", diff)
 				}
 			}},
+		"room probe image": {"{roomProbeImage: localhost/pause:1}", func(t *testing.T, d *appsv1.Deployment, _ map[string]*unstructured.Unstructured) {
+			c := d.Spec.Template.Spec.Containers[0]
+			if want := []string{"--room-probe-image", "localhost/pause:1"}; !slices.Equal(c.Args[len(c.Args)-2:], want) {
+				t.Errorf("args %q, want them to end with %q", c.Args, want)
+			}
+		}},
 		"requests per GPU": {"{workerDefaults: {cpuPerGPU: 0.5, memoryPerGPU: \"0\"}}", func(t *testing.T, d *appsv1.Deployment, _ map[string]*unstructured.Unstructured) {
 			c := d.Spec.Template.Spec.Containers[0]
 			i := slices.Index(c.Args, "--worker-cpu-per-gpu")
