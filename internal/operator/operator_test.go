@@ -76,6 +76,7 @@ func TestOperator(t *testing.T) {
 		{"kueue partial admission", testKueueElastic},
 		{"elastic shrink", testElasticShrink},
 		{"elastic lost node", testElasticLostNode},
+		{"elastic lost node gone for good", testElasticLostNodeGoneForGood},
 		{"elastic shrink at the pre-running deadline", testElasticShrinkAtDeadline},
 		{"elastic gang grows into room", testElasticGrowsIntoRoom},
 		{"kueue elastic shrink", testKueueElasticShrink},

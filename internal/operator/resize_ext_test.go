@@ -219,6 +219,51 @@ func jsonOf(v any) string {
 // ready again (resizeIntervalSeconds 0: at once) it restarts with 4 workers, and
 // status.lostNodes empties when all 4 run.
 func testElasticLostNode(k *cluster) {
+	node := k.lostNodeShrink("regrow")
+	k.setNodeReady(node, true)
+	got := k.waitStatus("regrow", "grown to 4", func(st *v1.TrainJobStatus) bool { return st.Attempt == 3 && st.Workers == 0 })
+	k.eventSaying("regrow", operator.ReasonResized, "resized from 2 to 4 workers: node "+node.Name+" is ready again")
+	if got.Status.Restarts != 0 {
+		k.t.Errorf("status %+v; want the resizes to use no restart", got.Status)
+	}
+	k.runAll("regrow", 3)
+	k.waitStatus("regrow", "running with 4, no lost node", func(st *v1.TrainJobStatus) bool {
+		return st.Phase == v1.PhaseRunning && st.WorkersReady == 4 && len(st.LostNodes) == 0
+	})
+}
+
+// A gang shrunk for a lost node that never comes back (a spot node gone for good) grows
+// when its room probes find room on another node, and forgets the lost node.
+func testElasticLostNodeGoneForGood(k *cluster) {
+	k.lostNodeShrink("gone")
+	other := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: k.ns + "-new"}}
+	if err := k.c.Create(context.Background(), other); err != nil {
+		k.t.Fatal(err)
+	}
+	k.t.Cleanup(func() { _ = k.c.Delete(context.Background(), other) })
+	k.eventually("two room probes", func() (bool, string) {
+		n := len(k.probes())
+		return n == 2, fmt.Sprintf("%d probes", n)
+	})
+	for _, p := range k.probes() {
+		if err := k.c.SubResource("binding").Create(context.Background(), &p, &corev1.Binding{
+			Target: corev1.ObjectReference{Kind: "Node", Name: other.Name}}); err != nil {
+			k.t.Fatal(err)
+		}
+	}
+	k.waitStatus("gone", "grown to 4", func(st *v1.TrainJobStatus) bool { return st.Attempt == 3 && st.Workers == 0 })
+	k.eventSaying("gone", operator.ReasonResized, "resized from 2 to 4 workers: room for 2 more worker(s): room probes placed on "+other.Name)
+	k.runAll("gone", 3)
+	k.waitStatus("gone", "running with 4, no lost node", func(st *v1.TrainJobStatus) bool {
+		return st.Phase == v1.PhaseRunning && st.WorkersReady == 4 && len(st.LostNodes) == 0
+	})
+}
+
+// lostNodeShrink runs the elastic 2:4 TrainJob name (resizeIntervalSeconds 0: a grow comes
+// at once) with workers 2 and 3 bound to a node that is not Ready: the operator replaces
+// them, the replacements stay unschedulable, and the gang shrinks to 2 with the node in
+// status.lostNodes. It returns once attempt 2's two workers run, and returns the node.
+func (k *cluster) lostNodeShrink(name string) *corev1.Node {
 	ctx := context.Background()
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: k.ns + "-b"}}
 	if err := k.c.Create(ctx, node); err != nil {
@@ -226,10 +271,10 @@ func testElasticLostNode(k *cluster) {
 	}
 	k.t.Cleanup(func() { _ = k.c.Delete(context.Background(), node) })
 	k.setNodeReady(node, false)
-	k.newJob("regrow", 4, func(j *v1.TrainJob) {
+	k.newJob(name, 4, func(j *v1.TrainJob) {
 		j.Spec.MinWorkers, j.Spec.ResizeIntervalSeconds = ptr(int32(2)), ptr(int64(0))
 	})
-	pods := k.attempt("regrow", 1)
+	pods := k.attempt(name, 1)
 	for _, p := range pods[2:] {
 		if err := k.c.SubResource("binding").Create(ctx, p, &corev1.Binding{
 			Target: corev1.ObjectReference{Kind: "Node", Name: node.Name}}); err != nil {
@@ -241,28 +286,19 @@ func testElasticLostNode(k *cluster) {
 	}
 	var repl []*corev1.Pod
 	k.eventually("workers 2 and 3 replaced", func() (bool, string) {
-		now := k.attempt("regrow", 1)
+		now := k.attempt(name, 1)
 		repl = now[2:]
 		return repl[0].UID != pods[2].UID && repl[1].UID != pods[3].UID, "not yet"
 	})
 	k.setPod(repl[0], unschedulableSince(28*time.Second)) // both, once the second is
 	k.setPod(repl[1], unschedulableSince(time.Minute))
-	got := k.waitStatus("regrow", "shrunk to 2", func(st *v1.TrainJobStatus) bool { return st.Attempt == 2 && st.Workers == 2 })
+	got := k.waitStatus(name, "shrunk to 2", func(st *v1.TrainJobStatus) bool { return st.Attempt == 2 && st.Workers == 2 })
 	if !slices.Equal(got.Status.LostNodes, []string{node.Name}) {
 		k.t.Errorf("status.lostNodes %q; want [%s]", got.Status.LostNodes, node.Name)
 	}
-	k.eventSaying("regrow", operator.ReasonResized, "resized from 4 to 2 workers: node "+node.Name+" lost")
-	k.runAll("regrow", 2)
-	k.setNodeReady(node, true)
-	got = k.waitStatus("regrow", "grown to 4", func(st *v1.TrainJobStatus) bool { return st.Attempt == 3 && st.Workers == 0 })
-	k.eventSaying("regrow", operator.ReasonResized, "resized from 2 to 4 workers: node "+node.Name+" is ready again")
-	if got.Status.Restarts != 0 {
-		k.t.Errorf("status %+v; want the resizes to use no restart", got.Status)
-	}
-	k.runAll("regrow", 3)
-	k.waitStatus("regrow", "running with 4, no lost node", func(st *v1.TrainJobStatus) bool {
-		return st.Phase == v1.PhaseRunning && st.WorkersReady == 4 && len(st.LostNodes) == 0
-	})
+	k.eventSaying(name, operator.ReasonResized, "resized from 4 to 2 workers: node "+node.Name+" lost")
+	k.runAll(name, 2)
+	return node
 }
 
 // setNodeReady sets node's Ready condition as its kubelet (or the node controller) would.

@@ -16,8 +16,8 @@ import (
 	"github.com/trainyard/trainyard/internal/workload"
 )
 
-// An elastic gang shrunk because the scheduler had no room for some workers (not for a
-// lost node, which growBack waits for) grows back when room returns. Only the scheduler
+// An elastic gang shrunk because the scheduler had no room for some workers grows back
+// when room returns, wherever it does (growBack also waits for the lost nodes to return). Only the scheduler
 // knows whether a worker would fit now (resources, node selectors, affinity, taints), and
 // tearing a running gang down to find out would cost it an attempt each time, so the
 // operator asks with room probes: one pod per missing worker with the scheduling parts of a
@@ -154,8 +154,8 @@ func planRoom(probes []corev1.Pod, missing int, mem roomMemory, checkpoint strin
 	return p, roomMemory{}
 }
 
-// growIntoRoom grows a running gang shrunk for want of room (no lost node recorded) when
-// its room probes found some, and reports whether it did. Like growBack, a gang in a
+// growIntoRoom grows a running gang below its size when its room probes found room, and
+// reports whether it did. Like growBack, a gang in a
 // Kueue queue does not: Kueue gives the room at its next admission.
 func (s *step) growIntoRoom(ctx context.Context) (bool, error) {
 	st := &s.job.Status
@@ -194,11 +194,13 @@ func (s *step) growIntoRoom(ctx context.Context) (bool, error) {
 }
 
 // mayProbe reports whether the gang may look for room with probes: it runs below its
-// size for want of room, outside a Kueue queue.
+// size, outside a Kueue queue. A gang shrunk for lost nodes probes too: a node that never
+// comes back (a spot node is gone for good; its replacement has another name) must not
+// keep the gang small when there is room elsewhere; growBack, which waits for the lost
+// nodes, is asked first.
 func (s *step) mayProbe() bool {
 	st := &s.job.Status
-	return st.Phase == v1.PhaseRunning && st.Workers > 0 && len(st.LostNodes) == 0 &&
-		s.queueName() == "" && !s.restartingInPlace()
+	return st.Phase == v1.PhaseRunning && st.Workers > 0 && s.queueName() == "" && !s.restartingInPlace()
 }
 
 // createProbes creates n room probes shaped like the current attempt's worker 0.
