@@ -97,10 +97,7 @@ func testElasticShrinkAtDeadline(k *cluster) {
 	k.setPod(pods[0], running)
 	k.setPod(pods[1], running)
 	k.setPod(pods[2], unschedulableSince(time.Second))
-	note := k.event("deadline", operator.ReasonResized)
-	if !strings.Contains(note, "resized from 3 to 2 workers: worker 2 cannot be scheduled by the attempt's pre-running deadline") {
-		k.t.Errorf("Resized event %q; want from 3 to 2 at the pre-running deadline", note)
-	}
+	k.eventSaying("deadline", operator.ReasonResized, "resized from 3 to 2 workers: worker 2 cannot be scheduled by the attempt's pre-running deadline")
 	got := k.waitStatus("deadline", "attempt 2 with 2 workers", func(st *v1.TrainJobStatus) bool {
 		return st.Attempt == 2 && st.Workers == 2
 	})

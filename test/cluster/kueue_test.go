@@ -247,6 +247,42 @@ func TestKueueWorkloadPerTrainJob(t *testing.T) {
 		}
 	})
 
+	t.Run("an elastic gang in a queue shrinks when the node has less room than the quota", func(t *testing.T) {
+		// A pod outside Kueue holds 2 of the node's 4 GPUs: Kueue admits both workers of
+		// 1:2 (2 GPUs each) within its quota of 4, but the scheduler places only one. After
+		// the settle time the operator restarts the gang with 1 worker and gives Kueue the
+		// other's quota back through the Workload's status.reclaimablePods.
+		holder := busyboxPod("kueue-gpu-holder", "sleep 3600")
+		holder.Spec.Containers[0].Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("2")}
+		if _, err := cl.Client.CoreV1().Pods("default").Create(ctx, holder, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		defer deletePod(cl.Client, holder.Name)
+		waitPod(t, cl.Client, holder.Name, 2*time.Minute, func(p *corev1.Pod) bool { return p.Spec.NodeName != "" })
+		world := []string{"python3", "-c", "import os, time; print('world', os.environ['WORLD_SIZE'], flush=True); time.sleep(20)"}
+		shrinks := gpuJob("shrinks", "low", 0, world)
+		shrinks.workers, shrinks.spec = 2, shrinks.spec+"\n  minWorkers: 1"
+		shrinks.submit(t, ctx)
+		waitStatus(t, "shrinks", 3*time.Minute, func(s trainJobStatus) bool { return s.Workers == 1 })
+		resizedEvent(t, ctx, "shrinks", "resized from 2 to 1 workers: worker 1 cannot be scheduled for 30s")
+		waitFor(t, "Kueue's Workload to give 1 worker's quota back", 2*time.Minute, func() bool {
+			wls := jobWorkloads(t, ctx, kc, "shrinks")
+			if len(wls) != 1 {
+				return false
+			}
+			rp, _, _ := unstructured.NestedSlice(wls[0].Object, "status", "reclaimablePods")
+			return len(rp) == 1 && rp[0].(map[string]any)["name"] == "workers" && rp[0].(map[string]any)["count"] == int64(1)
+		})
+		s := waitStatus(t, "shrinks", 3*time.Minute, func(s trainJobStatus) bool { return s.Phase == "Succeeded" || s.Phase == "Failed" })
+		if s.Phase != "Succeeded" || s.Workers != 1 || s.Restarts != 0 {
+			t.Fatalf("shrinks: %+v; want Succeeded with 1 worker, no restart used", s)
+		}
+		_, logs, _ := trainyardCmd(t, ctx, "logs", "--kube", "shrinks")
+		if !strings.Contains(logs, "world 2") || strings.Contains(logs, "world 4") {
+			t.Errorf("the ranks' WORLD_SIZE is not 2 (1 worker of 2 ranks):\n%s", logs)
+		}
+	})
+
 	t.Run("preempted by a higher priority, resumed from the checkpoint", func(t *testing.T) {
 		_ = os.MkdirAll(filepath.Join(sharedDir, "code"), 0o755)
 		// Long enough that the preemption comes mid-run: the status learns of the first

@@ -2,25 +2,7 @@
 # GPU checks, run on the device machine from the repository root (see README.md beside this
 # file for what to build and carry). Each step has its own time limit, so one that hangs costs
 # only itself; everything is also written to $OUT/check.log when $OUT is set.
-set -u
-root=$PWD
-out=${OUT:-/tmp/gpu-check}
-mkdir -p "$out"
-exec > >(tee "$out/check.log") 2>&1
-
-# Setup: unpack the carried binaries, put the dataset where Debian puts it, and make the
-# compiled e2e tests find the repository at the path they were built from.
-for f in .gpubin/*.gz; do [ -e "$f" ] && gunzip -f "$f"; done
-chmod +x .gpubin/*
-mkdir -p bin && cp .gpubin/trainyard bin/trainyard
-export PATH=$root/bin:$PATH PYTHONUNBUFFERED=1
-PY=$(command -v python3)
-TR=$(command -v torchrun)
-[ -e /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] || { mkdir -p /usr/share/datasets/fashion-mnist && cp .gpudata/*.gz /usr/share/datasets/fashion-mnist/; }
-[ -e "${E2E_ROOT:-/work/main}" ] || { mkdir -p "$(dirname "${E2E_ROOT:-/work/main}")"; ln -s "$root" "${E2E_ROOT:-/work/main}"; }
-R=/tmp/runs
-step() { echo; echo "=== $(date +%T) $*"; }
-t() { local s=$1; shift; timeout -k 5 "$s" "$@"; echo "exit $?"; }
+source test/gpu/setup.sh check.log
 
 step "machine"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv

@@ -4,22 +4,7 @@
 # carried (README.md beside this file): a restart on a spare under NCCL, the launcher's
 # spare test on torch 2.x, and bench/launch's restart trials against torchrun 2.x, with
 # the output of a torchrun restart trial that fails. Everything goes to $OUT/restarts.log.
-set -u
-root=$PWD
-out=${OUT:-/tmp/gpu-restarts}
-mkdir -p "$out"
-exec > >(tee "$out/restarts.log") 2>&1
-
-for f in .gpubin/*.gz; do [ -e "$f" ] && gunzip -f "$f"; done
-chmod +x .gpubin/*
-mkdir -p bin && cp .gpubin/trainyard bin/trainyard
-export PATH=$root/bin:$PATH PYTHONUNBUFFERED=1
-PY=$(command -v python3)
-TR=$(command -v torchrun)
-[ -e /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] || { mkdir -p /usr/share/datasets/fashion-mnist && cp .gpudata/*.gz /usr/share/datasets/fashion-mnist/; }
-R=/tmp/runs
-step() { echo; echo "=== $(date +%T) $*"; }
-t() { local s=$1; shift; timeout -k 5 "$s" "$@"; echo "exit $?"; }
+source test/gpu/setup.sh restarts.log
 pidOf() { # RUN RANK: the pid of a rank of the run's latest attempt, from run.json
   $PY -c 'import json,sys; r=json.load(open(sys.argv[1])); print(r["attempts"][-1]["ranks"][int(sys.argv[2])]["pid"])' "$R/$1/run.json" "$2"
 }
