@@ -42,9 +42,10 @@ type stuckWorker struct {
 }
 
 // unschedulable reports whether p waits for a node the scheduler cannot find, and since
-// when.
+// when. A pod the scheduler nominated a node for waits for the pods it preempts there to
+// end (their grace period), not for room that may never come.
 func unschedulable(p *corev1.Pod) (stuckWorker, bool) {
-	if p.Spec.NodeName != "" || p.Status.Phase != corev1.PodPending {
+	if p.Spec.NodeName != "" || p.Status.Phase != corev1.PodPending || p.Status.NominatedNodeName != "" {
 		return stuckWorker{}, false
 	}
 	for _, c := range p.Status.Conditions {

@@ -72,9 +72,13 @@ func TestObserveStuck(t *testing.T) {
 		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
 			Reason: corev1.PodReasonUnschedulable, Message: "0/2 nodes are available", LastTransitionTime: since}}
 	}
+	nominated := func(p *corev1.Pod) { // the scheduler preempts pods to make room for it
+		unsched(p)
+		p.Status.NominatedNodeName = "node-a"
+	}
 	pods := []corev1.Pod{pod("0", corev1.PodRunning, nil), pod("1", corev1.PodPending, unsched),
-		pod("2", corev1.PodPending, nil), pod("3", corev1.PodPending, unsched)}
-	o := observe(pods, 4, func(string) bool { return false })
+		pod("2", corev1.PodPending, nil), pod("3", corev1.PodPending, unsched), pod("4", corev1.PodPending, nominated)}
+	o := observe(pods, 5, func(string) bool { return false })
 	got := o.stuck
 	want := []stuckWorker{{worker: 1, pod: "p1", since: since.Time, message: "0/2 nodes are available"},
 		{worker: 3, pod: "p3", since: since.Time, message: "0/2 nodes are available"}}

@@ -254,6 +254,7 @@ func TestKueueWorkloadPerTrainJob(t *testing.T) {
 		// other's quota back through the Workload's status.reclaimablePods.
 		holder := busyboxPod("kueue-gpu-holder", "sleep 3600")
 		holder.Spec.Containers[0].Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("2")}
+		holder.Spec.PriorityClassName = "high" // the gang's workers (low) cannot preempt it
 		if _, err := cl.Client.CoreV1().Pods("default").Create(ctx, holder, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
