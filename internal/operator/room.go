@@ -55,9 +55,9 @@ func (o *Options) roomProbeImage() string {
 }
 
 // roomProbe is the probe pod called name that asks whether there is room for a worker
-// like the pod worker: the worker's scheduling constraints, with every container the
-// pause image and nothing of the job's (command, environment, mounts, service account
-// token) in it.
+// like the pod worker: the worker's scheduling constraints (its claims among its volumes),
+// with every container the pause image and nothing of the job's (command, environment,
+// mounts, Secrets, service account token) in it.
 func roomProbe(worker *corev1.Pod, name, image string) *corev1.Pod {
 	spec := worker.Spec.DeepCopy()
 	spec.Hostname, spec.Subdomain, spec.NodeName = "", "", ""
@@ -79,6 +79,11 @@ func roomProbe(worker *corev1.Pod, name, image string) *corev1.Pod {
 		return out
 	}
 	spec.InitContainers, spec.Containers = pause(spec.InitContainers), pause(spec.Containers)
+	// Only claims bear on where a pod may go (their volumes' topology); Secrets, the gang's
+	// among them, config and tokens stay out of a pod that needs none.
+	spec.Volumes = slices.DeleteFunc(spec.Volumes, func(v corev1.Volume) bool {
+		return v.PersistentVolumeClaim == nil && v.Ephemeral == nil
+	})
 	labels := map[string]string{LabelRoomProbe: "true"}
 	for _, k := range []string{workload.LabelManagedBy, workload.LabelJob, workload.LabelJobUID} {
 		labels[k] = worker.Labels[k]

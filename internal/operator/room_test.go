@@ -24,7 +24,8 @@ func TestRoomProbe(t *testing.T) {
 			Hostname: "j-1-w-0", Subdomain: "j", NodeSelector: map[string]string{"gpu": "h100"},
 			Tolerations:       []corev1.Toleration{{Key: "gpu", Operator: corev1.TolerationOpExists}},
 			PriorityClassName: "high", Priority: ptr(int32(1000)), PreemptionPolicy: ptr(corev1.PreemptLowerPriority), ServiceAccountName: "trainer",
-			Volumes:        []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}},
+			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}},
+				{Name: "gang", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "j-gang"}}}},
 			InitContainers: []corev1.Container{{Name: "copy", Image: "trainyard:1", Command: []string{"cp"}}},
 			Containers: []corev1.Container{{Name: "worker", Image: "pytorch:2", Command: []string{"trainyard", "worker"},
 				Env:          []corev1.EnvVar{{Name: "TRAINYARD_GANG_SECRET", Value: "s"}},
@@ -42,7 +43,7 @@ func TestRoomProbe(t *testing.T) {
 	}
 	s := p.Spec
 	if s.Hostname != "" || s.Subdomain != "" || s.NodeSelector["gpu"] != "h100" || len(s.Tolerations) != 1 ||
-		s.PriorityClassName != "" || len(s.Volumes) != 1 {
+		s.PriorityClassName != "" || len(s.Volumes) != 1 || s.Volumes[0].Name != "data" {
 		t.Errorf("scheduling parts not kept as they should be: %+v", s)
 	}
 	if s.Priority != nil || s.PreemptionPolicy != nil || *s.AutomountServiceAccountToken ||
