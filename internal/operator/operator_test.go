@@ -79,6 +79,7 @@ func TestOperator(t *testing.T) {
 		{"elastic lost node gone for good", testElasticLostNodeGoneForGood},
 		{"elastic shrink at the pre-running deadline", testElasticShrinkAtDeadline},
 		{"elastic gang grows into room", testElasticGrowsIntoRoom},
+		{"room probes refused", testRoomProbesRefused},
 		{"kueue elastic shrink", testKueueElasticShrink},
 		{"bad pod template", testBadTemplate},
 		{"bad input is not restarted", testBadInput},

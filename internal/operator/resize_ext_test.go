@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -156,6 +157,45 @@ func testElasticGrowsIntoRoom(k *cluster) {
 	if n := len(k.attempt("room", 3)); n != 4 {
 		k.t.Errorf("attempt 3 has %d pods; want 4", n)
 	}
+}
+
+// Room probes the API server refuses (here a ResourceQuota of pods that they would
+// exceed) count as no room: an Event says so and when the operator asks again, and the
+// gang runs on at its smaller size.
+func testRoomProbesRefused(k *cluster) {
+	ctx := context.Background()
+	k.newJob("quota", 3, func(j *v1.TrainJob) { j.Spec.MinWorkers = ptr(int32(2)) })
+	pods := k.attempt("quota", 1)
+	k.setPod(pods[0], running)
+	k.setPod(pods[1], running)
+	k.setPod(pods[2], unschedulableSince(time.Minute))
+	k.waitStatus("quota", "shrunk to 2", func(st *v1.TrainJobStatus) bool { return st.Attempt == 2 && st.Workers == 2 })
+	var l corev1.PodList
+	k.eventually("attempt 2's pods, and no others", func() (bool, string) {
+		if err := k.c.List(ctx, &l, client.InNamespace(k.ns)); err != nil {
+			k.t.Fatal(err)
+		}
+		return len(l.Items) == 2 && len(k.attempt("quota", 2)) == 2, fmt.Sprintf("%d pods", len(l.Items))
+	})
+	full := corev1.ResourceList{corev1.ResourcePods: resource.MustParse("2")}
+	q := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "pods", Namespace: k.ns}, Spec: corev1.ResourceQuotaSpec{Hard: full}}
+	if err := k.c.Create(ctx, q); err != nil {
+		k.t.Fatal(err)
+	}
+	q.Status = corev1.ResourceQuotaStatus{Hard: full, Used: full} // as the quota controller would say
+	if err := k.c.Status().Update(ctx, q); err != nil {
+		k.t.Fatal(err)
+	}
+	k.runAll("quota", 2)
+	note := k.eventSaying("quota", operator.ReasonRoomProbesRefused, "could not ask the scheduler for room for 1 more worker(s)")
+	if !strings.Contains(note, "exceeded quota") || !strings.HasSuffix(note, "asking again in 1m0s") {
+		k.t.Errorf("RoomProbesRefused event %q; want the quota named and the retry in 1m0s", note)
+	}
+	k.t.Logf("event RoomProbesRefused: %s", note)
+	if n := len(k.probes()); n != 0 {
+		k.t.Errorf("%d room probes; want none (refused)", n)
+	}
+	k.waitStatus("quota", "running with 2", func(st *v1.TrainJobStatus) bool { return st.Phase == v1.PhaseRunning && st.Workers == 2 })
 }
 
 // probes are the room probes in the test's namespace.

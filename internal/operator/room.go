@@ -35,6 +35,11 @@ import (
 // LabelRoomProbe marks a room probe pod.
 const LabelRoomProbe = "trainyard.dev/room-probe"
 
+// ReasonRoomProbesRefused is the reason of the Event when the API server refuses the room
+// probes (a ResourceQuota they would exceed, an admission policy): the operator asks again
+// later, as when they find no room.
+const ReasonRoomProbesRefused = "RoomProbesRefused"
+
 // DefaultRoomProbeImage is the image of a room probe's containers when
 // Options.RoomProbeImage is empty: the pause image every node already has for its pods'
 // sandboxes.
@@ -143,9 +148,7 @@ func planRoom(probes []corev1.Pod, missing int, mem roomMemory, checkpoint strin
 	settled := !now.Before(oldest.Add(settle))
 	switch {
 	case p.grow == 0 && settled:
-		mem.misses++
-		mem.next = now.Add(min(roomRetryMin<<(mem.misses-1), roomRetryMax))
-		mem.found = shrunk{}
+		mem = missed(mem, now)
 		return roomPlan{drop: true, wait: mem.next.Sub(now)}, mem
 	case p.grow < len(probes) && !settled:
 		return roomPlan{wait: oldest.Add(settle).Sub(now)}, mem
@@ -157,6 +160,15 @@ func planRoom(probes []corev1.Pod, missing int, mem roomMemory, checkpoint strin
 	}
 	p.drop, p.atCheckpoint = true, found.checkpoint != checkpoint
 	return p, roomMemory{}
+}
+
+// missed is mem after a round of probing that found no room: the next round waits twice
+// as long as the last, from roomRetryMin up to roomRetryMax.
+func missed(mem roomMemory, now time.Time) roomMemory {
+	mem.misses++
+	mem.next = now.Add(min(roomRetryMin<<min(mem.misses-1, 10), roomRetryMax))
+	mem.found = shrunk{}
+	return mem
 }
 
 // growIntoRoom grows a running gang below its size when its room probes found room, and
@@ -178,7 +190,17 @@ func (s *step) growIntoRoom(ctx context.Context) (bool, error) {
 		s.requeue(plan.wait)
 	}
 	if plan.create > 0 {
-		return false, s.createProbes(ctx, plan.create)
+		err := s.createProbes(ctx, plan.create)
+		if !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) {
+			return false, err
+		}
+		// Refused (a ResourceQuota the probes would exceed, an admission policy): no room
+		// either, and nothing a retry at once would change.
+		mem = missed(mem, s.now)
+		s.r.room.Store(s.job.UID, mem)
+		s.requeue(mem.next.Sub(s.now))
+		s.event(corev1.EventTypeWarning, ReasonRoomProbesRefused, fmt.Sprintf("could not ask the scheduler for room for %d more worker(s): %v; asking again in %s",
+			plan.create, err, mem.next.Sub(s.now)))
 	}
 	if plan.grow == 0 {
 		if plan.drop {

@@ -92,6 +92,8 @@ func TestPlanRoom(t *testing.T) {
 			want: out{Drop: true, Wait: 2 * time.Minute, Misses: 2}},
 		"the wait stops growing at ten minutes": {probes: []corev1.Pod{probe("", time.Minute)}, mem: roomMemory{misses: 7},
 			want: out{Drop: true, Wait: roomRetryMax, Misses: 8}},
+		"after many rounds, still ten minutes": {probes: []corev1.Pod{probe("", time.Minute)}, mem: roomMemory{misses: 70},
+			want: out{Drop: true, Wait: roomRetryMax, Misses: 71}},
 		"one of two placed, before the settle time: wait for the other": {probes: []corev1.Pod{probe("node-b", 5*time.Second), probe("", 5*time.Second)},
 			want: out{Wait: 25 * time.Second}},
 		"all placed: room found, wait for the next checkpoint": {probes: []corev1.Pod{probe("node-b", 5*time.Second), probe("node-c", 5*time.Second)},
