@@ -172,8 +172,8 @@ func missed(mem roomMemory, now time.Time) roomMemory {
 }
 
 // growIntoRoom grows a running gang below its size when its room probes found room, and
-// reports whether it did. Like growBack, a gang in a
-// Kueue queue does not: Kueue gives the room at its next admission.
+// reports whether it did. Like growBack, a gang in a Kueue queue does not: Kueue gives the
+// room at its next admission.
 func (s *step) growIntoRoom(ctx context.Context) (bool, error) {
 	st := &s.job.Status
 	missing := s.job.Spec.WorkerCount() - s.gangSize()
@@ -190,17 +190,7 @@ func (s *step) growIntoRoom(ctx context.Context) (bool, error) {
 		s.requeue(plan.wait)
 	}
 	if plan.create > 0 {
-		err := s.createProbes(ctx, plan.create)
-		if !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) {
-			return false, err
-		}
-		// Refused (a ResourceQuota the probes would exceed, an admission policy): no room
-		// either, and nothing a retry at once would change.
-		mem = missed(mem, s.now)
-		s.r.room.Store(s.job.UID, mem)
-		s.requeue(mem.next.Sub(s.now))
-		s.event(corev1.EventTypeWarning, ReasonRoomProbesRefused, fmt.Sprintf("could not ask the scheduler for room for %d more worker(s): %v; asking again in %s",
-			plan.create, err, mem.next.Sub(s.now)))
+		return false, s.askForRoom(ctx, plan.create, mem)
 	}
 	if plan.grow == 0 {
 		if plan.drop {
@@ -218,6 +208,22 @@ func (s *step) growIntoRoom(ctx context.Context) (bool, error) {
 			plan.grow, strings.Join(plan.nodes, ", "), when)})
 	s.afterWrite(func() { _ = s.r.dropProbes(context.WithoutCancel(ctx), probes) })
 	return true, nil
+}
+
+// askForRoom creates n room probes. Probes the API server refuses (a ResourceQuota they
+// would exceed, an admission policy) count as a round that found no room, which a retry
+// at once would not change: an Event says so and when the operator asks again.
+func (s *step) askForRoom(ctx context.Context, n int, mem roomMemory) error {
+	err := s.createProbes(ctx, n)
+	if !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) {
+		return err
+	}
+	mem = missed(mem, s.now)
+	s.r.room.Store(s.job.UID, mem)
+	s.requeue(mem.next.Sub(s.now))
+	s.event(corev1.EventTypeWarning, ReasonRoomProbesRefused, fmt.Sprintf("could not ask the scheduler for room for %d more worker(s): %v; asking again in %s",
+		n, err, mem.next.Sub(s.now)))
+	return nil
 }
 
 // mayProbe reports whether the gang may look for room with probes: it runs below its
