@@ -50,12 +50,23 @@ type launcher struct {
 	argv func(cfg *config, dir, port string, restarts int, script []string) []string
 	// rank0 returns the text of a stdout line without its prefix, if rank 0 wrote it.
 	rank0 func(line string) (string, bool)
+	// plainOnly: it runs no restart trials.
+	plainOnly bool
 }
 
 // launchers are the programs under test, in the order each round runs them.
 var launchers = []launcher{
 	{name: "trainyard", argv: trainyardArgv, rank0: trainyardRank0},
 	{name: "torchrun", argv: torchrunArgv, rank0: torchrunRank0},
+}
+
+// launchersFor are the launchers of trials of kind k: with -server, the server runs
+// plain trials too.
+func (c *config) launchersFor(k trialKind) []launcher {
+	if c.server && k == plainRun {
+		return append(append([]launcher{}, launchers...), serverLauncher)
+	}
+	return launchers
 }
 
 // trainyardArgv is `trainyard run` with a run folder of its own under dir.

@@ -48,6 +48,8 @@ type config struct {
 	keep         bool          // keep every trial's folder
 	kinds        []trialKind   // the trial kinds of each measured round (-kinds)
 	rdzv         string        // torchrun's rendezvous: "static" or "c10d" (-torchrun-rdzv)
+	server       bool          // also submit plain runs to a trainyard server --prestart (-server)
+	serverURL    string        // that server's address, once started
 	root         string        // temporary folder of this run
 }
 
@@ -70,9 +72,16 @@ func run() error {
 		return err
 	}
 	defer cfg.cleanup()
+	var srv *benchServer
+	if cfg.server {
+		if srv, err = startServer(ctx, cfg); err != nil {
+			return err
+		}
+		defer srv.stop()
+	}
 	info := describeMachine(ctx, cfg)
 	printHeader(os.Stdout, info)
-	results := runRounds(ctx, cfg)
+	results := runRounds(ctx, cfg, srv)
 	info.loadEnd = host.LoadAverage()
 	sum := summarize(results, cfg.rounds)
 	report := renderReport(info, sum, results)
@@ -101,6 +110,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.BoolVar(&cfg.keep, "keep", false, "keep every trial's folder (failed trials' folders are always kept)")
 	kinds := fs.String("kinds", "run,restart", "the trial kinds of each round: run, restart or both")
 	fs.StringVar(&cfg.rdzv, "torchrun-rdzv", "static", "torchrun's rendezvous: static (--master_port) or c10d (--rdzv-backend c10d)")
+	fs.BoolVar(&cfg.server, "server", false, "also submit each plain run to a `trainyard server --prestart` that the benchmark starts")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -164,7 +174,8 @@ func (c *config) prepare() error {
 // would otherwise ask for cuda:1).
 func (c *config) env() []string {
 	helper := filepath.Join(filepath.Dir(c.script), "..", "..", "python")
-	return append(os.Environ(), "PYTHONPATH="+filepath.Clean(helper), "CUDA_VISIBLE_DEVICES=")
+	return append(os.Environ(), "PYTHONPATH="+filepath.Clean(helper), "CUDA_VISIBLE_DEVICES=",
+		"TRAINYARD_TOKEN_FILE="+filepath.Join(c.root, "server", "token"))
 }
 
 // cleanup removes the binary snapshot and the temporary folder if nothing was kept in it.
@@ -197,32 +208,44 @@ func copyExecutable(src, dst string) error {
 }
 
 // runRounds runs the warm-up rounds, then the measured rounds, printing every trial as
-// it ends. In each round the launchers alternate: trainyard, torchrun for a plain run,
-// then trainyard, torchrun for a restart trial. An interruption stops it early.
-func runRounds(ctx context.Context, cfg *config) []trialResult {
+// it ends. In each round the launchers alternate: trainyard, torchrun (and the server,
+// with -server) for a plain run, then trainyard, torchrun for a restart trial. An
+// interruption stops it early.
+func runRounds(ctx context.Context, cfg *config, srv *benchServer) []trialResult {
 	for w := 1; w <= cfg.warmup; w++ {
-		for _, l := range launchers {
+		for _, l := range cfg.launchersFor(plainRun) {
 			if ctx.Err() != nil {
 				return nil
 			}
-			res := runTrial(ctx, cfg, trialSpec{launcher: l, kind: plainRun, round: -w})
+			res := runServerAware(ctx, cfg, srv, trialSpec{launcher: l, kind: plainRun, round: -w})
 			fmt.Printf("warm-up %d  %s\n", w, res.line())
 		}
 	}
 	var out []trialResult
 	for r := 1; r <= cfg.rounds; r++ {
 		for _, k := range cfg.kinds {
-			for _, l := range launchers {
+			for _, l := range cfg.launchersFor(k) {
 				if ctx.Err() != nil {
 					return out
 				}
-				res := runTrial(ctx, cfg, trialSpec{launcher: l, kind: k, round: r})
+				res := runServerAware(ctx, cfg, srv, trialSpec{launcher: l, kind: k, round: r})
 				fmt.Printf("round %d/%d  %s\n", r, cfg.rounds, res.line())
 				out = append(out, res)
 			}
 		}
 	}
 	return out
+}
+
+// runServerAware runs a trial; after a server trial it waits for the server's standby.
+func runServerAware(ctx context.Context, cfg *config, srv *benchServer, spec trialSpec) trialResult {
+	res := runTrial(ctx, cfg, spec)
+	if srv != nil && spec.launcher.name == serverLauncher.name {
+		if err := srv.waitStandby(ctx, 2*time.Minute); err != nil {
+			fmt.Printf("  (%v)\n", err)
+		}
+	}
+	return res
 }
 
 // commandLine is the command that started this program, as `go run` would take it.

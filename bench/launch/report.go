@@ -63,7 +63,7 @@ func launchTemplates(cfg *config) []string {
 	shown.trainyard, shown.script = cfg.trainyardArg, cfg.scriptArg
 	var out []string
 	for _, k := range cfg.kinds {
-		for _, l := range launchers {
+		for _, l := range cfg.launchersFor(k) {
 			argv := l.argv(&shown, "<dir>", "<port>", restartsFor(k), scriptArgs(&shown, k))
 			out = append(out, fmt.Sprintf("%s (%s): `%s`", l.name, k, strings.Join(argv, " ")))
 		}
@@ -89,7 +89,7 @@ func printHeader(w io.Writer, info machineInfo) {
 	for _, l := range info.launches {
 		fmt.Fprintf(w, "  %s\n", l)
 	}
-	fmt.Fprintf(w, "%d warm-up round(s), then %d round(s); each round: %s, trainyard then torchrun\n",
+	fmt.Fprintf(w, "%d warm-up round(s), then %d round(s); each round: %s, trainyard then torchrun (then the server)\n",
 		info.warmup, info.rounds, info.kinds)
 }
 
@@ -179,18 +179,48 @@ func renderReport(info machineInfo, s summary, results []trialResult) string {
 	return b.String()
 }
 
-// writeSummaryTable writes each metric's medians and their ratio.
+// writeSummaryTable writes each metric's medians and their ratio; with a server's trials,
+// their medians and ratio too.
 func writeSummaryTable(w io.Writer, s summary) {
-	fmt.Fprintln(w, "| metric (median over rounds) | trainyard | torchrun | trainyard/torchrun (lower is better) |")
-	fmt.Fprintln(w, "|---|---:|---:|---:|")
-	for _, m := range s.metrics {
-		ty, tr := m.values["trainyard"], m.values["torchrun"]
-		ratio := "n/a"
-		if len(ty) > 0 && len(tr) > 0 {
-			ratio = fmt.Sprintf("%.2f", float64(medianDuration(ty))/float64(medianDuration(tr)))
-		}
-		fmt.Fprintf(w, "| %s | %s | %s | %s |\n", m.name, cell(m, ty), cell(m, tr), ratio)
+	head, rule := "| metric (median over rounds) | trainyard | torchrun | trainyard/torchrun (lower is better) |", "|---|---:|---:|---:|"
+	if s.hasServer() {
+		head, rule = head+" trainyard server --prestart | server/torchrun |", rule+"---:|---:|"
 	}
+	fmt.Fprintln(w, head)
+	fmt.Fprintln(w, rule)
+	for _, m := range s.metrics {
+		tr := m.values["torchrun"]
+		row := []string{m.name}
+		for _, name := range s.launcherNames() {
+			if name == "torchrun" {
+				row = append(row, cell(m, tr))
+				continue
+			}
+			row = append(row, cell(m, m.values[name]), ratio(m.values[name], tr))
+		}
+		fmt.Fprintf(w, "| %s |\n", strings.Join(row, " | "))
+	}
+}
+
+// hasServer reports whether any trial submitted to a server.
+func (s summary) hasServer() bool {
+	return len(s.byRound[serverLauncher.name+" "+plainRun.String()]) > 0
+}
+
+// launcherNames are the summary's launchers, in the order of its columns.
+func (s summary) launcherNames() []string {
+	if s.hasServer() {
+		return []string{"trainyard", "torchrun", serverLauncher.name}
+	}
+	return []string{"trainyard", "torchrun"}
+}
+
+// ratio is the ratio of the medians of a and b, or "n/a".
+func ratio(a, b []time.Duration) string {
+	if len(a) == 0 || len(b) == 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2f", float64(medianDuration(a))/float64(medianDuration(b)))
 }
 
 // cell formats a median with its count of values, or "n/a".
@@ -203,28 +233,43 @@ func cell(m *metric, vals []time.Duration) string {
 
 // writeRawTable writes every round's values, one row per round.
 func writeRawTable(w io.Writer, s summary) {
-	fmt.Fprintln(w, "| round | first step: trainyard | first step: torchrun | step time: trainyard | step time: torchrun | restart: trainyard | restart: torchrun |")
-	fmt.Fprintln(w, "|---:|---:|---:|---:|---:|---:|---:|")
+	cols := rawColumns
+	head, rule := "| round | first step: trainyard | first step: torchrun | step time: trainyard | step time: torchrun | restart: trainyard | restart: torchrun |", "|---:|---:|---:|---:|---:|---:|---:|"
+	if s.hasServer() {
+		cols = append(append(cols[:0:0], cols...), serverColumns...)
+		head, rule = head+" first step: server | step time: server |", rule+"---:|---:|"
+	}
+	fmt.Fprintln(w, head)
+	fmt.Fprintln(w, rule)
 	for r := 1; r <= s.rounds; r++ {
 		row := []string{fmt.Sprint(r)}
-		for _, col := range rawColumns {
+		for _, col := range cols {
 			row = append(row, s.rawCell(col.key, r, col.value))
 		}
 		fmt.Fprintf(w, "| %s |\n", strings.Join(row, " | "))
 	}
 }
 
-// rawColumns are the raw table's value columns after the round.
-var rawColumns = []struct {
+// rawColumn is one value column of the raw table: a launcher and kind, and its value.
+type rawColumn struct {
 	key   string
 	value func(trialResult) string
-}{
+}
+
+// rawColumns are the raw table's value columns after the round.
+var rawColumns = []rawColumn{
 	{"trainyard run", func(r trialResult) string { return seconds(r.firstStep) }},
 	{"torchrun run", func(r trialResult) string { return seconds(r.firstStep) }},
 	{"trainyard run", func(r trialResult) string { return millis(r.stepTime) }},
 	{"torchrun run", func(r trialResult) string { return millis(r.stepTime) }},
 	{"trainyard restart", func(r trialResult) string { return seconds(r.recovery) }},
 	{"torchrun restart", func(r trialResult) string { return seconds(r.recovery) }},
+}
+
+// serverColumns are the raw table's columns of a server's trials.
+var serverColumns = []rawColumn{
+	{"server run", func(r trialResult) string { return seconds(r.firstStep) }},
+	{"server run", func(r trialResult) string { return millis(r.stepTime) }},
 }
 
 // rawCell is one trial's value, "failed", or "-" when the trial did not run.

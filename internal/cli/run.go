@@ -106,6 +106,8 @@ type runOptions struct {
 	// startWorkers is --start-workers: an elastic gang starts with that many workers
 	// (0: its most); maxWorkers is then its most.
 	startWorkers, maxWorkers int
+	// standby is --standby: keep the job's Pythons warm for a job server (standby.go).
+	standby bool
 }
 
 func newRunCommand(g *globals) *cobra.Command {
@@ -132,6 +134,9 @@ func newRunCommand(g *globals) *cobra.Command {
 			if opts.ranks, err = logstream.ParseRanks(ranks); err != nil {
 				return usageError(fmt.Errorf("--ranks: %w", err))
 			}
+			if opts.standby {
+				return runStandby(cmd.Context(), g, &flags, opts, args)
+			}
 			return runJob(cmd.Context(), g, &flags, opts, args)
 		},
 	}
@@ -141,6 +146,8 @@ func newRunCommand(g *globals) *cobra.Command {
 		"start an elastic gang (--workers MIN:MAX) with this many workers, between MIN and MAX (the job server gives it what fits)")
 	cmd.Flags().BoolVar(&opts.resume, "resume", false, "continue the run of this --name from its last checkpoint, even one that succeeded")
 	cmd.Flags().BoolVar(&opts.fresh, "fresh", false, "start the run of this --name over; its old folder is moved aside to <name>.<date>-<time>")
+	cmd.Flags().BoolVar(&opts.standby, "standby", false, "")
+	_ = cmd.Flags().MarkHidden("standby") // a job server's (standby.go)
 	cmd.Flags().BoolVar(&opts.rerun, "rerun", false, "")
 	_ = cmd.Flags().MarkDeprecated("rerun", "it continues the run from its last checkpoint, as --resume does; --fresh starts it over")
 	cmd.Flags().BoolVar(&opts.foldLogs, "fold-logs", true,
@@ -166,6 +173,10 @@ func noDataHere(machine string) error {
 }
 
 func runJob(ctx context.Context, g *globals, flags *jobspec.Flags, opts runOptions, command []string) (err error) {
+	adopted, err := launcher.TakeSpares() // this process was a job server's standby
+	if err != nil {
+		g.logger().Warn("the standby's spares are not used", "err", err)
+	}
 	sig := handleSignals(ctx)
 	hidden, err := takeSecrets()
 	if err != nil {
@@ -224,7 +235,7 @@ func runJob(ctx context.Context, g *globals, flags *jobspec.Flags, opts runOptio
 	l := &launcher.Launcher{Job: job, Placement: place, Folder: folder, Console: console, Logger: g.logger(),
 		ExtraEnv: extraEnv, RayCompat: python.CompatDir(helper),
 		AttemptEnv: session.AttemptEnv, ForceKill: sig.force, Preempt: sig.preempt, Notice: session.Notice(),
-		MaxWorkers: opts.maxWorkers}
+		MaxWorkers: opts.maxWorkers, Adopted: adopted}
 	if job.Spec.MinWorkerCount() < max(job.Spec.WorkerCount(), opts.maxWorkers) {
 		l.Resize = followResizes(sig.ctx, job, g.logger())
 	}

@@ -82,6 +82,15 @@ workers: GPUs 2,3 free"); a job of higher priority shrinks it toward MIN (its ra
 the preemption notice and save) before it preempts anything whole. A resize is no
 restart; the ranks see the new WORLD_SIZE and TRAINYARD_PREVIOUS_WORLD_SIZE.
 
+With --prestart the server keeps the next job's Pythons warm, as Ray keeps a pool of
+started workers: 5 s after a job starts, it starts one Python per rank of a job shaped
+like it, which imports torch and waits. The next job's ranks run on them when they fit
+(the same Python and flags, the same ranks, the same variables read at import such as
+OMP_NUM_THREADS and PYTHONPATH; the GPUs may differ), so they skip the import, most of
+a rank's start; ranks that do not fit start afresh. The Pythons run as the server,
+without any job's secrets. The job's log says "attempt 1: 2 of 2 rank(s) run on
+prestarted Pythons".
+
 Jobs get the GPUs in CUDA_VISIBLE_DEVICES (all the GPUs nvidia-smi finds when it is not
 set), all CPU cores and all memory. The server keeps its jobs in <state dir>/jobs.db;
 one server at a time can use a state folder, and no job may keep its runs in it. It
@@ -124,6 +133,7 @@ type serverOptions struct {
 	preemptionPolicy scheduler.PreemptionPolicy
 	// elasticSettle is --elastic-settle.
 	elasticSettle time.Duration
+	prestart      bool // --prestart
 }
 
 func newServerCommand(g *globals) *cobra.Command {
@@ -158,6 +168,9 @@ func newServerCommand(g *globals) *cobra.Command {
 		"the queue to resume from it) or never")
 	f.DurationVar(&opts.elasticSettle, "elastic-settle", 10*time.Second, "how long an elastic job (--workers MIN:MAX) that fits "+
 		"with at least MIN but fewer than MAX workers waits for more room before it starts with what fits (0: at once)")
+	f.BoolVar(&opts.prestart, "prestart", false, "keep the next job's Pythons warm: a few seconds after a job starts, start one "+
+		"Python per rank shaped like it, with torch imported, and run the next job's ranks on them when they fit (the same Python, "+
+		"flags, ranks and environment)")
 	return cmd
 }
 
@@ -387,7 +400,7 @@ func newEngine(st *store.Store, node scheduler.Node, inv device.Inventory, token
 	}
 	svc, err := jobs.New(jobs.Config{Store: st, Node: node, StateDir: opts.stateDir, Binary: self, Logger: log,
 		LeaseKey: []byte(token), LeaseSocket: filepath.Join(opts.stateDir, "lease.sock"), Preemption: opts.preemptionPolicy,
-		ElasticSettle: opts.elasticSettle})
+		ElasticSettle: opts.elasticSettle, Prestart: opts.prestart})
 	if err != nil {
 		return nil, nil, err
 	}

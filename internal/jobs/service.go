@@ -56,6 +56,9 @@ type Config struct {
 	// workers (at least spec.minWorkers) waits for more room before it starts with what
 	// fits (see resize.go); 0 starts it at once.
 	ElasticSettle time.Duration
+	// Prestart keeps the next job's Pythons warm: after starting a job, the server starts
+	// a standby shaped like it, whose Pythons the next job's ranks run on (warm.go).
+	Prestart bool
 }
 
 // Service runs jobs on this machine. Its methods are safe for concurrent use.
@@ -69,6 +72,8 @@ type Service struct {
 	mu       sync.Mutex
 	children map[string]bool // jobs whose supervisor is this process's child, or being started
 	leases   leases
+	standby  *standby // the standby waiting for the next job (warm.go), or nil
+	stopped  bool     // Run returned: no more standbys
 
 	crash func(point string) // the test fault hook (see FaultEnv); nil in production
 }
@@ -228,6 +233,7 @@ func (s *Service) Run(ctx context.Context) error {
 	if err := s.reattach(); err != nil {
 		return err
 	}
+	defer s.stopWarm()
 	if s.cfg.LeaseSocket != "" {
 		stop, err := s.serveLeases(ctx, s.cfg.LeaseSocket)
 		if err != nil {

@@ -60,7 +60,7 @@ func (s *Service) start(j *store.Job, gpus [][]int) {
 // the supervisor's pid, and has Run settle the job when the supervisor ends.
 func (s *Service) supervise(j *store.Job) {
 	s.setChild(j.ID, true)
-	cmd, err := s.startSupervisor(j)
+	cmd, wait, err := s.startSupervisor(j)
 	if err != nil {
 		s.setChild(j.ID, false)
 		s.fail(j.ID, "could not start: "+err.Error())
@@ -85,15 +85,19 @@ func (s *Service) supervise(j *store.Job) {
 			s.signalled(j.ID)
 		}
 	}
-	go func() { s.exits <- exited{id: j.ID, err: cmd.Wait()} }()
+	go func() { s.exits <- exited{id: j.ID, err: wait()} }()
+	if err == nil {
+		s.keepWarmLater(rec)
+	}
 }
 
-// startSupervisor writes the job's spec and starts its supervisor. The spec allows the
-// restarts the job has left: those of earlier supervisors are used up (see Job.Restarts).
-func (s *Service) startSupervisor(j *store.Job) (*exec.Cmd, error) {
+// startSupervisor writes the job's spec and starts its supervisor, and returns it and a
+// wait for its end. The spec allows the restarts the job has left: those of earlier
+// supervisors are used up (see Job.Restarts).
+func (s *Service) startSupervisor(j *store.Job) (*exec.Cmd, func() error, error) {
 	spec, err := decodeSpec(j)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	spec.Spec.MaxRestarts = max(0, spec.Spec.MaxRestarts-int32(j.Restarts))
 	if s.cfg.LeaseSocket != "" {
@@ -104,10 +108,10 @@ func (s *Service) startSupervisor(j *store.Job) (*exec.Cmd, error) {
 			v1.EnvVar{Name: ganglease.EnvJob, Value: j.ID})
 	}
 	if err := s.writeSecrets(j); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := s.writeSpec(j.ID, spec); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	return s.launch(j, j.GPUs)
 }
@@ -155,19 +159,20 @@ func (s *Service) writeSpec(id string, job *v1.TrainJob) error {
 	return os.WriteFile(s.specPath(id), data, 0o600)
 }
 
-// launch starts `trainyard run -f <spec>` with its output in the run folder's console log.
-func (s *Service) launch(j *store.Job, gpus [][]int) (*exec.Cmd, error) {
+// launch starts `trainyard run -f <spec>` with its output in the run folder's console
+// log, on the standby when there is one (warm.go), and returns it and a wait for its end.
+func (s *Service) launch(j *store.Job, gpus [][]int) (*exec.Cmd, func() error, error) {
 	if err := rundir.MakeFolder(j.RunDir); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	log, err := os.OpenFile(LogPath(j), os.O_CREATE|os.O_WRONLY|os.O_APPEND|syscall.O_NOFOLLOW, rundir.PermFor(j.RunDir).File)
 	if err != nil {
-		return nil, fmt.Errorf("create console log: %w", err)
+		return nil, nil, fmt.Errorf("create console log: %w", err)
 	}
 	defer log.Close()
 	spec, err := decodeSpec(j)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	args := append(append([]string{"run"}, startWorkers(j, spec.Spec.WorkerCount())...), "-f", s.specPath(j.ID))
 	cmd := exec.Command(s.cfg.Binary, args...)
@@ -182,11 +187,14 @@ func (s *Service) launch(j *store.Job, gpus [][]int) (*exec.Cmd, error) {
 	if ids := ganglease.Visible(gpus); ids != "" {
 		cmd.Env = append(cmd.Env, "CUDA_VISIBLE_DEVICES="+ids)
 	}
+	if started, wait, ok := s.handTo(cmd, LogPath(j)); ok {
+		return started, wait, nil
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start supervisor: %w", err)
+		return nil, nil, fmt.Errorf("start supervisor: %w", err)
 	}
-	return cmd, nil
+	return cmd, cmd.Wait, nil
 }
 
 // signal asks a job's supervisor to stop its gang, if it is still that job's supervisor

@@ -70,6 +70,9 @@ func (a *attempt) run(ctx context.Context) AttemptResult {
 		go func() { exits <- pr.wait(i) }()
 	}
 	a.l.spares.drop() // those this attempt could not use
+	if n := a.prestarted(); n > 0 {
+		a.l.notice("attempt %d: %d of %d rank(s) run on prestarted Pythons (torch already imported)", a.number, n, len(procs))
+	}
 	a.save()
 	a.l.Touch()
 	done, prestarted := make(chan struct{}), make(chan struct{})
@@ -85,6 +88,17 @@ func (a *attempt) run(ctx context.Context) AttemptResult {
 	return res
 }
 
+// prestarted counts the attempt's ranks that run on spares.
+func (a *attempt) prestarted() int {
+	n := 0
+	for _, r := range a.records {
+		if r.Prestarted {
+			n++
+		}
+	}
+	return n
+}
+
 // startOne starts process i of the attempt, p, with env: on its spare when one fits.
 func (a *attempt) startOne(i int, p Proc, env []string) (*process, error) {
 	a.records[i] = rundir.Rank{Rank: p.Rank, Worker: p.Worker, LocalRank: p.LocalRank,
@@ -98,13 +112,15 @@ func (a *attempt) startOne(i int, p Proc, env []string) (*process, error) {
 	args := append(append([]string{}, s.Command...), s.Args...)
 	a.l.TouchRank(p.Rank) // its silence counts from its start
 	touch := func() { a.l.TouchRank(p.Rank) }
-	if sp := a.l.spares.take(i, p, env); sp != nil {
-		if err := sp.hand(s.WorkingDir, env); err != nil {
-			a.l.Logger.Warn("spare not used", "rank", p.Rank, "err", err)
-			sp.kill()
-		} else {
-			rec.PID, rec.Prestarted = sp.cmd.Process.Pid, true
-			return attach(sp.cmd, sp.out, p, log, a.l.Console, touch, a.l.kill), nil
+	if py, ok := a.l.pythonRun(); ok {
+		if sp := a.l.spares.take(i, a.l.path, py, p, env); sp != nil {
+			if err := sp.hand(s.WorkingDir, env, py); err != nil {
+				a.l.Logger.Warn("spare not used", "rank", p.Rank, "err", err)
+				sp.kill()
+			} else {
+				rec.PID, rec.Prestarted = sp.os.Pid, true
+				return attach(sp.os, sp.out, p, log, a.l.Console, touch, a.l.kill), nil
+			}
 		}
 	}
 	pr, err := start(a.l.path, args, s.WorkingDir, env, p, log, a.l.Console, touch, a.l.kill)

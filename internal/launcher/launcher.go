@@ -64,6 +64,9 @@ type Launcher struct {
 	// (python.CompatDir). It is appended to the workers' PYTHONPATH only when the job's
 	// Python cannot import ray by itself, so that a real Ray is never shadowed.
 	RayCompat string
+	// Adopted are the spares of the standby this process was (TakeSpares): the first
+	// attempt's ranks run on those that fit them.
+	Adopted *Spares
 
 	path     string       // the resolved program
 	rayPath  string       // RayCompat when the workers get it, else ""
@@ -95,8 +98,17 @@ type Launcher struct {
 // the job does not turn them off (PrestartEnv).
 func (l *Launcher) prestarts() (pythonRun, bool) {
 	s := &l.Job.Spec
-	on, _ := prestartSetting(l.Job)
-	if !on || l.final || s.MaxRestarts == 0 && l.fixedSize() {
+	if l.final || s.MaxRestarts == 0 && l.fixedSize() {
+		return pythonRun{}, false
+	}
+	return l.pythonRun()
+}
+
+// pythonRun reads the job's command as a Python run, unless the job turns spares off
+// (PrestartEnv).
+func (l *Launcher) pythonRun() (pythonRun, bool) {
+	s := &l.Job.Spec
+	if on, _ := prestartSetting(l.Job); !on || len(s.Command) == 0 {
 		return pythonRun{}, false
 	}
 	return parsePython(append([]string{l.path}, append(s.Command[1:], s.Args...)...))
@@ -226,6 +238,7 @@ func (l *Launcher) prepare(ctx context.Context) error {
 	if l.kill == nil {
 		l.kill = syscall.Kill
 	}
+	l.adopt()
 	if l.path != "" {
 		return nil
 	}

@@ -27,7 +27,7 @@ type killFunc func(pid int, sig syscall.Signal) error
 // the group id is free for the kernel to give to another process.
 type process struct {
 	proc    Proc
-	cmd     *exec.Cmd
+	os      *os.Process // this launcher's child: started here, or adopted with a spare
 	pid     int
 	started time.Time
 	copied  chan error // receives the copy result once the output pipe is closed
@@ -81,13 +81,13 @@ func start(path string, args []string, dir string, env []string, p Proc, log *os
 		r.Close()
 		return nil, fmt.Errorf("start rank %d: %w", p.Rank, err)
 	}
-	return attach(cmd, r, p, log, console, touch, kill), nil
+	return attach(cmd.Process, r, p, log, console, touch, kill), nil
 }
 
 // attach follows a started process: a goroutine copies its output from r to log and
 // console.
-func attach(cmd *exec.Cmd, r *os.File, p Proc, log *os.File, console *logstream.Console, touch func(), kill killFunc) *process {
-	pr := &process{proc: p, cmd: cmd, pid: cmd.Process.Pid, started: time.Now(), copied: make(chan error, 1), kill: kill}
+func attach(child *os.Process, r *os.File, p Proc, log *os.File, console *logstream.Console, touch func(), kill killFunc) *process {
+	pr := &process{proc: p, os: child, pid: child.Pid, started: time.Now(), copied: make(chan error, 1), kill: kill}
 	src := logstream.Source{Rank: p.Rank, PID: pr.pid}
 	heard := func() { pr.spoke.Store(true); touch() }
 	go func() {
@@ -113,20 +113,19 @@ func (pr *process) wait(idx int) exit {
 	}
 	pr.reaped = true
 	pr.mu.Unlock()
-	err := pr.cmd.Wait()
-	e := exit{idx: idx, at: time.Now(), code: -1, state: pr.cmd.ProcessState}
-	var ee *exec.ExitError
+	state, err := pr.os.Wait()
+	e := exit{idx: idx, at: time.Now(), code: -1, state: state}
 	switch {
-	case err == nil:
+	case err != nil:
+		e.err = err
+	case state.Success():
 		e.code = 0
-	case errors.As(err, &ee):
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+	default:
+		if ws, ok := state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 			e.sig = unix.SignalName(ws.Signal())
 		} else {
-			e.code = ee.ExitCode()
+			e.code = state.ExitCode()
 		}
-	default:
-		e.err = err
 	}
 	return e
 }

@@ -47,7 +47,7 @@ func (l *Launcher) offerRay(ctx context.Context) (bool, error) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, argv[0], append(argv[1:], "-c", rayProbe)...)
 	cmd.Dir = l.Job.Spec.WorkingDir
-	cmd.Env = Env(l.Job, Proc{Attempt: 1, HostProcs: 1}, l.Folder.Dir, os.Environ(), l.ExtraEnv)
+	cmd.Env = Env(l.Job, Proc{Attempt: 1, HostProcs: 1}, l.runDir(), os.Environ(), l.ExtraEnv)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

@@ -109,11 +109,15 @@ func parsePython(args []string) (pythonRun, bool) {
 // spare is a prestarted Python waiting for a rank to run.
 type spare struct {
 	proc    Proc
-	py      pythonRun // how the job's command runs Python
+	path    string    // the Python it runs
+	py      pythonRun // how the job's command runs Python: its flags matter
 	env     []string
-	cmd     *exec.Cmd
-	out     *os.File // the read end of its stdout and stderr
-	handoff *os.File // the write end of the pipe it reads the rank from (its fd 3)
+	os      *os.Process // this launcher's child
+	out     *os.File    // the read end of its stdout and stderr
+	handoff *os.File    // the write end of the pipe it reads the rank from (its fd 3)
+	// pooled is set for a spare a job server's standby started for whatever job came
+	// next (see pool.go): it may run a rank on other GPUs.
+	pooled bool
 }
 
 // spares holds the launcher's spares, by index in the attempt's process list.
@@ -124,7 +128,10 @@ type spares struct {
 
 // startSpare starts a spare for process p of the next attempt: path with the run's
 // Python flags, in dir, with env (this attempt's: what matters at import is the same).
-func startSpare(path string, py pythonRun, dir string, env []string, p Proc) (*spare, error) {
+// A pooled spare (a standby's) gets no parent-death signal, which the standby's exec
+// would send, as it ends the thread that started the spare: a spare whose parent dies
+// exits anyway, at the end of its fd 3.
+func startSpare(path string, py pythonRun, dir string, env []string, p Proc, pooled bool) (*spare, error) {
 	r, w, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -138,6 +145,9 @@ func startSpare(path string, py pythonRun, dir string, env []string, p Proc) (*s
 	args := append(append([]string{path}, py.flags...), "-c", spareCode)
 	cmd := &exec.Cmd{Path: path, Args: args, Dir: dir, Env: env, Stdout: w, Stderr: w, ExtraFiles: []*os.File{hr},
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}}
+	if pooled {
+		cmd.SysProcAttr.Pdeathsig = 0
+	}
 	err = cmd.Start()
 	w.Close()
 	hr.Close()
@@ -146,38 +156,54 @@ func startSpare(path string, py pythonRun, dir string, env []string, p Proc) (*s
 		hw.Close()
 		return nil, fmt.Errorf("prestart rank %d: %w", p.Rank, err)
 	}
-	return &spare{proc: p, py: py, env: env, cmd: cmd, out: r, handoff: hw}, nil
+	return &spare{proc: p, path: path, py: py, env: env, os: cmd.Process, out: r, handoff: hw, pooled: pooled}, nil
 }
 
 // kill stops a spare that will not be used and reaps it.
 func (s *spare) kill() {
-	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+	_ = syscall.Kill(-s.os.Pid, syscall.SIGKILL)
 	s.handoff.Close()
 	s.out.Close()
-	go func() { _ = s.cmd.Wait() }()
+	go func() { _, _ = s.os.Wait() }()
 }
 
-// fits reports whether the spare can run process p with env: the same rank on the same
-// GPUs, and no variable read while importing torch changed.
-func (s *spare) fits(p Proc, env []string) bool {
+// fits reports whether the spare can run process p of a command that runs Python as
+// path and py do, with env: the same Python and flags, the same rank on the same GPUs,
+// and no variable read while importing torch changed. A pooled spare may run the rank on
+// other GPUs: importing torch does not initialize CUDA, which reads the GPUs' variables
+// when the rank first uses a GPU.
+func (s *spare) fits(path string, py pythonRun, p Proc, env []string) bool {
+	if s.path != path || !slices.Equal(s.py.flags, py.flags) {
+		return false
+	}
 	a, b := s.proc, p
 	a.Attempt, b.Attempt, a.MasterPort, b.MasterPort = 0, 0, 0, 0
-	if !slices.Equal(a.GPUs, b.GPUs) || !slices.Equal(a.WorkerGPUs, b.WorkerGPUs) {
+	if !s.pooled && (!slices.Equal(a.GPUs, b.GPUs) || !slices.Equal(a.WorkerGPUs, b.WorkerGPUs)) {
 		return false
 	}
 	a.GPUs, b.GPUs, a.WorkerGPUs, b.WorkerGPUs = nil, nil, nil, nil
+	if s.pooled {
+		a.Device, b.Device = 0, 0
+	}
 	if fmt.Sprint(a) != fmt.Sprint(b) {
 		return false
 	}
 	old, cur := parseEnv(s.env), parseEnv(env)
 	for _, vars := range []map[string]string{old, cur} {
 		for k := range vars {
-			if old[k] != cur[k] && importTime(k) {
+			if old[k] != cur[k] && importTime(k) && !(s.pooled && gpuChoice(k)) {
 				return false
 			}
 		}
 	}
 	return true
+}
+
+// gpuChoice reports whether a variable only says which GPUs a process uses: CUDA reads
+// it when it initializes, not when torch is imported.
+func gpuChoice(name string) bool {
+	return name == "CUDA_VISIBLE_DEVICES" || name == "NVIDIA_VISIBLE_DEVICES" || name == "ROCR_VISIBLE_DEVICES" ||
+		name == "HIP_VISIBLE_DEVICES"
 }
 
 // importTime reports whether a variable may be read when Python starts or imports torch
@@ -191,9 +217,13 @@ func importTime(name string) bool {
 	return name == "PATH" || name == "HOME" || name == "LANG" || strings.HasPrefix(name, "LC_")
 }
 
-// hand gives the spare its rank: env, argv and folder, then closes the pipe.
-func (s *spare) hand(dir string, env []string) error {
-	b, err := json.Marshal(map[string]any{"env": parseEnv(env), "argv": s.py.argv, "module": s.py.module, "cwd": dir})
+// hand gives the spare its rank: env, the command's argv (py) and folder (dir, else
+// this process's), then closes the pipe.
+func (s *spare) hand(dir string, env []string, py pythonRun) error {
+	if dir == "" {
+		dir, _ = os.Getwd() // a pooled spare started elsewhere
+	}
+	b, err := json.Marshal(map[string]any{"env": parseEnv(env), "argv": py.argv, "module": py.module, "cwd": dir})
 	if err == nil {
 		_, err = s.handoff.Write(b)
 	}
@@ -203,9 +233,9 @@ func (s *spare) hand(dir string, env []string) error {
 	return err
 }
 
-// take removes and returns the spare for index i, if it fits p and env; a spare that does
-// not fit is killed.
-func (ss *spares) take(i int, p Proc, env []string) *spare {
+// take removes and returns the spare for index i, if it fits p and env for a command
+// that runs Python as path and py do; a spare that does not fit is killed.
+func (ss *spares) take(i int, path string, py pythonRun, p Proc, env []string) *spare {
 	ss.mu.Lock()
 	s := ss.set[i]
 	delete(ss.set, i)
@@ -213,7 +243,7 @@ func (ss *spares) take(i int, p Proc, env []string) *spare {
 	if s == nil {
 		return nil
 	}
-	if !s.fits(p, env) {
+	if !s.fits(path, py, p, env) {
 		s.kill()
 		return nil
 	}
@@ -271,7 +301,7 @@ func (a *attempt) prestart(py pythonRun, envs [][]string, done <-chan struct{}) 
 		if pr == nil {
 			continue // it never started
 		}
-		s, err := startSpare(a.l.path, py, a.l.Job.Spec.WorkingDir, envs[i], pr.proc)
+		s, err := startSpare(a.l.path, py, a.l.Job.Spec.WorkingDir, envs[i], pr.proc, false)
 		if err != nil {
 			a.l.Logger.Warn("no spare for the next attempt", "rank", pr.proc.Rank, "err", err)
 			return

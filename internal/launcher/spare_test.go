@@ -49,27 +49,46 @@ func TestParsePython(t *testing.T) {
 func TestSpareFits(t *testing.T) {
 	gpu := []device.GPU{{Index: 1}}
 	p := Proc{Attempt: 1, Rank: 1, Worker: 1, LocalRank: 1, MasterPort: 100, GPUs: gpu, WorkerGPUs: gpu}
-	s := &spare{proc: p, env: []string{"OMP_NUM_THREADS=1", "TRAINYARD_ATTEMPT=1", "MASTER_PORT=100"}}
+	py := pythonRun{flags: []string{"-u"}, argv: []string{"train.py"}}
+	s := &spare{proc: p, path: "/usr/bin/python3", py: py, env: []string{"OMP_NUM_THREADS=1", "TRAINYARD_ATTEMPT=1", "MASTER_PORT=100", "CUDA_VISIBLE_DEVICES=1"}}
+	fits := func(p Proc, env ...string) bool { return s.fits("/usr/bin/python3", py, p, env) }
 	next := p
 	next.Attempt, next.MasterPort = 2, 200
-	if !s.fits(next, []string{"OMP_NUM_THREADS=1", "TRAINYARD_ATTEMPT=2", "MASTER_PORT=200"}) {
+	if !fits(next, "OMP_NUM_THREADS=1", "TRAINYARD_ATTEMPT=2", "MASTER_PORT=200", "CUDA_VISIBLE_DEVICES=1") {
 		t.Error("the next attempt of the same rank: does not fit")
 	}
-	if s.fits(next, []string{"OMP_NUM_THREADS=2", "TRAINYARD_ATTEMPT=2"}) {
+	if s.fits("/usr/bin/python3", pythonRun{argv: []string{"other.py"}}, next, []string{"OMP_NUM_THREADS=1", "CUDA_VISIBLE_DEVICES=1"}) {
+		t.Error("no -u (a flag Python reads at start): fits")
+	}
+	if s.fits("/opt/venv/bin/python3", py, next, []string{"OMP_NUM_THREADS=1", "CUDA_VISIBLE_DEVICES=1"}) {
+		t.Error("another Python: fits")
+	}
+	if !s.fits("/usr/bin/python3", pythonRun{flags: []string{"-u"}, module: "pkg.train", argv: []string{"pkg.train"}}, next,
+		[]string{"OMP_NUM_THREADS=1", "CUDA_VISIBLE_DEVICES=1"}) {
+		t.Error("another script with the same flags: does not fit (the script is handed over)")
+	}
+	if fits(next, "OMP_NUM_THREADS=2", "TRAINYARD_ATTEMPT=2", "CUDA_VISIBLE_DEVICES=1") {
 		t.Error("another OMP_NUM_THREADS (read when torch loads): fits")
 	}
-	if s.fits(next, []string{"OMP_NUM_THREADS=1", "PYTHONPATH=/x"}) {
+	if fits(next, "OMP_NUM_THREADS=1", "PYTHONPATH=/x", "CUDA_VISIBLE_DEVICES=1") {
 		t.Error("another PYTHONPATH: fits")
 	}
 	other := next
 	other.Rank = 0
-	if s.fits(other, []string{"OMP_NUM_THREADS=1"}) {
+	if fits(other, "OMP_NUM_THREADS=1", "CUDA_VISIBLE_DEVICES=1") {
 		t.Error("another rank: fits")
 	}
 	other = next
-	other.WorkerGPUs = []device.GPU{{Index: 2}}
-	if s.fits(other, []string{"OMP_NUM_THREADS=1"}) {
+	other.WorkerGPUs, other.GPUs, other.Device = []device.GPU{{Index: 2}}, []device.GPU{{Index: 2}}, 0
+	if fits(other, "OMP_NUM_THREADS=1", "CUDA_VISIBLE_DEVICES=2") {
 		t.Error("another GPU: fits")
+	}
+	s.pooled = true // a job server's standby does not know the next job's GPUs
+	if !fits(other, "OMP_NUM_THREADS=1", "CUDA_VISIBLE_DEVICES=2") {
+		t.Error("a pooled spare on another GPU: does not fit")
+	}
+	if fits(other, "OMP_NUM_THREADS=4", "CUDA_VISIBLE_DEVICES=2") {
+		t.Error("a pooled spare with another OMP_NUM_THREADS: fits")
 	}
 }
 

@@ -1,0 +1,178 @@
+package launcher
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+// A job server keeps the next job's Pythons warm: after it starts a job, it starts a
+// standby, `trainyard run --standby -f <that job's spec>`, which starts a spare for each
+// rank of that job's first attempt (Standby) and waits. When the server places its next
+// job, it hands the standby that job's command line, environment and folder; the standby
+// hands its spares over (HandOver) and becomes the job's supervisor by exec, keeping its
+// pid and so its children. The supervisor adopts the spares (TakeSpares) and runs each
+// rank of its first attempt on the spare that fits it (spare.fits): the same Python,
+// flags, rank and import-time environment, on any GPUs. A job of another shape starts
+// afresh and its spares are killed. Ray keeps a pool of started workers in the same
+// spirit. A standby whose server goes away (its stdin closes) kills its spares and
+// exits; a spare whose parent dies reads the end of its pipe and exits.
+
+// SparesEnv is the variable through which a standby tells the supervisor it becomes which
+// of its descriptors hold the spares' description (see HandOver).
+const SparesEnv = "TRAINYARD_STANDBY_SPARES"
+
+// Spares are the spares a supervisor adopted from the standby it was (TakeSpares).
+type Spares struct {
+	set map[int]*spare
+}
+
+// Len is the number of spares.
+func (s *Spares) Len() int {
+	if s == nil {
+		return 0
+	}
+	return len(s.set)
+}
+
+// handedSpare is one spare as HandOver describes it to the process after exec.
+type handedSpare struct {
+	Index   int      `json:"index"`
+	PID     int      `json:"pid"`
+	Out     int      `json:"out"`     // the descriptor of its output's read end
+	Handoff int      `json:"handoff"` // the descriptor of the write end of its fd 3
+	Path    string   `json:"path"`
+	Flags   []string `json:"flags"`
+	Env     []string `json:"env"`
+	Proc    Proc     `json:"proc"`
+}
+
+// Standby starts a pooled spare for every process of the job's first attempt, for a
+// job of the same shape that comes next. It returns how many it started.
+func (l *Launcher) Standby(ctx context.Context) (int, error) {
+	if err := l.prepare(ctx); err != nil {
+		return 0, err
+	}
+	py, ok := l.pythonRun()
+	if !ok {
+		return 0, errors.New("the job's command does not run a Python script or module (or turns spares off): nothing to keep warm")
+	}
+	env := maps.Clone(l.ExtraEnv)
+	if env == nil {
+		env = map[string]string{}
+	}
+	if l.rayPath != "" {
+		env["PYTHONPATH"] = joinPath(env["PYTHONPATH"], l.rayPath)
+	}
+	for i, p := range l.procs(1, 0) {
+		s, err := startSpare(l.path, py, "", Env(l.Job, p, "", os.Environ(), env), p, true)
+		if err != nil {
+			l.spares.drop()
+			return 0, err
+		}
+		l.spares.put(i, s)
+	}
+	return len(l.spares.set), nil
+}
+
+// DropSpares kills the spares a standby started.
+func (l *Launcher) DropSpares() { l.spares.drop() }
+
+// HandOver prepares the standby's spares for the process it becomes by exec: it writes
+// their description to an unlinked file and leaves that file and the spares' pipes open
+// across exec. It returns the SparesEnv variable to give that process.
+func (l *Launcher) HandOver() (string, error) {
+	f, err := os.CreateTemp("", "trainyard-spares-")
+	if err != nil {
+		return "", fmt.Errorf("hand spares over: %w", err)
+	}
+	_ = os.Remove(f.Name())
+	var list []handedSpare
+	l.spares.mu.Lock()
+	for i, s := range l.spares.set {
+		list = append(list, handedSpare{Index: i, PID: s.os.Pid, Out: int(s.out.Fd()), Handoff: int(s.handoff.Fd()),
+			Path: s.path, Flags: s.py.flags, Env: s.env, Proc: s.proc})
+	}
+	l.spares.mu.Unlock()
+	if err := json.NewEncoder(f).Encode(list); err != nil {
+		return "", fmt.Errorf("hand spares over: %w", err)
+	}
+	if _, err := f.Seek(0, 0); err != nil {
+		return "", fmt.Errorf("hand spares over: %w", err)
+	}
+	fds := []int{int(f.Fd())}
+	for _, h := range list {
+		fds = append(fds, h.Out, h.Handoff)
+	}
+	for _, fd := range fds {
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, 0); err != nil {
+			return "", fmt.Errorf("hand spares over: keep descriptor %d open: %w", fd, err)
+		}
+	}
+	return SparesEnv + "=" + strconv.Itoa(fds[0]), nil
+}
+
+// TakeSpares adopts the spares of the standby this process was, if it was one (SparesEnv
+// is set; it is unset then, so that no child inherits it), and nil otherwise.
+func TakeSpares() (*Spares, error) {
+	v, ok := os.LookupEnv(SparesEnv)
+	if !ok {
+		return nil, nil
+	}
+	_ = os.Unsetenv(SparesEnv)
+	fd, err := strconv.Atoi(v)
+	if err != nil || fd < 3 {
+		return nil, fmt.Errorf("%s=%q: not a descriptor", SparesEnv, v)
+	}
+	f := os.NewFile(uintptr(fd), "spares")
+	defer f.Close()
+	var list []handedSpare
+	if err := json.NewDecoder(f).Decode(&list); err != nil {
+		return nil, fmt.Errorf("read the standby's spares: %w", err)
+	}
+	out := &Spares{set: map[int]*spare{}}
+	for _, h := range list {
+		unix.CloseOnExec(h.Out)
+		unix.CloseOnExec(h.Handoff)
+		child, _ := os.FindProcess(h.PID) // never fails on Unix
+		out.set[h.Index] = &spare{proc: h.Proc, path: h.Path, py: pythonRun{flags: h.Flags}, env: h.Env, os: child,
+			out: os.NewFile(uintptr(h.Out), "spare output"), handoff: os.NewFile(uintptr(h.Handoff), "spare handoff"), pooled: true}
+	}
+	return out, nil
+}
+
+// adopt keeps the spares taken from a standby for the first attempt.
+func (l *Launcher) adopt() {
+	if l.Adopted == nil {
+		return
+	}
+	for i, s := range l.Adopted.set {
+		l.spares.put(i, s)
+	}
+	l.Adopted = nil
+}
+
+// StandbyRequest is what a job server writes to a standby's stdin to make it the
+// supervisor of a job: the command it execs (Path, Args), with Env, in Dir, its output
+// appended to Log.
+type StandbyRequest struct {
+	Path string   `json:"path"`
+	Args []string `json:"args"`
+	Env  []string `json:"env"`
+	Dir  string   `json:"dir"`
+	Log  string   `json:"log"`
+}
+
+// runDir is the run folder's path, or "" for a standby, which has none.
+func (l *Launcher) runDir() string {
+	if l.Folder == nil {
+		return ""
+	}
+	return l.Folder.Dir
+}

@@ -1,0 +1,199 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// A server with --prestart keeps the next job's Pythons warm: after a DDP job started, a
+// standby shaped like it waits with one Python per rank, torch imported; the next job of
+// that shape runs its ranks on them (and trains to the end), a job of another shape
+// starts afresh and no spare is left behind, and the server's stop takes the standby and
+// its Pythons with it.
+func TestServerPrestart(t *testing.T) {
+	needTorch(t)
+	dir := t.TempDir()
+	s := newJobServer(t, dir, "--prestart")
+	t.Cleanup(func() { s.stopJobs(t) })
+	script := filepath.Join(repoRoot(t), "examples", "fashion-mnist", "train.py")
+	submit := func(workers string, more ...string) (string, string) {
+		t.Helper()
+		args := append([]string{"--workers", workers, "--", python, script, "--epochs", "1", "--train-subset", "640",
+			"--test-subset", "200"}, more...)
+		code, out := s.cli(t, "submit", args...)
+		if code != 0 || !strings.Contains(out, "done: final test_accuracy") {
+			t.Fatalf("submit %v: exit %d, want 0 and a trained model:\n%s\nserver:\n%s", args, code, out, s.out)
+		}
+		return strings.TrimSuffix(strings.Fields(strings.SplitN(out, "submitted job ", 2)[1])[0], ";"), out
+	}
+	const warm = "run on prestarted Pythons"
+
+	first, out := submit("2")
+	if strings.Contains(out, warm) {
+		t.Errorf("the server's first job ran on prestarted Pythons:\n%s", out)
+	}
+	_, spares := waitStandby(t, dir, 2, time.Minute)
+	for _, pid := range spares {
+		env := environOf(t, pid)
+		if strings.Contains(env, "TRAINYARD_SECRETS") || !strings.Contains(env, "OMP_NUM_THREADS=") {
+			t.Errorf("a spare's environment: want the ranks' variables and no secrets file:\n%s", env)
+		}
+	}
+
+	second, out := submit("2", "--seed", "7")
+	if !strings.Contains(out, "attempt 1: 2 of 2 rank(s) "+warm) {
+		t.Fatalf("the second job of the same shape did not run on the standby's Pythons:\n%s\nstandby log:\n%s", out,
+			readFile(t, filepath.Join(dir, "state", "standby.log")))
+	}
+	rec := readRecord(t, filepath.Join(dir, "runs", second))
+	for _, r := range rec.Attempts[0].Ranks {
+		if !r.Prestarted || !contains(spares, r.PID) {
+			t.Errorf("rank %d ran as pid %d (prestarted %v); the standby's Pythons were %v", r.Rank, r.PID, r.Prestarted, spares)
+		}
+	}
+	if first == second {
+		t.Fatal("one job ID for two jobs")
+	}
+
+	// A job of another shape: its one rank does not fit the standby's rank 0 (two ranks
+	// share the machine there), so it starts afresh and the standby's Pythons are killed.
+	waitStandby(t, dir, 2, time.Minute)
+	third, out := submit("1")
+	if strings.Contains(out, warm) {
+		t.Errorf("a one-rank job ran on the Pythons of a two-rank standby:\n%s", out)
+	}
+	if n := len(loneSpares(t)); n != 0 {
+		t.Errorf("%d spare Python(s) outlived the job %s that did not use them", n, third)
+	}
+
+	waitStandby(t, dir, 1, time.Minute)
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	_ = s.cmd.Wait()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		sb, _ := findStandby(t, dir)
+		if sb == 0 && len(loneSpares(t)) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("30 s after the server stopped, its standby (pid %d) or spare Pythons are still there", sb)
+		}
+	}
+}
+
+// waitStandby waits until the server in dir has a standby with n spare Pythons, and
+// returns the standby's pid and theirs.
+func waitStandby(t *testing.T, dir string, n int, timeout time.Duration) (int, []int) {
+	t.Helper()
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if sb, spares := findStandby(t, dir); sb != 0 && len(spares) == n {
+			return sb, spares
+		}
+	}
+	t.Fatalf("no standby with %d spare Python(s) within %s; its log:\n%s", n, timeout,
+		readFile(t, filepath.Join(dir, "state", "standby.log")))
+	return 0, nil
+}
+
+// findStandby returns the pid of the standby of the server in dir and of its children.
+func findStandby(t *testing.T, dir string) (int, []int) {
+	t.Helper()
+	for _, pid := range pids(t) {
+		cmd := cmdlineOf(pid)
+		if strings.Contains(cmd, "run --standby") && strings.Contains(cmd, dir) {
+			return pid, childrenOf(t, pid)
+		}
+	}
+	return 0, nil
+}
+
+// loneSpares are the spare Pythons whose parent is no standby: a launcher's spares for
+// a restart, or leftovers.
+func loneSpares(t *testing.T) []int {
+	t.Helper()
+	var out []int
+	for _, pid := range pids(t) {
+		if !strings.Contains(cmdlineOf(pid), "trainyard: a spare Python") {
+			continue
+		}
+		if ppid := parentOf(pid); !strings.Contains(cmdlineOf(ppid), "run --standby") {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+func pids(t *testing.T) []int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []int
+	for _, e := range entries {
+		if pid, err := strconv.Atoi(e.Name()); err == nil {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+func cmdlineOf(pid int) string {
+	b, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
+	return strings.ReplaceAll(string(b), "\x00", " ")
+}
+
+func environOf(t *testing.T, pid int) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "environ"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.ReplaceAll(string(b), "\x00", "\n")
+}
+
+func parentOf(pid int) int {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return 0
+	}
+	text := string(b)
+	f := strings.Fields(text[strings.LastIndexByte(text, ')')+1:])
+	if len(f) < 2 {
+		return 0
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	return ppid
+}
+
+func childrenOf(t *testing.T, parent int) []int {
+	t.Helper()
+	var out []int
+	for _, pid := range pids(t) {
+		if parentOf(pid) == parent {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+func contains(xs []int, x int) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, _ := os.ReadFile(path)
+	return string(b)
+}
