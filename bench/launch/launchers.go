@@ -1,8 +1,6 @@
 package main
 
 import (
-	"fmt"
-	"net"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -145,14 +143,4 @@ func parseStep(text string) (step int, seconds float64, ok bool) {
 	step, err1 := strconv.Atoi(m[1])
 	seconds, err2 := strconv.ParseFloat(m[2], 64)
 	return step, seconds, err1 == nil && err2 == nil
-}
-
-// freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
-func freePort() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("find a free port: %w", err)
-	}
-	defer l.Close()
-	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port), nil
 }

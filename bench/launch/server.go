@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/trainyard/trainyard/bench/internal/host"
 )
 
 // With -server, every plain round also submits the run to a `trainyard server
@@ -41,10 +43,11 @@ type benchServer struct {
 // startServer starts `trainyard server --prestart` on a free port with its state, runs
 // and token under cfg.root/server, and waits until it answers.
 func startServer(ctx context.Context, cfg *config) (*benchServer, error) {
-	port, err := freePort()
+	n, err := host.FreePort()
 	if err != nil {
 		return nil, err
 	}
+	port := strconv.Itoa(n)
 	dir := filepath.Join(cfg.root, "server")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create the server's folder: %w", err)

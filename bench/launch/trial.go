@@ -8,9 +8,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/trainyard/trainyard/bench/internal/host"
 )
 
 // drainTimeout bounds the wait for the end of a launcher's stdout after it exited.
@@ -92,10 +95,11 @@ func runTrial(ctx context.Context, cfg *config, spec trialSpec) trialResult {
 
 // measure starts the trial's launcher, watches it to the end and fills in res.
 func measure(ctx context.Context, cfg *config, spec trialSpec, dir string, res *trialResult) error {
-	port, err := freePort()
+	n, err := host.FreePort()
 	if err != nil {
 		return err
 	}
+	port := strconv.Itoa(n)
 	argv := spec.launcher.argv(cfg, dir, port, restartsFor(spec.kind), scriptArgs(cfg, spec.kind))
 	t, err := startTrial(spec, argv, dir, cfg.env())
 	if err != nil {

@@ -3,13 +3,14 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/trainyard/trainyard/bench/internal/host"
 )
 
 // runTorchrunTrial runs one trial of the torchrun mode (see the package documentation):
@@ -21,7 +22,7 @@ func runTorchrunTrial(c config) (result, error) {
 		return r, err
 	}
 	defer os.RemoveAll(dir)
-	port, err := freePort()
+	port, err := host.FreePort()
 	if err != nil {
 		return r, err
 	}
@@ -109,13 +110,4 @@ func (c config) torchrunArgs(port int, host bool, dir string) []string {
 func helperDir() string {
 	d, _ := filepath.Abs("python")
 	return d
-}
-
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -35,7 +34,7 @@ type serverProc struct {
 // startServer starts a server with its files under dir (dir/state unless it exists
 // already, dir/runs, dir/token, dir/server.log) and waits until it answers /healthz.
 func startServer(ctx context.Context, cfg *config, dir string) (*serverProc, error) {
-	port, err := freePort()
+	port, err := host.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -69,16 +68,6 @@ func startServer(ctx context.Context, cfg *config, dir string) (*serverProc, err
 	s.http = &http.Client{Transport: tr, Timeout: time.Minute}
 	s.client = client.New(s.addr, s.token, client.WithHTTPClient(s.http))
 	return s, nil
-}
-
-// freePort returns a loopback port that nothing listens on.
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
 // waitHealthy waits up to 30 seconds until the server answers /healthz.

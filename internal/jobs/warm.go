@@ -40,9 +40,12 @@ const StandbyLog = "standby.log"
 // keepWarmLater replaces the standby, standbyAfter from now, by one shaped like job j,
 // which was just started.
 func (s *Service) keepWarmLater(j *store.Job) {
-	spec, err := decodeSpec(j)
-	if !s.cfg.Prestart || err != nil || spec.Spec.Source != nil && spec.Spec.Source.Git != nil {
+	if !s.cfg.Prestart {
 		return
+	}
+	spec, err := decodeSpec(j)
+	if err != nil || !launcher.KeepsWarm(spec) || spec.Spec.Source != nil && spec.Spec.Source.Git != nil {
+		return // the standby, if any, waits on for a job shaped like an earlier one
 	}
 	time.AfterFunc(standbyAfter, func() { s.keepWarm(j, spec) })
 }

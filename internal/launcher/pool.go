@@ -7,9 +7,12 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"slices"
 	"strconv"
 
 	"golang.org/x/sys/unix"
+
+	v1 "github.com/trainyard/trainyard/api/v1alpha1"
 )
 
 // A job server keeps the next job's Pythons warm: after it starts a job, it starts a
@@ -51,6 +54,17 @@ type handedSpare struct {
 	Flags   []string `json:"flags"`
 	Env     []string `json:"env"`
 	Proc    Proc     `json:"proc"`
+}
+
+// KeepsWarm reports whether a standby can keep Pythons warm for jobs shaped like job: its
+// command runs a Python script or module, and it does not turn spares off (PrestartEnv).
+func KeepsWarm(job *v1.TrainJob) bool {
+	s := &job.Spec
+	if on, _ := prestartSetting(job); !on || len(s.Command) == 0 {
+		return false
+	}
+	_, ok := parsePython(append(slices.Clone(s.Command), s.Args...))
+	return ok
 }
 
 // Standby starts a pooled spare for every process of the job's first attempt, for a

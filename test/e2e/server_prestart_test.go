@@ -40,7 +40,8 @@ func TestServerPrestart(t *testing.T) {
 	_, spares := waitStandby(t, dir, 2, time.Minute)
 	for _, pid := range spares {
 		env := environOf(t, pid)
-		if strings.Contains(env, "TRAINYARD_SECRETS") || !strings.Contains(env, "OMP_NUM_THREADS=") {
+		if strings.Contains(env, "TRAINYARD_SECRETS_FILE") || strings.Contains(env, "TRAINYARD_GPU_LEASE_SECRET") ||
+			!strings.Contains(env, "OMP_NUM_THREADS=") {
 			t.Errorf("a spare's environment: want the ranks' variables and no secrets file:\n%s", env)
 		}
 	}
