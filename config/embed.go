@@ -5,7 +5,8 @@
 //	rbac/        the operator's ClusterRole, generated from internal/operator/rbac.go
 //	manager/     templates (Go text/template) of the Namespace, ServiceAccount,
 //	             ClusterRoleBinding (and RoleBindings for one namespace), the metrics
-//	             reader's ClusterRole and the operator Deployment, filled in by
+//	             reader's ClusterRole, the room probes' PriorityClass and the operator
+//	             Deployment, filled in by
 //	             internal/install
 //
 // The Helm chart (charts/trainyard) carries copies of the generated files, made by

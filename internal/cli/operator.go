@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/trainyard/trainyard/internal/install"
 	"github.com/trainyard/trainyard/internal/kubeconfig"
@@ -82,6 +83,11 @@ func newOperatorCommand(g *globals) *cobra.Command {
 			if err := install.ValidateImage(opts.RoomProbeImage); err != nil {
 				return usageError(fmt.Errorf("--room-probe-image: %w", err))
 			}
+			if c := opts.RoomProbePriorityClass; c != "" {
+				if errs := validation.IsDNS1123Subdomain(c); len(errs) > 0 {
+					return usageError(fmt.Errorf("--room-probe-priority-class %q: not a PriorityClass name: %s", c, strings.Join(errs, "; ")))
+				}
+			}
 			level, err := podpolicy.ParseLevel(policy)
 			if err != nil {
 				return usageError(fmt.Errorf("--pod-policy: %w", err))
@@ -147,6 +153,8 @@ func newOperatorCommand(g *globals) *cobra.Command {
 		"before the gang restarts without it at the smaller size, from its latest checkpoint (the job server's --elastic-settle)")
 	fs.StringVar(&opts.RoomProbeImage, "room-probe-image", operator.DefaultRoomProbeImage, "image of the room probes: pods shaped like a worker, running only this image, "+
 		"that ask the scheduler whether there is room again for the workers an elastic TrainJob went without (the pause image nodes already have)")
+	fs.StringVar(&opts.RoomProbePriorityClass, "room-probe-priority-class", "", "PriorityClass of the room probes (default: none, the "+
+		"cluster's default priority); 'trainyard install' makes trainyard-operator-room-probe, with preemptionPolicy Never, and passes it")
 	fs.DurationVar(&opts.ProgressInterval, "progress-interval", operator.DefaultProgressInterval, "how often a running job's worker 0 is asked for its progress (iteration, metrics, checkpoint)")
 	return cmd
 }

@@ -48,6 +48,7 @@ var manifests = []string{
 	"crd/bases/trainyard.dev_trainjobs.yaml",
 	roleManifest,
 	"manager/metrics_reader_role.yaml",
+	"manager/room_probe_priority_class.yaml",
 	"manager/service_account.yaml",
 	"manager/cluster_role_binding.yaml",
 	"manager/role_bindings.yaml",

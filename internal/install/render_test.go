@@ -9,6 +9,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -59,6 +60,7 @@ func TestRenderDefaults(t *testing.T) {
 		"customresourcedefinition.apiextensions.k8s.io/trainjobs.trainyard.dev",
 		"clusterrole.rbac.authorization.k8s.io/trainyard-operator",
 		"clusterrole.rbac.authorization.k8s.io/trainyard-operator-metrics-reader",
+		"priorityclass.scheduling.k8s.io/trainyard-operator-room-probe",
 		"serviceaccount/trainyard-operator",
 		"clusterrolebinding.rbac.authorization.k8s.io/trainyard-operator",
 		"deployment.apps/trainyard-operator",
@@ -135,7 +137,8 @@ func TestRenderDeployment(t *testing.T) {
 	}
 	wantArgs := []string{"operator", "--leader-elect", "--metrics-bind-address", ":8443",
 		"--health-probe-bind-address", ":8081", "--image", "registry.example.com:5000/team/trainyard:v1.2.3",
-		"--worker-cpu-per-gpu", workload.DefaultCPUPerGPU, "--worker-memory-per-gpu", workload.DefaultMemoryPerGPU, "--pod-policy", "restricted"}
+		"--worker-cpu-per-gpu", workload.DefaultCPUPerGPU, "--worker-memory-per-gpu", workload.DefaultMemoryPerGPU, "--pod-policy", "restricted",
+		"--room-probe-priority-class", "trainyard-operator-room-probe"}
 	if diff := cmp.Diff(wantArgs, c.Args); diff != "" {
 		t.Errorf("args (-want +got):\n%s", diff)
 	}
@@ -183,6 +186,7 @@ func TestRenderWatchNamespace(t *testing.T) {
 		"team-a:role.rbac.authorization.k8s.io/trainyard-operator",
 		"ops:role.rbac.authorization.k8s.io/trainyard-operator-leader-election",
 		":clusterrole.rbac.authorization.k8s.io/trainyard-operator-metrics-reader",
+		":priorityclass.scheduling.k8s.io/trainyard-operator-room-probe",
 		"ops:serviceaccount/trainyard-operator",
 		":clusterrolebinding.rbac.authorization.k8s.io/trainyard-operator",
 		"team-a:rolebinding.rbac.authorization.k8s.io/trainyard-operator",
@@ -233,8 +237,13 @@ func TestRenderWatchNamespace(t *testing.T) {
 		}
 	}
 	c := typed[appsv1.Deployment](t, byRef["ops:deployment.apps/trainyard-operator"]).Spec.Template.Spec.Containers[0]
-	if diff := cmp.Diff([]string{"--pod-policy", "off", "--namespace", "team-a", "--api-server-cidr", "10.0.0.1/32"}, c.Args[len(c.Args)-6:]); diff != "" {
+	if diff := cmp.Diff([]string{"--pod-policy", "off", "--namespace", "team-a", "--api-server-cidr", "10.0.0.1/32",
+		"--room-probe-priority-class", "trainyard-operator-room-probe"}, c.Args[len(c.Args)-8:]); diff != "" {
 		t.Errorf("args (-want +got):\n%s", diff)
+	}
+	pc := typed[schedulingv1.PriorityClass](t, byRef[":priorityclass.scheduling.k8s.io/trainyard-operator-room-probe"])
+	if pc.Value != 0 || pc.PreemptionPolicy == nil || *pc.PreemptionPolicy != corev1.PreemptNever || pc.GlobalDefault {
+		t.Errorf("the room probes' PriorityClass: value %d, policy %v, global default %v; want 0, Never, false", pc.Value, pc.PreemptionPolicy, pc.GlobalDefault)
 	}
 	reader := typed[rbacv1.ClusterRole](t, byRef[":clusterrole.rbac.authorization.k8s.io/trainyard-operator-metrics-reader"])
 	if len(reader.Rules) != 1 || reader.Rules[0].NonResourceURLs[0] != "/metrics" || reader.Rules[0].Verbs[0] != "get" {

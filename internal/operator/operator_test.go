@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -37,13 +38,22 @@ type cluster struct {
 
 var shared *cluster
 
+// roomProbeClass is the room probes' PriorityClass in TestOperator.
+const roomProbeClass = "trainyard-operator-room-probe"
+
 func TestOperator(t *testing.T) {
 	env := testkube.Start(t, testkube.Options{CRDs: []string{"internal/operator/testdata/kueue-crds.yaml"}})
 	ctx, cancel := context.WithCancel(context.Background())
 	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	// The room probes' PriorityClass, as trainyard install makes it.
+	class := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+		"metadata": map[string]any{"name": roomProbeClass}, "value": int64(0), "preemptionPolicy": "Never"}}
+	if err := env.Client.Create(context.Background(), class); err != nil {
+		t.Fatal(err)
+	}
 	// Progress is read often, from the pods that serve it (testInPlace's worker 0).
 	mgr, err := operator.NewManager(env.Config, operator.Options{Image: "ghcr.io/trainyard/trainyard:test", ProbeAddr: "0",
-		ProgressInterval: 100 * time.Millisecond}, logger)
+		ProgressInterval: 100 * time.Millisecond, RoomProbePriorityClass: roomProbeClass}, logger)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -52,6 +52,10 @@ type Options struct {
 	// RoomProbeImage is the image of the room probes that look for room for the workers an
 	// elastic gang went without (room.go); empty means DefaultRoomProbeImage.
 	RoomProbeImage string
+	// RoomProbePriorityClass is the PriorityClass of the room probes; empty means none:
+	// the cluster's default priority. `trainyard install` makes one with preemptionPolicy
+	// Never and passes it.
+	RoomProbePriorityClass string
 	// WorkerPerGPU are the CPU and memory requests per GPU of a worker whose TrainJob
 	// names none (a zero amount: no default); nil means workload.DefaultPerGPU().
 	WorkerPerGPU *workload.PerGPU

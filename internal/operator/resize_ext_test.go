@@ -136,9 +136,11 @@ func testElasticGrowsIntoRoom(k *cluster) {
 	})
 	for _, p := range probes {
 		c := p.Spec.Containers[0]
-		if c.Image != operator.DefaultRoomProbeImage || c.Command != nil || c.Env != nil || deref(p.Spec.Priority) != int32(0) {
-			k.t.Errorf("probe %s: image %s, command %q, env %v, priority %v; want the pause image, nothing of the job's, priority 0",
-				p.Name, c.Image, c.Command, c.Env, deref(p.Spec.Priority))
+		if c.Image != operator.DefaultRoomProbeImage || c.Command != nil || c.Env != nil || deref(p.Spec.Priority) != int32(0) ||
+			p.Spec.PriorityClassName != roomProbeClass || deref(p.Spec.PreemptionPolicy) != corev1.PreemptNever {
+			k.t.Errorf("probe %s: image %s, command %q, env %v, priority %v (%s, %v); want the pause image, nothing of the job's, "+
+				"priority 0 in %s, preempting nothing", p.Name, c.Image, c.Command, c.Env, deref(p.Spec.Priority), p.Spec.PriorityClassName,
+				deref(p.Spec.PreemptionPolicy), roomProbeClass)
 		}
 		if err := k.c.SubResource("binding").Create(ctx, &p, &corev1.Binding{
 			Target: corev1.ObjectReference{Kind: "Node", Name: node.Name}}); err != nil {

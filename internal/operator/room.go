@@ -24,7 +24,9 @@ import (
 // worker's pod (resources, node selector, affinity, tolerations, volumes) and the pause
 // image in place of every container, at the cluster's default priority (0 without a
 // default PriorityClass, not the workers' class), so they find free room, not room they
-// would take from pods at that priority or above. Probes
+// would take from pods at that priority or above; or in Options.RoomProbePriorityClass,
+// which `trainyard install` makes with value 0 and preemptionPolicy Never, so they take
+// no room from any pod. Probes
 // the scheduler places hold that room until the gang grows, at its next checkpoint or the
 // resize interval later, as growBack waits; then they are deleted and the gang restarts
 // with the workers they found room for. Probes still unplaced after the elastic settle time
@@ -63,14 +65,16 @@ func (o *Options) roomProbeImage() string {
 // like the pod worker: the worker's scheduling constraints (its claims among its volumes),
 // with every container the pause image and nothing of the job's (command, environment,
 // mounts, Secrets, service account token) in it.
-func roomProbe(worker *corev1.Pod, name, image string) *corev1.Pod {
+// class is the probe's PriorityClass ("": the cluster's default priority).
+func roomProbe(worker *corev1.Pod, name, image, class string) *corev1.Pod {
 	spec := worker.Spec.DeepCopy()
 	spec.Hostname, spec.Subdomain, spec.NodeName = "", "", ""
 	spec.RestartPolicy = corev1.RestartPolicyNever
-	// The cluster's default priority (0 without a default PriorityClass), so a probe
-	// preempts nothing at that priority or above: it looks for free room. (The priority
-	// admission takes the preemption policy from the class, or refuses the pod.)
-	spec.PriorityClassName, spec.Priority, spec.PreemptionPolicy = "", nil, nil
+	// The probes' class, or the cluster's default priority (0 without a default
+	// PriorityClass), so a probe preempts nothing at that priority or above: it looks for
+	// free room. (The priority admission takes the value and the preemption policy from
+	// the class, or refuses the pod.)
+	spec.PriorityClassName, spec.Priority, spec.PreemptionPolicy = class, nil, nil
 	spec.AutomountServiceAccountToken = ptr(false)
 	spec.EnableServiceLinks = ptr(false)
 	spec.TerminationGracePeriodSeconds = ptr(int64(0))
@@ -248,7 +252,7 @@ func (s *step) createProbes(ctx context.Context, n int) error {
 		if len(name) > 63 {
 			name = fmt.Sprintf("room-%s-%d", s.job.UID, i)
 		}
-		p := roomProbe(worker, name, s.r.Options.roomProbeImage())
+		p := roomProbe(worker, name, s.r.Options.roomProbeImage(), s.r.Options.RoomProbePriorityClass)
 		if err := s.r.Client.Create(ctx, p); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("create room probe %s: %w", name, err)
 		}

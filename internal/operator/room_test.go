@@ -33,7 +33,7 @@ func TestRoomProbe(t *testing.T) {
 				Resources:    corev1.ResourceRequirements{Requests: gpu, Limits: gpu}}},
 		},
 	}
-	p := roomProbe(worker, "j-room-0", "pause:1")
+	p := roomProbe(worker, "j-room-0", "pause:1", "")
 	if p.Name != "j-room-0" || p.Namespace != "ns" || p.OwnerReferences[0].UID != "u1" {
 		t.Errorf("probe %s/%s owned by %v", p.Namespace, p.Name, p.OwnerReferences)
 	}
@@ -59,6 +59,12 @@ func TestRoomProbe(t *testing.T) {
 	}
 	if worker.Spec.Containers[0].Image != "pytorch:2" {
 		t.Error("the worker's pod was changed")
+	}
+	// With the probes' own class (trainyard install's, preemptionPolicy Never), the
+	// priority admission fills in its value and policy.
+	if s := roomProbe(worker, "j-room-0", "pause:1", "trainyard-operator-room-probe").Spec; s.PriorityClassName != "trainyard-operator-room-probe" ||
+		s.Priority != nil || s.PreemptionPolicy != nil {
+		t.Errorf("probe in its class: class %q, priority %v, policy %v", s.PriorityClassName, s.Priority, s.PreemptionPolicy)
 	}
 }
 

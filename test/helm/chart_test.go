@@ -145,7 +145,8 @@ func TestChartMatchesInstall(t *testing.T) {
 	}
 	slices.Sort(kinds)
 	wantKinds := []string{"ClusterRole trainyard-operator", "ClusterRole trainyard-operator-metrics-reader", "ClusterRoleBinding trainyard-operator",
-		"CustomResourceDefinition trainjobs.trainyard.dev", "Deployment trainyard-operator", "ServiceAccount trainyard-operator"}
+		"CustomResourceDefinition trainjobs.trainyard.dev", "Deployment trainyard-operator", "PriorityClass trainyard-operator-room-probe",
+		"ServiceAccount trainyard-operator"}
 	if diff := cmp.Diff(wantKinds, kinds); diff != "" {
 		t.Fatalf("objects (-want +got):\n%s", diff)
 	}
@@ -203,7 +204,7 @@ func TestChartValues(t *testing.T) {
 				c := d.Spec.Template.Spec.Containers[0]
 				want := []string{"operator", "--metrics-bind-address", "0", "--health-probe-bind-address", ":8081",
 					"--image", "ghcr.io/trainyard/trainyard:" + ch.Metadata.AppVersion, "--worker-cpu-per-gpu", "2", "--worker-memory-per-gpu", "8Gi",
-					"--pod-policy", "restricted", "--namespace", "team-a"}
+					"--pod-policy", "restricted", "--namespace", "team-a", "--room-probe-priority-class", "trainyard-operator-room-probe"}
 				if diff := cmp.Diff(want, c.Args); diff != "" {
 					t.Errorf("args (-want +got):\n%s", diff)
 				}
@@ -214,7 +215,8 @@ func TestChartValues(t *testing.T) {
 		"pod policy, API server addresses, plain metrics": {"{podPolicy: \"off\", apiServerCIDRs: [10.0.0.1/32], metrics: {secure: false}}",
 			func(t *testing.T, d *appsv1.Deployment, _ map[string]*unstructured.Unstructured) {
 				c := d.Spec.Template.Spec.Containers[0]
-				want := []string{"--pod-policy", "off", "--api-server-cidr", "10.0.0.1/32", "--metrics-secure=false"}
+				want := []string{"--pod-policy", "off", "--api-server-cidr", "10.0.0.1/32", "--room-probe-priority-class",
+					"trainyard-operator-room-probe", "--metrics-secure=false"}
 				if diff := cmp.Diff(want, c.Args[len(c.Args)-len(want):]); diff != "" {
 					t.Errorf("args (-want +got):\n%s", diff)
 				}
@@ -266,7 +268,7 @@ resources: {requests: {cpu: 200m}}`, func(t *testing.T, d *appsv1.Deployment, _ 
 		"fullnameOverride": {"{fullnameOverride: ty, serviceAccount: {annotations: {iam.example.com/role: trainer}}}",
 			func(t *testing.T, d *appsv1.Deployment, objs map[string]*unstructured.Unstructured) {
 				for kind, obj := range objs {
-					if obj.GetKind() != "CustomResourceDefinition" && obj.GetName() != "ty" && obj.GetName() != "ty-metrics-reader" {
+					if obj.GetKind() != "CustomResourceDefinition" && obj.GetName() != "ty" && obj.GetName() != "ty-metrics-reader" && obj.GetName() != "ty-room-probe" {
 						t.Errorf("%s named %q, want ty", kind, obj.GetName())
 					}
 				}
