@@ -72,18 +72,22 @@ func run() error {
 		return err
 	}
 	defer cfg.cleanup()
-	var srv *benchServer
+	var (
+		srv    *benchServer
+		failed = true // until the trials are summed up: keep the server's folder
+	)
 	if cfg.server {
 		if srv, err = startServer(ctx, cfg); err != nil {
 			return err
 		}
-		defer srv.stop()
+		defer func() { srv.stop(cfg.keep || failed) }()
 	}
 	info := describeMachine(ctx, cfg)
 	printHeader(os.Stdout, info)
 	results := runRounds(ctx, cfg, srv)
 	info.loadEnd = host.LoadAverage()
 	sum := summarize(results, cfg.rounds)
+	failed = len(sum.failures) > 0
 	report := renderReport(info, sum, results)
 	fmt.Println()
 	fmt.Print(report)

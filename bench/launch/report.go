@@ -189,14 +189,11 @@ func writeSummaryTable(w io.Writer, s summary) {
 	fmt.Fprintln(w, head)
 	fmt.Fprintln(w, rule)
 	for _, m := range s.metrics {
-		tr := m.values["torchrun"]
-		row := []string{m.name}
-		for _, name := range s.launcherNames() {
-			if name == "torchrun" {
-				row = append(row, cell(m, tr))
-				continue
-			}
-			row = append(row, cell(m, m.values[name]), ratio(m.values[name], tr))
+		ty, tr := m.values["trainyard"], m.values["torchrun"]
+		row := []string{m.name, cell(m, ty), cell(m, tr), ratio(ty, tr)}
+		if s.hasServer() {
+			sv := m.values[serverLauncher.name]
+			row = append(row, cell(m, sv), ratio(sv, tr))
 		}
 		fmt.Fprintf(w, "| %s |\n", strings.Join(row, " | "))
 	}
@@ -205,14 +202,6 @@ func writeSummaryTable(w io.Writer, s summary) {
 // hasServer reports whether any trial submitted to a server.
 func (s summary) hasServer() bool {
 	return len(s.byRound[serverLauncher.name+" "+plainRun.String()]) > 0
-}
-
-// launcherNames are the summary's launchers, in the order of its columns.
-func (s summary) launcherNames() []string {
-	if s.hasServer() {
-		return []string{"trainyard", "torchrun", serverLauncher.name}
-	}
-	return []string{"trainyard", "torchrun"}
 }
 
 // ratio is the ratio of the medians of a and b, or "n/a".

@@ -77,12 +77,12 @@ func startServer(ctx context.Context, cfg *config) (*benchServer, error) {
 		case err := <-s.done:
 			return nil, fmt.Errorf("the server exited: %v: %s", err, tail(log.Name(), 600))
 		case <-ctx.Done():
-			s.stop()
+			s.stop(cfg.keep)
 			return nil, ctx.Err()
 		default:
 		}
 		if time.Now().After(deadline) {
-			s.stop()
+			s.stop(cfg.keep)
 			return nil, fmt.Errorf("the server did not listen on %s within a minute: %s", addr, tail(log.Name(), 600))
 		}
 	}
@@ -90,8 +90,8 @@ func startServer(ctx context.Context, cfg *config) (*benchServer, error) {
 
 // stop stops the server, then kills every process left whose command line names its
 // folder (supervisors of jobs a failed trial left; their ranks die with them) and the
-// standby's Pythons.
-func (s *benchServer) stop() {
+// standby's Pythons, and removes the folder unless keep.
+func (s *benchServer) stop(keep bool) {
 	_ = s.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-s.done:
@@ -103,6 +103,9 @@ func (s *benchServer) stop() {
 		if cmdline(p.pid, s.dir) {
 			_ = syscall.Kill(p.pid, syscall.SIGKILL)
 		}
+	}
+	if !keep {
+		_ = os.RemoveAll(s.dir)
 	}
 }
 

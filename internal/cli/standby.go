@@ -54,6 +54,12 @@ func standbyLauncher(ctx context.Context, g *globals, flags *jobspec.Flags, opts
 	if job.Spec.Source != nil && job.Spec.Source.Git != nil {
 		return nil, errors.New("a job with code from git is not kept warm")
 	}
+	if _, err := os.Stat(job.Spec.WorkingDir); err != nil {
+		// The last job's folder is gone (a temporary one): the next job's is elsewhere,
+		// and the spares get it when they run a rank. Whether its Python has ray is asked
+		// here instead.
+		job.Spec.WorkingDir = ""
+	}
 	if opts.maxWorkers, err = startWith(job, opts.startWorkers); err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -28,6 +29,7 @@ type standby struct {
 	stdin *os.File      // the write end of its stdin, where its job goes
 	done  chan struct{} // closed once it exited and was reaped
 	err   error         // what waiting for it gave, once done
+	job   atomic.Value  // the ID of the job it was handed (a string), once handed
 }
 
 // standbyAfter is how long after a job starts the server starts the next standby: its
@@ -98,7 +100,14 @@ func (s *Service) startStandby(j *store.Job, spec *v1.TrainJob) (*standby, error
 		return nil, fmt.Errorf("start a standby: %w", err)
 	}
 	sb := &standby{cmd: cmd, stdin: w, done: make(chan struct{})}
-	go func() { sb.err = cmd.Wait(); close(sb.done) }()
+	go func() {
+		sb.err = cmd.Wait()
+		close(sb.done)
+		if sb.job.Load() == nil {
+			s.log.Info("standby exited", "pid", cmd.Process.Pid, "err", sb.err)
+		}
+	}()
+	s.log.Info("standby started: Pythons for a job shaped like this one", "job", j.ID, "pid", cmd.Process.Pid)
 	return sb, nil
 }
 
@@ -138,17 +147,19 @@ func (s *Service) dropStandby() {
 // handTo makes the waiting standby, if there is one, run cmd (a supervisor's command,
 // with its output going to the file log) and returns the standby's process and a wait
 // for its end; ok is false when there is none or it could not take the job.
-func (s *Service) handTo(cmd *exec.Cmd, log string) (started *exec.Cmd, wait func() error, ok bool) {
+func (s *Service) handTo(id string, cmd *exec.Cmd, log string) (started *exec.Cmd, wait func() error, ok bool) {
 	sb := s.takeStandby()
 	if sb == nil {
 		return nil, nil, false
 	}
+	sb.job.Store(id)
 	req := launcher.StandbyRequest{Path: cmd.Path, Args: cmd.Args, Env: cmd.Env, Dir: cmd.Dir, Log: log}
 	err := json.NewEncoder(sb.stdin).Encode(req)
 	sb.stdin.Close()
 	if err != nil {
-		s.log.Warn("the standby could not take the job; starting its supervisor afresh", "err", err)
+		s.log.Warn("the standby could not take the job; starting its supervisor afresh", "job", id, "err", err)
 		return nil, nil, false
 	}
+	s.log.Info("job handed to the standby, which becomes its supervisor", "job", id, "pid", sb.cmd.Process.Pid)
 	return sb.cmd, func() error { <-sb.done; return sb.err }, true
 }

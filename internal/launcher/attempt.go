@@ -113,7 +113,11 @@ func (a *attempt) startOne(i int, p Proc, env []string) (*process, error) {
 	a.l.TouchRank(p.Rank) // its silence counts from its start
 	touch := func() { a.l.TouchRank(p.Rank) }
 	if py, ok := a.l.pythonRun(); ok {
-		if sp := a.l.spares.take(i, a.l.path, py, p, env); sp != nil {
+		sp, misfit := a.l.spares.take(i, a.l.path, py, p, env)
+		if misfit != "" {
+			a.l.notice("attempt %d: rank %d starts afresh: the prestarted Python does not fit it (%s)", a.number, p.Rank, misfit)
+		}
+		if sp != nil {
 			if err := sp.hand(s.WorkingDir, env, py); err != nil {
 				a.l.Logger.Warn("spare not used", "rank", p.Rank, "err", err)
 				sp.kill()

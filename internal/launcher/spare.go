@@ -173,30 +173,35 @@ func (s *spare) kill() {
 // other GPUs: importing torch does not initialize CUDA, which reads the GPUs' variables
 // when the rank first uses a GPU.
 func (s *spare) fits(path string, py pythonRun, p Proc, env []string) bool {
+	return s.misfit(path, py, p, env) == ""
+}
+
+// misfit says why the spare cannot run process p (see fits), or "" when it can.
+func (s *spare) misfit(path string, py pythonRun, p Proc, env []string) string {
 	if s.path != path || !slices.Equal(s.py.flags, py.flags) {
-		return false
+		return fmt.Sprintf("Python %s %q, the rank's %s %q", s.path, s.py.flags, path, py.flags)
 	}
 	a, b := s.proc, p
 	a.Attempt, b.Attempt, a.MasterPort, b.MasterPort = 0, 0, 0, 0
 	if !s.pooled && (!slices.Equal(a.GPUs, b.GPUs) || !slices.Equal(a.WorkerGPUs, b.WorkerGPUs)) {
-		return false
+		return "other GPUs"
 	}
 	a.GPUs, b.GPUs, a.WorkerGPUs, b.WorkerGPUs = nil, nil, nil, nil
 	if s.pooled {
 		a.Device, b.Device = 0, 0
 	}
 	if fmt.Sprint(a) != fmt.Sprint(b) {
-		return false
+		return fmt.Sprintf("process %+v, the rank's %+v", a, b)
 	}
 	old, cur := parseEnv(s.env), parseEnv(env)
 	for _, vars := range []map[string]string{old, cur} {
 		for k := range vars {
 			if old[k] != cur[k] && importTime(k) && !(s.pooled && gpuChoice(k)) {
-				return false
+				return fmt.Sprintf("%s=%q, the rank's %q", k, old[k], cur[k])
 			}
 		}
 	}
-	return true
+	return ""
 }
 
 // gpuChoice reports whether a variable only says which GPUs a process uses: CUDA reads
@@ -234,20 +239,24 @@ func (s *spare) hand(dir string, env []string, py pythonRun) error {
 }
 
 // take removes and returns the spare for index i, if it fits p and env for a command
-// that runs Python as path and py do; a spare that does not fit is killed.
-func (ss *spares) take(i int, path string, py pythonRun, p Proc, env []string) *spare {
+// that runs Python as path and py do. A spare that does not fit is killed; for a pooled
+// one, take also says why.
+func (ss *spares) take(i int, path string, py pythonRun, p Proc, env []string) (*spare, string) {
 	ss.mu.Lock()
 	s := ss.set[i]
 	delete(ss.set, i)
 	ss.mu.Unlock()
 	if s == nil {
-		return nil
+		return nil, ""
 	}
-	if !s.fits(path, py, p, env) {
+	if why := s.misfit(path, py, p, env); why != "" {
 		s.kill()
-		return nil
+		if s.pooled {
+			return nil, why
+		}
+		return nil, ""
 	}
-	return s
+	return s, ""
 }
 
 // put keeps s for index i, killing the one it replaces.

@@ -21,9 +21,9 @@ func TestServerPrestart(t *testing.T) {
 	s := newJobServer(t, dir, "--prestart")
 	t.Cleanup(func() { s.stopJobs(t) })
 	script := filepath.Join(repoRoot(t), "examples", "fashion-mnist", "train.py")
-	submit := func(workers string, more ...string) (string, string) {
+	submit := func(workdir, workers string, more ...string) (string, string) {
 		t.Helper()
-		args := append([]string{"--workers", workers, "--", python, script, "--epochs", "1", "--train-subset", "640",
+		args := append([]string{"--workdir", workdir, "--workers", workers, "--", python, script, "--epochs", "1", "--train-subset", "640",
 			"--test-subset", "200"}, more...)
 		code, out := s.cli(t, "submit", args...)
 		if code != 0 || !strings.Contains(out, "done: final test_accuracy") {
@@ -33,9 +33,15 @@ func TestServerPrestart(t *testing.T) {
 	}
 	const warm = "run on prestarted Pythons"
 
-	first, out := submit("2")
+	// The first job starts in a folder that is gone by the time the next one comes (a
+	// temporary one): the standby shaped like it must not depend on it.
+	gone := t.TempDir()
+	first, out := submit(gone, "2")
 	if strings.Contains(out, warm) {
 		t.Errorf("the server's first job ran on prestarted Pythons:\n%s", out)
+	}
+	if err := os.RemoveAll(gone); err != nil {
+		t.Fatal(err)
 	}
 	_, spares := waitStandby(t, dir, 2, time.Minute)
 	for _, pid := range spares {
@@ -46,7 +52,7 @@ func TestServerPrestart(t *testing.T) {
 		}
 	}
 
-	second, out := submit("2", "--seed", "7")
+	second, out := submit(dir, "2", "--seed", "7")
 	if !strings.Contains(out, "attempt 1: 2 of 2 rank(s) "+warm) {
 		t.Fatalf("the second job of the same shape did not run on the standby's Pythons:\n%s\nstandby log:\n%s", out,
 			readFile(t, filepath.Join(dir, "state", "standby.log")))
@@ -64,7 +70,7 @@ func TestServerPrestart(t *testing.T) {
 	// A job of another shape: its one rank does not fit the standby's rank 0 (two ranks
 	// share the machine there), so it starts afresh and the standby's Pythons are killed.
 	waitStandby(t, dir, 2, time.Minute)
-	third, out := submit("1")
+	third, out := submit(dir, "1")
 	if strings.Contains(out, warm) {
 		t.Errorf("a one-rank job ran on the Pythons of a two-rank standby:\n%s", out)
 	}
