@@ -88,8 +88,9 @@ like it, which imports torch and waits. The next job's ranks run on them when th
 (the same Python and flags, the same ranks, the same variables read at import such as
 OMP_NUM_THREADS and PYTHONPATH; the GPUs may differ), so they skip the import, most of
 a rank's start; ranks that do not fit start afresh. The Pythons run as the server,
-without any job's secrets. The job's log says "attempt 1: 2 of 2 rank(s) run on
-prestarted Pythons".
+without any job's secrets, 117 MB of anonymous memory each with torch 1.13 on CPU.
+The job's log says "attempt 1: 2 of 2 rank(s) run on prestarted Pythons", or why a rank
+starts afresh.
 
 Jobs get the GPUs in CUDA_VISIBLE_DEVICES (all the GPUs nvidia-smi finds when it is not
 set), all CPU cores and all memory. The server keeps its jobs in <state dir>/jobs.db;
