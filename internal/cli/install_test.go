@@ -98,13 +98,15 @@ func TestInstallDryRun(t *testing.T) {
 		"kind: CustomResourceDefinition", "kind: ClusterRole\n", "kind: ServiceAccount", "kind: ClusterRoleBinding",
 		"  replicas: 3\n", "image: registry.local/trainyard:v9\n", "- --image\n        - registry.local/trainyard:v9\n",
 		"- --worker-cpu-per-gpu\n        - \"2\"\n        - --worker-memory-per-gpu\n        - 8Gi\n",
+		"kind: PriorityClass\nmetadata:\n  labels:\n    app.kubernetes.io/managed-by: trainyard\n    app.kubernetes.io/name: trainyard\n  name: trainyard-operator-room-probe\npreemptionPolicy: Never\n",
+		"- --room-probe-priority-class\n        - trainyard-operator-room-probe\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("install --dry-run lacks %q", want)
 		}
 	}
-	if n := strings.Count(out, "---\n"); n != 7 {
-		t.Errorf("install --dry-run printed %d documents, want 7 (with the metrics reader's ClusterRole)", n)
+	if n := strings.Count(out, "---\n"); n != 8 {
+		t.Errorf("install --dry-run printed %d documents, want 8 (with the metrics reader's ClusterRole and the room probes' PriorityClass)", n)
 	}
 	code, out, errOut = trainyard("install", "--dry-run", "-n", "ml", "--image", "registry.local/trainyard:v9", "--watch-namespace", "team-a", "--pod-policy", "off",
 		"--api-server-cidr", "10.0.0.1/32", "--worker-cpu-per-gpu", "100m", "--worker-memory-per-gpu", "0")

@@ -102,6 +102,7 @@ var installRefs = []string{
 	"customresourcedefinition.apiextensions.k8s.io/trainjobs.trainyard.dev",
 	"clusterrole.rbac.authorization.k8s.io/trainyard-operator",
 	"clusterrole.rbac.authorization.k8s.io/trainyard-operator-metrics-reader",
+	"priorityclass.scheduling.k8s.io/trainyard-operator-room-probe",
 	"serviceaccount/trainyard-operator",
 	"clusterrolebinding.rbac.authorization.k8s.io/trainyard-operator",
 	"deployment.apps/trainyard-operator",
