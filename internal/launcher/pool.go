@@ -36,14 +36,6 @@ type Spares struct {
 	set map[int]*spare
 }
 
-// Len is the number of spares.
-func (s *Spares) Len() int {
-	if s == nil {
-		return 0
-	}
-	return len(s.set)
-}
-
 // handedSpare is one spare as HandOver describes it to the process after exec.
 type handedSpare struct {
 	Index   int      `json:"index"`

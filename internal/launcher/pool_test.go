@@ -1,6 +1,11 @@
 package launcher
 
 import (
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
@@ -38,5 +43,40 @@ func TestTakeSpares(t *testing.T) {
 	}
 	if s, err := TakeSpares(); s != nil || err != nil { // unset by the call before
 		t.Errorf("TakeSpares without %s = %v, %v; want nothing", SparesEnv, s, err)
+	}
+}
+
+// A standby's spare starts without a parent-death signal (the standby's exec would send
+// it), and sets SIGKILL once it gets its rank, so that the rank dies with its launcher
+// as every other rank does.
+func TestPooledSpareDiesWithItsLauncher(t *testing.T) {
+	const python = "/usr/bin/python3"
+	if _, err := os.Stat(python); err != nil {
+		t.Skipf("needs %s", python)
+	}
+	dir := t.TempDir()
+	script := filepath.Join(dir, "rank.py")
+	code := "import ctypes, os\nv = ctypes.c_int()\nctypes.CDLL(None).prctl(2, ctypes.byref(v))  # PR_GET_PDEATHSIG\n" +
+		"print('pdeathsig', v.value, 'parent', os.getppid() == int(os.environ['WANT_PARENT']), flush=True)\n"
+	if err := os.WriteFile(script, []byte(code), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	py := pythonRun{argv: []string{script}}
+	s, err := startSpare(python, py, dir, os.Environ(), Proc{}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := append(os.Environ(), "WANT_PARENT="+strconv.Itoa(os.Getpid()))
+	if err := s.hand(dir, env, py); err != nil {
+		s.kill()
+		t.Fatal(err)
+	}
+	out, _ := io.ReadAll(s.out)
+	s.out.Close()
+	if state, err := s.os.Wait(); err != nil || !state.Success() {
+		t.Errorf("the rank: %v %v\n%s", state, err, out)
+	}
+	if want := "pdeathsig 9 parent True\n"; !strings.HasSuffix(string(out), want) {
+		t.Errorf("the rank printed %q, want it to end with %q", out, want)
 	}
 }

@@ -62,6 +62,14 @@ with os.fdopen(3, "rb") as f:
 if not spec:
     sys.exit(0)
 spec = json.loads(spec)
+if spec.get("ppid"):
+    try:  # die with the launcher, as its other ranks do (a standby's spares start without)
+        import ctypes, signal
+        ctypes.CDLL(None).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+    except Exception:
+        pass
+    if os.getppid() != spec["ppid"]:
+        sys.exit(1)  # the launcher died before that
 os.environ.clear()
 os.environ.update(spec["env"])
 if spec["cwd"]:
@@ -223,12 +231,14 @@ func importTime(name string) bool {
 }
 
 // hand gives the spare its rank: env, the command's argv (py) and folder (dir, else
-// this process's), then closes the pipe.
+// this process's), then closes the pipe. The spare then sets its parent-death signal
+// (SIGKILL), which a standby's spares start without, so that every rank dies with its
+// launcher.
 func (s *spare) hand(dir string, env []string, py pythonRun) error {
 	if dir == "" {
 		dir, _ = os.Getwd() // a pooled spare started elsewhere
 	}
-	b, err := json.Marshal(map[string]any{"env": parseEnv(env), "argv": py.argv, "module": py.module, "cwd": dir})
+	b, err := json.Marshal(map[string]any{"env": parseEnv(env), "argv": py.argv, "module": py.module, "cwd": dir, "ppid": os.Getpid()})
 	if err == nil {
 		_, err = s.handoff.Write(b)
 	}
