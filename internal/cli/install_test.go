@@ -54,6 +54,8 @@ func TestInstallErrors(t *testing.T) {
 		"operator image":            {[]string{"operator", "--image", "UPPER"}, 2, `--image: "UPPER" is not an image reference`},
 		"operator namespace":        {[]string{"operator", "--namespace", "a.b"}, 2, `--namespace: "a.b" is not a valid namespace name`},
 		"operator room probe image": {[]string{"operator", "--room-probe-image", "UPPER"}, 2, `--room-probe-image: "UPPER" is not an image reference`},
+		"operator room probe class": {[]string{"operator", "--room-probe-priority-class", "Bad_Name"}, 2,
+			`--room-probe-priority-class "Bad_Name": not a PriorityClass name: a lowercase RFC 1123 subdomain`},
 		"operator elastic settle": {[]string{"operator", "--elastic-settle", "-5s"}, 2,
 			"--elastic-settle -5s: give a duration of 0 or more, such as 30s (0: the default, 30s)"},
 		"operator CPU per GPU": {[]string{"operator", "--worker-cpu-per-gpu", "-1"}, 2,
