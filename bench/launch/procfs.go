@@ -16,6 +16,7 @@ type procStat struct {
 	pid       int
 	ppid      int
 	startTime uint64 // clock ticks after boot; tells a reused pid apart
+	cpu       uint64 // user and system time used, in clock ticks
 }
 
 // parseStat parses the text of /proc/<pid>/stat. The command name may hold spaces and
@@ -41,7 +42,9 @@ func parseStat(text string) (procStat, error) {
 	if err != nil {
 		return procStat{}, fmt.Errorf("parse stat starttime: %w", err)
 	}
-	return procStat{pid: pid, ppid: ppid, startTime: start}, nil
+	utime, _ := strconv.ParseUint(f[11], 10, 64)
+	stime, _ := strconv.ParseUint(f[12], 10, 64)
+	return procStat{pid: pid, ppid: ppid, startTime: start, cpu: utime + stime}, nil
 }
 
 // readStat reads /proc/<pid>/stat.

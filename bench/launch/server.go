@@ -148,26 +148,9 @@ func standbySpares(dir string) map[int]uint64 {
 		}
 		for _, p := range procs {
 			if p.ppid == sb.pid {
-				out[p.pid] = cpuTicks(p.pid)
+				out[p.pid] = p.cpu
 			}
 		}
 	}
 	return out
-}
-
-// cpuTicks is the user and system time pid used, in clock ticks (fields 14 and 15 of
-// /proc/<pid>/stat).
-func cpuTicks(pid int) uint64 {
-	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return 0
-	}
-	text := string(b)
-	f := strings.Fields(text[strings.LastIndexByte(text, ')')+1:])
-	if len(f) < 13 {
-		return 0
-	}
-	u, _ := strconv.ParseUint(f[11], 10, 64)
-	s, _ := strconv.ParseUint(f[12], 10, 64)
-	return u + s
 }

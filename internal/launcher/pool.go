@@ -21,7 +21,7 @@ import (
 // job, it hands the standby that job's command line, environment and folder; the standby
 // hands its spares over (HandOver) and becomes the job's supervisor by exec, keeping its
 // pid and so its children. The supervisor adopts the spares (TakeSpares) and runs each
-// rank of its first attempt on the spare that fits it (spare.fits): the same Python,
+// rank of its first attempt on the spare that fits it (spare.misfit): the same Python,
 // flags, rank and import-time environment, on any GPUs. A job of another shape starts
 // afresh and its spares are killed. Ray keeps a pool of started workers in the same
 // spirit. A standby whose server goes away (its stdin closes) kills its spares and

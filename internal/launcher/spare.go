@@ -175,16 +175,11 @@ func (s *spare) kill() {
 	go func() { _, _ = s.os.Wait() }()
 }
 
-// fits reports whether the spare can run process p of a command that runs Python as
-// path and py do, with env: the same Python and flags, the same rank on the same GPUs,
-// and no variable read while importing torch changed. A pooled spare may run the rank on
-// other GPUs: importing torch does not initialize CUDA, which reads the GPUs' variables
-// when the rank first uses a GPU.
-func (s *spare) fits(path string, py pythonRun, p Proc, env []string) bool {
-	return s.misfit(path, py, p, env) == ""
-}
-
-// misfit says why the spare cannot run process p (see fits), or "" when it can.
+// misfit says why the spare cannot run process p of a command that runs Python as path
+// and py do, with env, or "" when it can: that takes the same Python and flags, the same
+// rank on the same GPUs, and no variable read while importing torch changed. A pooled
+// spare may run the rank on other GPUs: importing torch does not initialize CUDA, which
+// reads the GPUs' variables when the rank first uses a GPU.
 func (s *spare) misfit(path string, py pythonRun, p Proc, env []string) string {
 	if s.path != path || !slices.Equal(s.py.flags, py.flags) {
 		return fmt.Sprintf("Python %s %q, the rank's %s %q", s.path, s.py.flags, path, py.flags)

@@ -51,20 +51,20 @@ func TestSpareFits(t *testing.T) {
 	p := Proc{Attempt: 1, Rank: 1, Worker: 1, LocalRank: 1, MasterPort: 100, GPUs: gpu, WorkerGPUs: gpu}
 	py := pythonRun{flags: []string{"-u"}, argv: []string{"train.py"}}
 	s := &spare{proc: p, path: "/usr/bin/python3", py: py, env: []string{"OMP_NUM_THREADS=1", "TRAINYARD_ATTEMPT=1", "MASTER_PORT=100", "CUDA_VISIBLE_DEVICES=1"}}
-	fits := func(p Proc, env ...string) bool { return s.fits("/usr/bin/python3", py, p, env) }
+	fits := func(p Proc, env ...string) bool { return s.misfit("/usr/bin/python3", py, p, env) == "" }
 	next := p
 	next.Attempt, next.MasterPort = 2, 200
 	if !fits(next, "OMP_NUM_THREADS=1", "TRAINYARD_ATTEMPT=2", "MASTER_PORT=200", "CUDA_VISIBLE_DEVICES=1") {
 		t.Error("the next attempt of the same rank: does not fit")
 	}
-	if s.fits("/usr/bin/python3", pythonRun{argv: []string{"other.py"}}, next, []string{"OMP_NUM_THREADS=1", "CUDA_VISIBLE_DEVICES=1"}) {
+	if s.misfit("/usr/bin/python3", pythonRun{argv: []string{"other.py"}}, next, []string{"OMP_NUM_THREADS=1", "CUDA_VISIBLE_DEVICES=1"}) == "" {
 		t.Error("no -u (a flag Python reads at start): fits")
 	}
-	if s.fits("/opt/venv/bin/python3", py, next, []string{"OMP_NUM_THREADS=1", "CUDA_VISIBLE_DEVICES=1"}) {
+	if s.misfit("/opt/venv/bin/python3", py, next, []string{"OMP_NUM_THREADS=1", "CUDA_VISIBLE_DEVICES=1"}) == "" {
 		t.Error("another Python: fits")
 	}
-	if !s.fits("/usr/bin/python3", pythonRun{flags: []string{"-u"}, module: "pkg.train", argv: []string{"pkg.train"}}, next,
-		[]string{"OMP_NUM_THREADS=1", "CUDA_VISIBLE_DEVICES=1"}) {
+	if s.misfit("/usr/bin/python3", pythonRun{flags: []string{"-u"}, module: "pkg.train", argv: []string{"pkg.train"}}, next,
+		[]string{"OMP_NUM_THREADS=1", "CUDA_VISIBLE_DEVICES=1"}) != "" {
 		t.Error("another script with the same flags: does not fit (the script is handed over)")
 	}
 	if fits(next, "OMP_NUM_THREADS=2", "TRAINYARD_ATTEMPT=2", "CUDA_VISIBLE_DEVICES=1") {

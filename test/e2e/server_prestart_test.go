@@ -3,6 +3,7 @@ package e2e
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -59,7 +60,7 @@ func TestServerPrestart(t *testing.T) {
 	}
 	rec := readRecord(t, filepath.Join(dir, "runs", second))
 	for _, r := range rec.Attempts[0].Ranks {
-		if !r.Prestarted || !contains(spares, r.PID) {
+		if !r.Prestarted || !slices.Contains(spares, r.PID) {
 			t.Errorf("rank %d ran as pid %d (prestarted %v); the standby's Pythons were %v", r.Rank, r.PID, r.Prestarted, spares)
 		}
 	}
@@ -188,15 +189,6 @@ func childrenOf(t *testing.T, parent int) []int {
 		}
 	}
 	return out
-}
-
-func contains(xs []int, x int) bool {
-	for _, v := range xs {
-		if v == x {
-			return true
-		}
-	}
-	return false
 }
 
 func readFile(t *testing.T, path string) string {
