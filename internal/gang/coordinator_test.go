@@ -22,6 +22,9 @@ func TestRestartInPlace(t *testing.T) {
 	h.end(1, rank1Dies)
 	h.expect("worker 0 stopped", h.stopped, call{0, 3})
 	h.expect("attempt 4 on the same members", h.started, call{0, 4}, call{1, 4})
+	if f := h.worker(0); len(f.causes) != 1 || !errors.Is(f.causes[0], ErrStopped) {
+		t.Errorf("worker 0's attempt 3 was stopped with causes %v; want %v (its launcher keeps its spares)", f.causes, ErrStopped)
+	}
 	st := h.c.Status()
 	want := Status{State: Running, Attempt: 4, Restarts: 3, Disruptions: 1, InPlace: 1,
 		LastRestart: "attempt 4 restarted in place after rank 1 (worker 1, pid 4242) exited with code 1"}

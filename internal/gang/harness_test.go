@@ -26,6 +26,7 @@ type fakeWorker struct {
 	ends    chan Ended
 	mu      sync.Mutex
 	hold    chan struct{} // while set, a stopped attempt waits for it to close
+	causes  []error       // why each stopped attempt's context ended (context.Cause)
 }
 
 func (f *fakeWorker) attempt(ctx context.Context, n int) Ended {
@@ -37,6 +38,7 @@ func (f *fakeWorker) attempt(ctx context.Context, n int) Ended {
 	}
 	f.mu.Lock()
 	hold := f.hold
+	f.causes = append(f.causes, context.Cause(ctx))
 	f.mu.Unlock()
 	if hold != nil {
 		<-hold

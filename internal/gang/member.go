@@ -177,10 +177,16 @@ func (m *Member) hello(ctx context.Context, incarnation string) (*link, error) {
 	return l, nil
 }
 
+// ErrStopped is the cause of an attempt's context (context.Cause) when the coordinator
+// stopped it: another attempt of the gang usually follows on the same workers (a restart in
+// place or a resize), so the member's Attempt may keep what it prepared for it, such as
+// Pythons that already imported torch.
+var ErrStopped = errors.New("the gang's coordinator stopped the attempt")
+
 // running is the attempt a member runs, if any.
 type running struct {
 	attempt  int
-	cancel   context.CancelFunc
+	cancel   context.CancelCauseFunc
 	ended    chan Ended
 	stopping bool // the coordinator asked it to stop
 }
@@ -209,7 +215,7 @@ func (m *Member) serve(ctx context.Context, l *link) (Finish, error) {
 	var cur *running
 	halt := func() {
 		if cur != nil {
-			cur.cancel()
+			cur.cancel(nil)
 			<-cur.ended
 			cur = nil
 		}
@@ -227,7 +233,7 @@ func (m *Member) serve(ctx context.Context, l *link) (Finish, error) {
 				return Finish{}, m.leave(ctx, l)
 			}
 			err := l.send(m.report(cur, e))
-			cur.cancel()
+			cur.cancel(nil)
 			cur, ended = nil, nil
 			if err != nil {
 				return Finish{}, err
@@ -243,7 +249,7 @@ func (m *Member) serve(ctx context.Context, l *link) (Finish, error) {
 			case typeStop:
 				if cur != nil && cur.attempt == msg.Attempt {
 					cur.stopping = true
-					cur.cancel()
+					cur.cancel(ErrStopped)
 					continue // stopped is sent once its processes are gone
 				}
 				if err := l.send(message{Type: typeStopped, Worker: m.Worker, Attempt: msg.Attempt}); err != nil {
@@ -270,7 +276,7 @@ func (m *Member) leave(ctx context.Context, l *link) error {
 
 // start runs attempt n in the background.
 func (m *Member) start(ctx context.Context, n int) *running {
-	actx, cancel := context.WithCancel(ctx)
+	actx, cancel := context.WithCancelCause(ctx)
 	r := &running{attempt: n, cancel: cancel, ended: make(chan Ended, 1)}
 	go func() { r.ended <- m.Attempt(actx, n) }()
 	return r

@@ -67,6 +67,12 @@ type Launcher struct {
 	// Adopted are the spares of the standby this process was (TakeSpares): the first
 	// attempt's ranks run on those that fit them.
 	Adopted *Spares
+	// KeepSpares, when set, says whether an attempt that RunAttempt's context stopped,
+	// with this cause (context.Cause), is likely followed by another at once on this
+	// machine (a gang's coordinator stopped it for a restart in place): its spares are then
+	// kept for that attempt, until DropSpares or the next RunAttempt. Without it, a stopped
+	// attempt's spares are dropped.
+	KeepSpares func(cause error) bool
 
 	path     string       // the resolved program
 	rayPath  string       // RayCompat when the workers get it, else ""
@@ -322,13 +328,23 @@ func (l *Launcher) RunAttempt(ctx context.Context, n int) (AttemptResult, error)
 	}
 	a := &attempt{l: l, number: n, port: port, env: env}
 	res := a.run(ctx)
-	if res.Outcome != Failed || ctx.Err() != nil {
-		l.spares.drop() // no restart follows, or not at once
+	if !l.restartFollows(ctx, res) {
+		l.spares.drop()
 	}
 	if err := l.endAttempt(res); err != nil {
 		return res, err
 	}
 	return res, nil
+}
+
+// restartFollows says whether another attempt may follow res at once, so that its spares
+// are worth keeping: res failed on its own, or the caller stopped it for a restart
+// (KeepSpares).
+func (l *Launcher) restartFollows(ctx context.Context, res AttemptResult) bool {
+	if ctx.Err() != nil {
+		return l.KeepSpares != nil && l.KeepSpares(context.Cause(ctx))
+	}
+	return res.Outcome == Failed
 }
 
 // attemptPort is the rendezvous port of an attempt: the placement's, else the store's that

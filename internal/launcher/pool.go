@@ -87,7 +87,8 @@ func (l *Launcher) Standby(ctx context.Context) (int, error) {
 	return len(l.spares.set), nil
 }
 
-// DropSpares kills the spares a standby started.
+// DropSpares kills the launcher's spares: a standby's, or those an attempt stopped by its
+// caller left for the next one (KeepSpares), when none will follow.
 func (l *Launcher) DropSpares() { l.spares.drop() }
 
 // HandOver prepares the standby's spares for the process it becomes by exec: it writes

@@ -2,6 +2,7 @@ package launcher
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -185,5 +186,36 @@ func TestPrestartSetting(t *testing.T) {
 	err := Preflight(job)
 	if err == nil || !strings.Contains(err.Error(), `env TRAINYARD_PRESTART="yes please": want 1`) {
 		t.Errorf("Preflight: %v; want the variable refused, saying what it takes", err)
+	}
+}
+
+// An attempt's spares are kept when a restart may follow at once: it failed on its own, or
+// its caller stopped it with a cause that KeepSpares accepts.
+func TestRestartFollows(t *testing.T) {
+	restart := errors.New("restart")
+	keep := func(cause error) bool { return errors.Is(cause, restart) }
+	stopped := func(cause error) context.Context {
+		ctx, cancel := context.WithCancelCause(context.Background())
+		cancel(cause)
+		return ctx
+	}
+	for _, c := range []struct {
+		name    string
+		ctx     context.Context
+		keep    func(error) bool
+		outcome Outcome
+		want    bool
+	}{
+		{"failed", context.Background(), nil, Failed, true},
+		{"succeeded", context.Background(), keep, Succeeded, false},
+		{"interrupted", context.Background(), keep, Interrupted, false},
+		{"stopped, no KeepSpares", stopped(restart), nil, Interrupted, false},
+		{"stopped for a restart", stopped(restart), keep, Interrupted, true},
+		{"stopped otherwise", stopped(nil), keep, Failed, false},
+	} {
+		l := &Launcher{KeepSpares: c.keep}
+		if got := l.restartFollows(c.ctx, AttemptResult{Outcome: c.outcome}); got != c.want {
+			t.Errorf("%s: restartFollows %v; want %v", c.name, got, c.want)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package podworker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"net"
@@ -109,6 +110,9 @@ func (w *worker) runGang(ctx context.Context) error {
 		}()
 	}
 	fin, err := m.Run(mctx)
+	if w.gang.l != nil {
+		w.gang.l.DropSpares() // no attempt follows on this pod
+	}
 	if err != nil {
 		if cause := context.Cause(mctx); ctx.Err() == nil && cause != nil {
 			err = cause
@@ -249,7 +253,7 @@ func (w *worker) runAttempt(ctx context.Context, n int) gang.Ended {
 				MasterAddr: w.cfg.MasterAddr, MasterPort: w.cfg.MasterPort, NodePerWorker: true,
 				StoreHosted: launcher.AgentStoreWanted(w.job), MilliCPU: w.cfg.MilliCPU},
 			ExtraEnv: w.gang.extra, RayCompat: python.CompatDir(w.gang.helper), AttemptEnv: w.attemptEnv,
-			ForceKill: w.opts.ForceKill, Preempt: w.pre.relay, Notice: w.session.Notice(),
+			ForceKill: w.opts.ForceKill, Preempt: w.pre.relay, Notice: w.session.Notice(), KeepSpares: stoppedForRestart,
 			PreviousWorldSize: previousWorkers(w.folder.Record(), n) * w.job.Spec.ProcCount()}
 		w.session.OnActivity(w.gang.l.TouchRank)
 	}
@@ -273,6 +277,13 @@ func (w *worker) runAttempt(ctx context.Context, n int) gang.Ended {
 	}
 	return gang.Ended{Outcome: gang.Failed, Reason: res.Reason, Rank: res.FailedRank, ExitCode: res.ExitCode}
 }
+
+// stoppedForRestart is the launcher's KeepSpares: an attempt the gang's coordinator
+// stopped is usually followed by the next on the same pods (a peer's rank failed), so the
+// ranks' spares, which already imported torch, are kept for it, as `trainyard run` keeps
+// them for its restarts; without that, every worker but the failed one's would restart
+// its ranks cold. A pod that stops, or a gang that finished, drops them.
+func stoppedForRestart(cause error) bool { return errors.Is(cause, gang.ErrStopped) }
 
 // previousWorkers is the number of workers of the run's latest attempt before attempt n
 // that run.json records (0: none, or not recorded): the gang's size before the operator

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -144,6 +146,80 @@ func TestRestartInPlace(t *testing.T) {
 	if want := "attempt 2: resuming from checkpoint_000001"; !strings.Contains(res[1].out.String(), want) {
 		t.Errorf("worker 1's console lacks %q:\n%s", want, res[1].out)
 	}
+}
+
+// spareScript says whether torch was imported before it ran. In attempt 1, rank 1 waits
+// until the spares of both workers' ranks (Pythons running the launcher's spare code with
+// this job's SPARE_TAG) exist, then fails; rank 0 waits to be stopped.
+const spareScript = `
+import glob, os, sys, time
+attempt, rank = int(os.environ["TRAINYARD_ATTEMPT"]), int(os.environ["RANK"])
+print("rank %d attempt %d torch imported %s" % (rank, attempt, "torch" in sys.modules), flush=True)
+if attempt == 1:
+    if rank == 1:
+        tag = ("SPARE_TAG=" + os.environ["SPARE_TAG"]).encode()
+        for _ in range(600):
+            spares = 0
+            for d in glob.glob("/proc/[0-9]*"):
+                try:
+                    with open(d + "/cmdline", "rb") as c, open(d + "/environ", "rb") as e:
+                        spares += b"a spare Python" in c.read() and tag in e.read().split(b"\0")
+                except OSError:
+                    pass
+            if spares >= 2:
+                break
+            time.sleep(0.05)
+        sys.exit(3)
+    time.sleep(60)
+`
+
+// A restart in place runs every worker's ranks on the spares their launchers started
+// during the attempt, which imported torch: the failed rank's worker and the one whose
+// rank the coordinator stopped alike. No spare outlives the gang.
+func TestRestartInPlaceOnSpares(t *testing.T) {
+	const torchPython = "/usr/bin/python3" // Debian's, with python3-torch
+	if exec.Command(torchPython, "-c", "import torch").Run() != nil {
+		t.Skip(torchPython + " cannot import torch (apt install python3-torch)")
+	}
+	job := pythonJob(t, spareScript, v1.EnvVar{Name: "SPARE_TAG", Value: filepath.Base(t.TempDir())})
+	job.Spec.Command[0] = torchPython
+	job.Spec.MaxRestarts = 1
+	res, _ := runGangWith(t, job, nil)
+	for i, r := range res {
+		if r.err != nil || r.sum.Outcome != "succeeded" || r.sum.Attempt != 2 {
+			t.Fatalf("worker %d: %v, summary %+v\n%s", i, r.err, r.sum, r.out)
+		}
+		if want := "attempt 2: 1 of 1 rank(s) run on prestarted Pythons"; !strings.Contains(r.out.String(), want) {
+			t.Errorf("worker %d's console lacks %q:\n%s", i, want, r.out)
+		}
+	}
+	dir := runDir(job)
+	for rank := range 2 {
+		log := readFile(t, filepath.Join(dir, "logs", "attempt-2", fmt.Sprintf("rank-%d.log", rank)))
+		if want := fmt.Sprintf("rank %d attempt 2 torch imported True", rank); !strings.Contains(log, want) {
+			t.Errorf("rank %d's log of attempt 2 lacks %q:\n%s", rank, want, log)
+		}
+	}
+	if left := spares(t, job.Spec.Env[len(job.Spec.Env)-1].Value); len(left) > 0 {
+		t.Errorf("spares left after the gang finished: %v", left)
+	}
+}
+
+// spares lists the live processes that run the launcher's spare code with SPARE_TAG=tag.
+func spares(t *testing.T, tag string) []string {
+	t.Helper()
+	var out []string
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, d := range dirs {
+		cmd, _ := os.ReadFile(filepath.Join(d, "cmdline"))
+		env, _ := os.ReadFile(filepath.Join(d, "environ"))
+		stat, _ := os.ReadFile(filepath.Join(d, "stat"))
+		if strings.Contains(string(cmd), "a spare Python") && slices.Contains(strings.Split(string(env), "\x00"), "SPARE_TAG="+tag) &&
+			!strings.Contains(string(stat), ") Z ") {
+			out = append(out, filepath.Base(d))
+		}
+	}
+	return out
 }
 
 // storeScript connects to the gang's store as torch's own client, says whether it is an
