@@ -301,7 +301,7 @@ func TestOperatorTrainsOnRealPods(t *testing.T) {
 		job{name: "mnist-kill", spec: "  maxRestarts: 2",
 			args: []string{"--epochs", "3", "--train-subset", "6000", "--test-subset", "1000", "--sleep-per-step", "0.05"}}.submit(t, ctx)
 		waitStatus(t, "mnist-kill", 5*time.Minute, func(s trainJobStatus) bool { return s.LatestCheckpoint != "" })
-		pod := workerPod(t, ctx, "mnist-kill", 1)
+		pod, pod0 := workerPod(t, ctx, "mnist-kill", 1), workerPod(t, ctx, "mnist-kill", 0)
 		killPython(t, pod)
 		s := waitStatus(t, "mnist-kill", 6*time.Minute, func(s trainJobStatus) bool { return s.Phase == "Succeeded" || s.Phase == "Failed" })
 		if s.Phase != "Succeeded" || s.Restarts != 1 || s.Attempt != 2 || s.Iteration != 3 {
@@ -317,6 +317,14 @@ func TestOperatorTrainsOnRealPods(t *testing.T) {
 		_, logs, _ := trainyardCmd(t, ctx, "logs", "--kube", "mnist-kill")
 		if !strings.Contains(logs, "resuming from checkpoint_") {
 			t.Errorf("attempt 2 did not resume from a checkpoint:\n%s", logs)
+		}
+		// Both workers' ranks restarted on the spares their pods kept (torch imported):
+		// worker 1's, whose rank failed, and worker 0's, which the gang stopped.
+		for _, p := range []string{pod0, pod} {
+			b, err := cl.Client.CoreV1().Pods("default").GetLogs(p, &corev1.PodLogOptions{}).DoRaw(ctx)
+			if want := "attempt 2: 1 of 1 rank(s) run on prestarted Pythons"; err != nil || !strings.Contains(string(b), want) {
+				t.Errorf("pod %s's log lacks %q (%v):\n%s", p, want, err, b)
+			}
 		}
 	})
 
