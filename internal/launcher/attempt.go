@@ -118,7 +118,7 @@ func (a *attempt) startOne(i int, p Proc, env []string) (*process, error) {
 			a.l.notice("attempt %d: rank %d starts afresh: the prestarted Python does not fit it (%s)", a.number, p.Rank, misfit)
 		}
 		if sp != nil {
-			if err := sp.hand(s.WorkingDir, env, py); err != nil {
+			if err := sp.hand(s.WorkingDir, env, py, args); err != nil {
 				a.l.Logger.Warn("spare not used", "rank", p.Rank, "err", err)
 				sp.kill()
 			} else {

@@ -67,7 +67,7 @@ func TestPooledSpareDiesWithItsLauncher(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := append(os.Environ(), "WANT_PARENT="+strconv.Itoa(os.Getpid()))
-	if err := s.hand(dir, env, py); err != nil {
+	if err := s.hand(dir, env, py, nil); err != nil {
 		s.kill()
 		t.Fatal(err)
 	}

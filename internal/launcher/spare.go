@@ -70,6 +70,16 @@ if spec.get("ppid"):
         pass
     if os.getppid() != spec["ppid"]:
         sys.exit(1)  # the launcher died before that
+if spec.get("cmdline"):
+    try:  # ps shows the rank's command line, not this program: rewrite argv's memory
+        import ctypes
+        with open("/proc/self/stat", "rb") as f:
+            stat = f.read().rsplit(b")", 1)[1].split()
+        start, end = int(stat[45]), int(stat[46])  # arg_start, arg_end
+        title = b"\0".join(os.fsencode(a) for a in spec["cmdline"])[:end - start - 1]
+        ctypes.memmove(start, title + bytes(end - start - len(title)), end - start)
+    except Exception:
+        pass
 os.environ.clear()
 os.environ.update(spec["env"])
 if spec["cwd"]:
@@ -228,12 +238,16 @@ func importTime(name string) bool {
 // hand gives the spare its rank: env, the command's argv (py) and folder (dir, else
 // this process's), then closes the pipe. The spare then sets its parent-death signal
 // (SIGKILL), which a standby's spares start without, so that every rank dies with its
-// launcher.
-func (s *spare) hand(dir string, env []string, py pythonRun) error {
+// launcher, and, when cmdline is set (the command line the rank would have started
+// with), writes it over its own arguments' memory, so that ps, pgrep -f and py-spy show
+// the rank's command rather than the spare's program (as setproctitle does; it fits, the
+// spare's program being longer than any usual command line, else it is cut).
+func (s *spare) hand(dir string, env []string, py pythonRun, cmdline []string) error {
 	if dir == "" {
 		dir, _ = os.Getwd() // a pooled spare started elsewhere
 	}
-	b, err := json.Marshal(map[string]any{"env": parseEnv(env), "argv": py.argv, "module": py.module, "cwd": dir, "ppid": os.Getpid()})
+	b, err := json.Marshal(map[string]any{"env": parseEnv(env), "argv": py.argv, "module": py.module, "cwd": dir,
+		"ppid": os.Getpid(), "cmdline": cmdline})
 	if err == nil {
 		_, err = s.handoff.Write(b)
 	}

@@ -109,6 +109,8 @@ func TestRestartRunsOnSpares(t *testing.T) {
 	script := `import os, sys, time
 print("attempt", os.environ["TRAINYARD_ATTEMPT"], "torch", "torch" in sys.modules, "name", __name__,
       "argv", sys.argv, "cwd", os.getcwd() == os.environ["WANT_CWD"], "path0", sys.path[0] == os.path.dirname(os.path.abspath(__file__)), flush=True)
+with open("/proc/self/cmdline", "rb") as f:
+    print("attempt", os.environ["TRAINYARD_ATTEMPT"], "ps", f.read().rstrip(b"\0").decode().split("\0"), flush=True)
 if os.environ["TRAINYARD_ATTEMPT"] == "1":
     time.sleep(1)
     sys.exit(3)
@@ -136,6 +138,9 @@ if os.environ["TRAINYARD_ATTEMPT"] == "1":
 			for _, want := range []string{
 				"attempt 1 torch False name __main__ argv ['train.py', '--lr', '0.1'] cwd True path0 True",
 				fmt.Sprintf("attempt 2 torch %s name __main__ argv ['train.py', '--lr', '0.1'] cwd True path0 True", map[bool]string{true: "True", false: "False"}[on]),
+				// ps shows a rank on a spare as it shows one started afresh.
+				fmt.Sprintf("attempt 1 ps ['%s', '-u', 'train.py', '--lr', '0.1']", python),
+				fmt.Sprintf("attempt 2 ps ['%s', '-u', 'train.py', '--lr', '0.1']", python),
 			} {
 				if strings.Count(out, want) != 2 {
 					t.Errorf("want %q from both ranks; output:\n%s", want, out)
