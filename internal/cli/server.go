@@ -90,7 +90,10 @@ OMP_NUM_THREADS and PYTHONPATH; the GPUs may differ), so they skip the import, m
 a rank's start; ranks that do not fit start afresh. The Pythons run as the server,
 without any job's secrets, 117 MB of anonymous memory each with torch 1.13 on CPU.
 The job's log says "attempt 1: 2 of 2 rank(s) run on prestarted Pythons", or why a rank
-starts afresh.
+starts afresh. With --prestart-shapes N, up to N such sets of Pythons wait at once, one
+for each of the N most recent shapes of job (the Python and its flags, the workers and
+processes, the variables read at import); a job of another shape starts afresh and
+leaves them waiting.
 
 Jobs get the GPUs in CUDA_VISIBLE_DEVICES (all the GPUs nvidia-smi finds when it is not
 set), all CPU cores and all memory. The server keeps its jobs in <state dir>/jobs.db;
@@ -133,8 +136,9 @@ type serverOptions struct {
 	// preemptionPolicy is preemption, parsed by check.
 	preemptionPolicy scheduler.PreemptionPolicy
 	// elasticSettle is --elastic-settle.
-	elasticSettle time.Duration
-	prestart      bool // --prestart
+	elasticSettle  time.Duration
+	prestart       bool // --prestart
+	prestartShapes int  // --prestart-shapes
 }
 
 func newServerCommand(g *globals) *cobra.Command {
@@ -172,6 +176,9 @@ func newServerCommand(g *globals) *cobra.Command {
 	f.BoolVar(&opts.prestart, "prestart", false, "keep the next job's Pythons warm: a few seconds after a job starts, start one "+
 		"Python per rank shaped like it, with torch imported, and run the next job's ranks on them when they fit (the same Python, "+
 		"flags, ranks and environment)")
+	f.IntVar(&opts.prestartShapes, "prestart-shapes", 1, "with --prestart, how many sets of warm Pythons wait at once, each for "+
+		"one of the most recent shapes of job (its Python and flags, workers, processes and import-time variables); each holds "+
+		"memory for a Python per rank")
 	return cmd
 }
 
@@ -208,8 +215,17 @@ func (o *serverOptions) check() (warning string, err error) {
 	if o.elasticSettle < 0 {
 		return "", fmt.Errorf("--elastic-settle %s: give a duration of 0 or more, such as 10s", o.elasticSettle)
 	}
+	if o.prestartShapes < 1 || o.prestartShapes > maxPrestartShapes {
+		return "", fmt.Errorf("--prestart-shapes %d: give a number from 1 to %d", o.prestartShapes, maxPrestartShapes)
+	}
+	if o.prestartShapes > 1 && !o.prestart {
+		return "", fmt.Errorf("--prestart-shapes %d keeps Pythons warm only with --prestart: give both", o.prestartShapes)
+	}
 	return auth.CheckListen(o.address, o.tlsCert != "")
 }
+
+// maxPrestartShapes bounds --prestart-shapes: each shape holds a Python per rank.
+const maxPrestartShapes = 16
 
 // parseQuota reads --upload-quota: a size in bytes, with a unit such as Gi or G; ""
 // is 0, the server's default.
@@ -401,7 +417,8 @@ func newEngine(st *store.Store, node scheduler.Node, inv device.Inventory, token
 	}
 	svc, err := jobs.New(jobs.Config{Store: st, Node: node, StateDir: opts.stateDir, Binary: self, Logger: log,
 		LeaseKey: []byte(token), LeaseSocket: filepath.Join(opts.stateDir, "lease.sock"), Preemption: opts.preemptionPolicy,
-		ElasticSettle: opts.elasticSettle, Prestart: opts.prestart})
+		ElasticSettle: opts.elasticSettle, Prestart: opts.prestart,
+		PrestartShapes: opts.prestartShapes})
 	if err != nil {
 		return nil, nil, err
 	}

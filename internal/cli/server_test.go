@@ -30,6 +30,13 @@ func TestServerFlags(t *testing.T) {
 			wantErr: `--preemption: unknown preemption policy "always": want lower-priority or never`},
 		"negative elastic settle": {opts: serverOptions{address: "127.0.0.1:8265", elasticSettle: -time.Second},
 			wantErr: "--elastic-settle -1s: give a duration of 0 or more, such as 10s"},
+		"no prestart shapes": {opts: serverOptions{address: "127.0.0.1:8265", prestartShapes: -1},
+			wantErr: "--prestart-shapes -1: give a number from 1 to 16"},
+		"too many prestart shapes": {opts: serverOptions{address: "127.0.0.1:8265", prestartShapes: 17},
+			wantErr: "--prestart-shapes 17: give a number from 1 to 16"},
+		"prestart shapes without prestart": {opts: serverOptions{address: "127.0.0.1:8265", prestartShapes: 2},
+			wantErr: "--prestart-shapes 2 keeps Pythons warm only with --prestart: give both"},
+		"prestart shapes": {opts: serverOptions{address: "127.0.0.1:8265", prestart: true, prestartShapes: 3}},
 		"empty preemption": {opts: serverOptions{address: "127.0.0.1:8265", preemption: " "},
 			wantErr: `--preemption: unknown preemption policy " ": want lower-priority or never`},
 	}
@@ -41,6 +48,9 @@ func TestServerFlags(t *testing.T) {
 			}
 			if tc.opts.preemption == "" {
 				tc.opts.preemption = "lower-priority"
+			}
+			if tc.opts.prestartShapes == 0 {
+				tc.opts.prestartShapes = 1 // the flag's default
 			}
 			warning, err := tc.opts.check()
 			if tc.wantErr != "" {

@@ -59,6 +59,9 @@ type Config struct {
 	// Prestart keeps the next job's Pythons warm: after starting a job, the server starts
 	// a standby shaped like it, whose Pythons the next job's ranks run on (warm.go).
 	Prestart bool
+	// PrestartShapes is how many standbys, each of another shape (the most recent jobs'),
+	// may wait at once with Prestart; 0 means 1.
+	PrestartShapes int
 }
 
 // Service runs jobs on this machine. Its methods are safe for concurrent use.
@@ -72,8 +75,8 @@ type Service struct {
 	mu       sync.Mutex
 	children map[string]bool // jobs whose supervisor is this process's child, or being started
 	leases   leases
-	standby  *standby // the standby waiting for the next job (warm.go), or nil
-	stopped  bool     // Run returned: no more standbys
+	standbys []*standby // the standbys waiting for a job of their shape, oldest first (warm.go)
+	stopped  bool       // Run returned: no more standbys
 
 	crash func(point string) // the test fault hook (see FaultEnv); nil in production
 }

@@ -187,7 +187,7 @@ func (s *Service) launch(j *store.Job, gpus [][]int) (*exec.Cmd, func() error, e
 	if ids := ganglease.Visible(gpus); ids != "" {
 		cmd.Env = append(cmd.Env, "CUDA_VISIBLE_DEVICES="+ids)
 	}
-	if started, wait, ok := s.handTo(j.ID, cmd, LogPath(j)); ok {
+	if started, wait, ok := s.handTo(j, spec, cmd, LogPath(j)); ok {
 		return started, wait, nil
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}

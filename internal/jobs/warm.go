@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -19,17 +20,31 @@ import (
 // With Config.Prestart, the server keeps the next job's Pythons warm: after it starts a
 // job, it starts a standby shaped like it (`trainyard run --standby`, see
 // launcher/pool.go), which starts a Python per rank, imports torch and waits. The next
-// job the server places is handed to the standby, which becomes its supervisor, and the
-// ranks that fit run on those Pythons without importing torch again. One standby at a
-// time: a newer job replaces it. It runs as the server does, with no secret of any job.
+// job of that shape (launcher.WarmShape) the server places is handed to the standby,
+// which becomes its supervisor, and the ranks that fit run on those Pythons without
+// importing torch again; a job of another shape starts afresh and leaves the standbys
+// alone. Up to Config.PrestartShapes standbys wait at once, one per shape, for the most
+// recent shapes: a job of a new shape replaces the oldest. They run as the server does,
+// with no secret of any job.
 
 // standby is a `trainyard run --standby` this server started.
 type standby struct {
+	shape string // the launcher.WarmShape of the jobs it waits for
 	cmd   *exec.Cmd
 	stdin *os.File      // the write end of its stdin, where its job goes
 	done  chan struct{} // closed once it exited and was reaped
 	err   error         // what waiting for it gave, once done
 	job   atomic.Value  // the ID of the job it was handed (a string), once handed
+}
+
+// waiting reports whether the standby still waits for a job (it has not exited).
+func (sb *standby) waiting() bool {
+	select {
+	case <-sb.done:
+		return false
+	default:
+		return true
+	}
 }
 
 // standbyAfter is how long after a job starts the server starts the next standby: its
@@ -39,49 +54,87 @@ const standbyAfter = 5 * time.Second
 // StandbyLog is the file in the state folder that receives the standbys' output.
 const StandbyLog = "standby.log"
 
-// keepWarmLater replaces the standby, standbyAfter from now, by one shaped like job j,
-// which was just started.
+// warmShape is the shape of job j, whose spec is spec: what its first attempt starts.
+func warmShape(j *store.Job, spec *v1.TrainJob) string {
+	workers := spec.Spec.WorkerCount()
+	if n := len(j.GPUs); n > 0 && n < workers {
+		workers = n // an elastic gang started small (startWorkers)
+	}
+	return launcher.WarmShape(spec, workers)
+}
+
+// keepWarmLater makes sure, standbyAfter from now, that a standby shaped like job j,
+// which was just started, waits.
 func (s *Service) keepWarmLater(j *store.Job) {
 	if !s.cfg.Prestart {
 		return
 	}
 	spec, err := decodeSpec(j)
 	if err != nil || !launcher.KeepsWarm(spec) || spec.Spec.Source != nil && spec.Spec.Source.Git != nil {
-		return // the standby, if any, waits on for a job shaped like an earlier one
+		return // the standbys, if any, wait on for jobs shaped like earlier ones
 	}
 	time.AfterFunc(standbyAfter, func() { s.keepWarm(j, spec) })
 }
 
-// keepWarm replaces the standby by one shaped like job j, unless the service stopped.
+// keepWarm starts a standby shaped like job j unless one waits already (which becomes
+// the most recent) or the service stopped; the oldest standbys go beyond the most
+// shapes the server keeps.
 func (s *Service) keepWarm(j *store.Job, spec *v1.TrainJob) {
-	s.dropStandby()
-	sb, err := s.startStandby(j, spec)
+	shape := warmShape(j, spec)
+	s.mu.Lock()
+	if i := s.waitingFor(shape); i >= 0 || s.stopped {
+		if i >= 0 {
+			sb := s.standbys[i]
+			s.standbys = append(slices.Delete(s.standbys, i, i+1), sb)
+		}
+		s.mu.Unlock()
+		return
+	}
+	s.mu.Unlock()
+	sb, err := s.startStandby(j, spec, shape)
 	if err != nil {
 		s.log.Warn("no standby for the next job", "job", j.ID, "err", err)
 		return
 	}
 	s.mu.Lock()
-	old, stopped := s.standby, s.stopped
-	if !stopped {
-		s.standby = sb
+	var drop []*standby
+	if s.stopped {
+		drop = []*standby{sb}
+	} else {
+		if i := s.waitingFor(shape); i >= 0 { // another job's, started meanwhile
+			drop = append(drop, s.standbys[i])
+			s.standbys = slices.Delete(s.standbys, i, i+1)
+		}
+		s.standbys = append(s.standbys, sb)
+		if n := len(s.standbys) - max(s.cfg.PrestartShapes, 1); n > 0 {
+			drop = append(drop, s.standbys[:n]...)
+			s.standbys = slices.Clone(s.standbys[n:])
+		}
 	}
 	s.mu.Unlock()
-	if old != nil { // another job's, started meanwhile
-		old.stdin.Close()
+	for _, old := range drop {
+		old.stdin.Close() // at the end of its stdin it kills its spares and exits
 	}
-	if stopped {
-		sb.stdin.Close()
-	}
+}
+
+// waitingFor is the index in s.standbys of the one of that shape, or -1, after it
+// forgot those that exited (a standby whose Python failed); s.mu is held.
+func (s *Service) waitingFor(shape string) int {
+	s.standbys = slices.DeleteFunc(s.standbys, func(sb *standby) bool { return !sb.waiting() })
+	return slices.IndexFunc(s.standbys, func(sb *standby) bool { return sb.shape == shape })
 }
 
 // startStandby starts a standby with the spec and GPUs of job j: the environment its
 // supervisor had, less the job's secrets and stop files.
-func (s *Service) startStandby(j *store.Job, spec *v1.TrainJob) (*standby, error) {
-	out, err := os.OpenFile(filepath.Join(s.cfg.StateDir, StandbyLog), os.O_CREATE|os.O_WRONLY|os.O_TRUNC|syscall.O_NOFOLLOW, 0o600)
+func (s *Service) startStandby(j *store.Job, spec *v1.TrainJob, shape string) (*standby, error) {
+	out, err := os.OpenFile(filepath.Join(s.cfg.StateDir, StandbyLog), os.O_CREATE|os.O_WRONLY|os.O_APPEND|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("open the standby's log: %w", err)
+		return nil, fmt.Errorf("open the standbys' log: %w", err)
 	}
 	defer out.Close()
+	if fi, err := out.Stat(); err == nil && fi.Size() > maxStandbyLog {
+		_ = out.Truncate(0) // it says how standbys started and why one could not; old news
+	}
 	r, w, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -99,7 +152,7 @@ func (s *Service) startStandby(j *store.Job, spec *v1.TrainJob) (*standby, error
 		w.Close()
 		return nil, fmt.Errorf("start a standby: %w", err)
 	}
-	sb := &standby{cmd: cmd, stdin: w, done: make(chan struct{})}
+	sb := &standby{shape: shape, cmd: cmd, stdin: w, done: make(chan struct{})}
 	go func() {
 		sb.err = cmd.Wait()
 		close(sb.done)
@@ -111,55 +164,54 @@ func (s *Service) startStandby(j *store.Job, spec *v1.TrainJob) (*standby, error
 	return sb, nil
 }
 
-// takeStandby removes the standby and returns it if it still waits.
-func (s *Service) takeStandby() *standby {
+// maxStandbyLog is the size beyond which the standbys' log starts afresh.
+const maxStandbyLog = 1 << 20
+
+// takeStandby removes the waiting standby of that shape and returns it, if there is one.
+func (s *Service) takeStandby(shape string) *standby {
 	s.mu.Lock()
-	sb := s.standby
-	s.standby = nil
-	s.mu.Unlock()
-	if sb == nil {
+	defer s.mu.Unlock()
+	i := s.waitingFor(shape)
+	if i < 0 {
 		return nil
 	}
-	select {
-	case <-sb.done:
-		return nil
-	default:
-		return sb
-	}
+	sb := s.standbys[i]
+	s.standbys = slices.Delete(s.standbys, i, i+1)
+	return sb
 }
 
-// stopWarm drops the standby and starts no more: the service stops.
+// stopWarm drops the standbys and starts no more: the service stops.
 func (s *Service) stopWarm() {
 	s.mu.Lock()
 	s.stopped = true
+	drop := s.standbys
+	s.standbys = nil
 	s.mu.Unlock()
-	s.dropStandby()
-}
-
-// dropStandby stops the waiting standby, if any: at the end of its stdin it kills its
-// spares and exits.
-func (s *Service) dropStandby() {
-	if sb := s.takeStandby(); sb != nil {
+	for _, sb := range drop {
 		sb.stdin.Close()
 	}
 }
 
-// handTo makes the waiting standby, if there is one, run cmd (a supervisor's command,
-// with its output going to the file log) and returns the standby's process and a wait
-// for its end; ok is false when there is none or it could not take the job.
-func (s *Service) handTo(id string, cmd *exec.Cmd, log string) (started *exec.Cmd, wait func() error, ok bool) {
-	sb := s.takeStandby()
+// handTo makes the waiting standby of the job's shape, if there is one, run cmd (a
+// supervisor's command, with its output going to the file log) and returns the
+// standby's process and a wait for its end; ok is false when there is none or it could
+// not take the job.
+func (s *Service) handTo(j *store.Job, spec *v1.TrainJob, cmd *exec.Cmd, log string) (started *exec.Cmd, wait func() error, ok bool) {
+	if !s.cfg.Prestart {
+		return nil, nil, false
+	}
+	sb := s.takeStandby(warmShape(j, spec))
 	if sb == nil {
 		return nil, nil, false
 	}
-	sb.job.Store(id)
+	sb.job.Store(j.ID)
 	req := launcher.StandbyRequest{Path: cmd.Path, Args: cmd.Args, Env: cmd.Env, Dir: cmd.Dir, Log: log}
 	err := json.NewEncoder(sb.stdin).Encode(req)
 	sb.stdin.Close()
 	if err != nil {
-		s.log.Warn("the standby could not take the job; starting its supervisor afresh", "job", id, "err", err)
+		s.log.Warn("the standby could not take the job; starting its supervisor afresh", "job", j.ID, "err", err)
 		return nil, nil, false
 	}
-	s.log.Info("job handed to the standby, which becomes its supervisor", "job", id, "pid", sb.cmd.Process.Pid)
+	s.log.Info("job handed to the standby, which becomes its supervisor", "job", j.ID, "pid", sb.cmd.Process.Pid)
 	return sb.cmd, func() error { <-sb.done; return sb.err }, true
 }

@@ -17,13 +17,14 @@ import (
 
 // A job server keeps the next job's Pythons warm: after it starts a job, it starts a
 // standby, `trainyard run --standby -f <that job's spec>`, which starts a spare for each
-// rank of that job's first attempt (Standby) and waits. When the server places its next
-// job, it hands the standby that job's command line, environment and folder; the standby
+// rank of that job's first attempt (Standby) and waits. When the server places a job of
+// that shape (WarmShape), it hands the standby that job's command line, environment and
+// folder; the standby
 // hands its spares over (HandOver) and becomes the job's supervisor by exec, keeping its
 // pid and so its children. The supervisor adopts the spares (TakeSpares) and runs each
 // rank of its first attempt on the spare that fits it (spare.misfit): the same Python,
-// flags, rank and import-time environment, on any GPUs. A job of another shape starts
-// afresh and its spares are killed. Ray keeps a pool of started workers in the same
+// flags, rank and import-time environment, on any GPUs; a spare that does not fit is
+// killed, and the rank starts afresh. Ray keeps a pool of started workers in the same
 // spirit. A standby whose server goes away (its stdin closes) kills its spares and
 // exits; a spare whose parent dies reads the end of its pipe and exits.
 
@@ -57,6 +58,36 @@ func KeepsWarm(job *v1.TrainJob) bool {
 	}
 	_, ok := parsePython(append(slices.Clone(s.Command), s.Args...))
 	return ok
+}
+
+// WarmShape is a key of what decides whether a standby started for one job can run the
+// ranks of another whose first attempt starts workers workers: the Python and its flags,
+// the number of workers and of processes per worker, and the variables of the job read
+// at import (GPUs and the script do not matter). Jobs of one key fit each other's
+// standby, unless something outside the job differs (the ray compatibility folder on
+// PYTHONPATH, which depends on the job's folder); the supervisor's spare.misfit decides
+// for good.
+func WarmShape(job *v1.TrainJob, workers int) string {
+	s := &job.Spec
+	py, _ := parsePython(append(slices.Clone(s.Command), s.Args...))
+	vars := map[string]string{}
+	for _, e := range s.Env {
+		if importTime(e.Name) && !gpuChoice(e.Name) {
+			vars[e.Name] = e.Value
+		}
+	}
+	var python string
+	if len(s.Command) > 0 {
+		python = s.Command[0]
+	}
+	b, _ := json.Marshal(struct {
+		Python  string            `json:"python"`
+		Flags   []string          `json:"flags"`
+		Workers int               `json:"workers"`
+		Procs   int               `json:"procs"`
+		Env     map[string]string `json:"env"`
+	}{python, py.flags, workers, s.ProcCount(), vars})
+	return string(b)
 }
 
 // Standby starts a pooled spare for every process of the job's first attempt, for a

@@ -32,6 +32,38 @@ func TestKeepsWarm(t *testing.T) {
 	}
 }
 
+// Jobs that differ only in their script, its arguments and their GPUs have one shape;
+// another Python, flag, size or variable read at import makes another.
+func TestWarmShape(t *testing.T) {
+	two := int32(2)
+	job := func(command []string, procs int32, env ...v1.EnvVar) *v1.TrainJob {
+		return &v1.TrainJob{Spec: v1.TrainJobSpec{Command: command, ProcsPerWorker: &procs, Workers: &two, Env: env}}
+	}
+	base := WarmShape(job([]string{"python3", "-u", "train.py", "--lr", "0.1"}, 1, v1.EnvVar{Name: "OMP_NUM_THREADS", Value: "2"}), 2)
+	same := map[string]*v1.TrainJob{
+		"another script and arguments": job([]string{"python3", "-u", "other.py"}, 1, v1.EnvVar{Name: "OMP_NUM_THREADS", Value: "2"}),
+		"other GPUs and a variable read later": job([]string{"python3", "-u", "train.py"}, 1, v1.EnvVar{Name: "OMP_NUM_THREADS", Value: "2"},
+			v1.EnvVar{Name: "CUDA_VISIBLE_DEVICES", Value: "3"}, v1.EnvVar{Name: "WANDB_PROJECT", Value: "x"}),
+	}
+	for name, j := range same {
+		if got := WarmShape(j, 2); got != base {
+			t.Errorf("%s: shape %s, want %s", name, got, base)
+		}
+	}
+	other := map[string]string{
+		"another Python":      WarmShape(job([]string{"/opt/py/bin/python3", "-u", "train.py"}, 1, v1.EnvVar{Name: "OMP_NUM_THREADS", Value: "2"}), 2),
+		"another flag":        WarmShape(job([]string{"python3", "train.py"}, 1, v1.EnvVar{Name: "OMP_NUM_THREADS", Value: "2"}), 2),
+		"fewer workers":       WarmShape(job([]string{"python3", "-u", "train.py"}, 1, v1.EnvVar{Name: "OMP_NUM_THREADS", Value: "2"}), 1),
+		"more processes":      WarmShape(job([]string{"python3", "-u", "train.py"}, 2, v1.EnvVar{Name: "OMP_NUM_THREADS", Value: "2"}), 2),
+		"another OMP setting": WarmShape(job([]string{"python3", "-u", "train.py"}, 1, v1.EnvVar{Name: "OMP_NUM_THREADS", Value: "4"}), 2),
+	}
+	for name, got := range other {
+		if got == base {
+			t.Errorf("%s: the same shape as the first job's, %s", name, got)
+		}
+	}
+}
+
 func TestTakeSpares(t *testing.T) {
 	t.Setenv(SparesEnv, "")
 	if s, err := TakeSpares(); err == nil || s != nil {

@@ -14,12 +14,12 @@ import (
 // A server with --prestart keeps the next job's Pythons warm: after a DDP job started, a
 // standby shaped like it waits with one Python per rank, torch imported; the next job of
 // that shape runs its ranks on them (and trains to the end), a job of another shape
-// starts afresh and no spare is left behind, and the server's stop takes the standby and
-// its Pythons with it.
+// starts afresh and leaves it alone, after which (--prestart-shapes 2) jobs of both
+// shapes run warm; the server's stop takes the standbys and their Pythons with it.
 func TestServerPrestart(t *testing.T) {
 	needTorch(t)
 	dir := t.TempDir()
-	s := newJobServer(t, dir, "--prestart")
+	s := newJobServer(t, dir, "--prestart", "--prestart-shapes", "2")
 	t.Cleanup(func() { s.stopJobs(t) })
 	script := filepath.Join(repoRoot(t), "examples", "fashion-mnist", "train.py")
 	submit := func(workdir, workers string, more ...string) (string, string) {
@@ -68,8 +68,9 @@ func TestServerPrestart(t *testing.T) {
 		t.Fatal("one job ID for two jobs")
 	}
 
-	// A job of another shape: its one rank does not fit the standby's rank 0 (two ranks
-	// share the machine there), so it starts afresh and the standby's Pythons are killed.
+	// A job of another shape (one rank, which would not fit the standby's rank 0: two
+	// ranks share the machine there) starts afresh and leaves the standby waiting; then
+	// (--prestart-shapes 2) a standby of each shape waits, and jobs of both shapes run warm.
 	waitStandby(t, dir, 2, time.Minute)
 	third, out := submit(dir, "1")
 	if strings.Contains(out, warm) {
@@ -78,6 +79,15 @@ func TestServerPrestart(t *testing.T) {
 	if n := len(loneSpares(t)); n != 0 {
 		t.Errorf("%d spare Python(s) outlived the job %s that did not use them", n, third)
 	}
+	waitStandby(t, dir, 1, time.Minute)
+	if sbs := standbys(t, dir); len(sbs) != 2 {
+		t.Errorf("standbys after jobs of two shapes: %v; want one of each", sbs)
+	}
+	for _, workers := range []string{"2", "1"} {
+		if _, out := submit(dir, workers); !strings.Contains(out, "rank(s) "+warm) {
+			t.Errorf("a %s-worker job, with standbys of both shapes waiting, did not run on prestarted Pythons:\n%s", workers, out)
+		}
+	}
 
 	waitStandby(t, dir, 1, time.Minute)
 	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
@@ -85,12 +95,12 @@ func TestServerPrestart(t *testing.T) {
 	}
 	_ = s.cmd.Wait()
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		sb, _ := findStandby(t, dir)
-		if sb == 0 && len(loneSpares(t)) == 0 {
+		sbs := standbys(t, dir)
+		if len(sbs) == 0 && len(loneSpares(t)) == 0 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("30 s after the server stopped, its standby (pid %d) or spare Pythons are still there", sb)
+			t.Fatalf("30 s after the server stopped, its standbys %v or spare Pythons are still there", sbs)
 		}
 	}
 }
@@ -100,8 +110,10 @@ func TestServerPrestart(t *testing.T) {
 func waitStandby(t *testing.T, dir string, n int, timeout time.Duration) (int, []int) {
 	t.Helper()
 	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		if sb, spares := findStandby(t, dir); sb != 0 && len(spares) == n {
-			return sb, spares
+		for sb, spares := range standbys(t, dir) {
+			if len(spares) == n {
+				return sb, spares
+			}
 		}
 	}
 	t.Fatalf("no standby with %d spare Python(s) within %s; its log:\n%s", n, timeout,
@@ -109,16 +121,17 @@ func waitStandby(t *testing.T, dir string, n int, timeout time.Duration) (int, [
 	return 0, nil
 }
 
-// findStandby returns the pid of the standby of the server in dir and of its children.
-func findStandby(t *testing.T, dir string) (int, []int) {
+// standbys maps the pid of every standby of the server in dir to its children's.
+func standbys(t *testing.T, dir string) map[int][]int {
 	t.Helper()
+	out := map[int][]int{}
 	for _, pid := range pids(t) {
 		cmd := cmdlineOf(pid)
 		if strings.Contains(cmd, "run --standby") && strings.Contains(cmd, dir) {
-			return pid, childrenOf(t, pid)
+			out[pid] = childrenOf(t, pid)
 		}
 	}
-	return 0, nil
+	return out
 }
 
 // loneSpares are the spare Pythons whose parent is no standby: a launcher's spares for
