@@ -177,13 +177,7 @@ if attempt == 1:
 // during the attempt, which imported torch: the failed rank's worker and the one whose
 // rank the coordinator stopped alike. No spare outlives the gang.
 func TestRestartInPlaceOnSpares(t *testing.T) {
-	const torchPython = "/usr/bin/python3" // Debian's, with python3-torch
-	if exec.Command(torchPython, "-c", "import torch").Run() != nil {
-		t.Skip(torchPython + " cannot import torch (apt install python3-torch)")
-	}
-	job := pythonJob(t, spareScript, v1.EnvVar{Name: "SPARE_TAG", Value: filepath.Base(t.TempDir())})
-	job.Spec.Command[0] = torchPython
-	job.Spec.MaxRestarts = 1
+	job := torchJob(t, spareScript, v1.EnvVar{Name: "SPARE_TAG", Value: filepath.Base(t.TempDir())})
 	res, _ := runGangWith(t, job, nil)
 	for i, r := range res {
 		if r.err != nil || r.sum.Outcome != "succeeded" || r.sum.Attempt != 2 {
@@ -203,6 +197,20 @@ func TestRestartInPlaceOnSpares(t *testing.T) {
 	if left := spares(t, job.Spec.Env[len(job.Spec.Env)-1].Value); len(left) > 0 {
 		t.Errorf("spares left after the gang finished: %v", left)
 	}
+}
+
+// torchJob is pythonJob with Debian's Python, which has torch (the test is skipped
+// without it), and one restart.
+func torchJob(t *testing.T, script string, env ...v1.EnvVar) *v1.TrainJob {
+	t.Helper()
+	const torchPython = "/usr/bin/python3" // Debian's, with python3-torch
+	if exec.Command(torchPython, "-c", "import torch.distributed").Run() != nil {
+		t.Skip(torchPython + " cannot import torch (apt install python3-torch)")
+	}
+	job := pythonJob(t, script, env...)
+	job.Spec.Command[0] = torchPython
+	job.Spec.MaxRestarts = 1
+	return job
 }
 
 // spares lists the live processes that run the launcher's spare code with SPARE_TAG=tag.
@@ -248,13 +256,7 @@ if ctx.attempt == 1:
 // Worker 0 hosts the gang's store before the first attempt, every rank (rank 0 too) is its
 // client, and a restart in place finds it emptied.
 func TestWorkerZeroHostsTheStore(t *testing.T) {
-	const torchPython = "/usr/bin/python3" // Debian's, with python3-torch
-	if exec.Command(torchPython, "-c", "import torch.distributed").Run() != nil {
-		t.Skip(torchPython + " cannot import torch (apt install python3-torch)")
-	}
-	job := pythonJob(t, storeScript)
-	job.Spec.Command[0] = torchPython
-	job.Spec.MaxRestarts = 1
+	job := torchJob(t, storeScript)
 	res, _ := runGangWith(t, job, nil)
 	for i, r := range res {
 		if r.err != nil || r.sum.Outcome != "succeeded" || r.sum.Attempt != 2 {
@@ -302,13 +304,7 @@ if ctx.attempt == 1:
 // as soon as the gang stops, not at the grace period's SIGKILL: the coordinator closes the
 // store's connections as the stop begins.
 func TestStopClosesTheStore(t *testing.T) {
-	const torchPython = "/usr/bin/python3" // Debian's, with python3-torch
-	if exec.Command(torchPython, "-c", "import torch.distributed").Run() != nil {
-		t.Skip(torchPython + " cannot import torch (apt install python3-torch)")
-	}
-	job := pythonJob(t, blockedScript)
-	job.Spec.Command[0] = torchPython
-	job.Spec.MaxRestarts = 1
+	job := torchJob(t, blockedScript)
 	grace := int64(30)
 	job.Spec.TerminationGracePeriodSeconds = &grace
 	res, _ := runGangWith(t, job, nil)
