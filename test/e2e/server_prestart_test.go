@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -51,6 +52,9 @@ func TestServerPrestart(t *testing.T) {
 			!strings.Contains(env, "OMP_NUM_THREADS=") {
 			t.Errorf("a spare's environment: want the ranks' variables and no secrets file:\n%s", env)
 		}
+		if !strings.Contains(env, dir) { // what loneSpares finds this server's spares by
+			t.Errorf("a spare's environment does not name the server's folder %s:\n%s", dir, env)
+		}
 	}
 
 	second, out := submit(dir, "2", "--seed", "7")
@@ -76,8 +80,8 @@ func TestServerPrestart(t *testing.T) {
 	if strings.Contains(out, warm) {
 		t.Errorf("a one-rank job ran on the Pythons of a two-rank standby:\n%s", out)
 	}
-	if n := len(loneSpares(t)); n != 0 {
-		t.Errorf("%d spare Python(s) outlived the job %s that did not use them", n, third)
+	if lone := loneSpares(t, dir); len(lone) != 0 {
+		t.Errorf("spare Python(s) outlived the job %s that did not use them:\n%s\nserver:\n%s", third, describe(lone), s.out)
 	}
 	waitStandby(t, dir, 1, time.Minute)
 	if sbs := standbys(t, dir); len(sbs) != 2 {
@@ -96,7 +100,7 @@ func TestServerPrestart(t *testing.T) {
 	_ = s.cmd.Wait()
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
 		sbs := standbys(t, dir)
-		if len(sbs) == 0 && len(loneSpares(t)) == 0 {
+		if len(sbs) == 0 && len(loneSpares(t, dir)) == 0 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -134,13 +138,15 @@ func standbys(t *testing.T, dir string) map[int][]int {
 	return out
 }
 
-// loneSpares are the spare Pythons whose parent is no standby: a launcher's spares for
-// a restart, or leftovers.
-func loneSpares(t *testing.T) []int {
+// loneSpares are the spare Pythons of the server in dir (their environment names dir:
+// the tests beside this one, and the test cluster's pods, have spares too) whose parent
+// is no standby: a launcher's spares for a restart, or leftovers.
+func loneSpares(t *testing.T, dir string) []int {
 	t.Helper()
 	var out []int
 	for _, pid := range pids(t) {
-		if !strings.Contains(cmdlineOf(pid), "trainyard: a spare Python") {
+		env, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "environ")) // it may be gone
+		if !strings.Contains(cmdlineOf(pid), "trainyard: a spare Python") || !strings.Contains(string(env), dir) {
 			continue
 		}
 		if ppid := parentOf(pid); !strings.Contains(cmdlineOf(ppid), "run --standby") {
@@ -148,6 +154,18 @@ func loneSpares(t *testing.T) []int {
 		}
 	}
 	return out
+}
+
+// describe says of each process its pid, state, parent and the parent's command line.
+func describe(pids []int) string {
+	var b strings.Builder
+	for _, pid := range pids {
+		stat, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+		_, after, _ := strings.Cut(string(stat), ") ")
+		ppid := parentOf(pid)
+		fmt.Fprintf(&b, "  pid %d (%.1s), parent %d: %q\n", pid, after, ppid, cmdlineOf(ppid))
+	}
+	return b.String()
 }
 
 func pids(t *testing.T) []int {
