@@ -258,7 +258,8 @@ func (k *podRunner) kill(prefix string, sig syscall.Signal) bool {
 
 // killRank kills the process running the job's command (a rank) that the worker process
 // of the pod whose name starts with prefix started, as the kernel's OOM killer or a
-// crash would; the pod goes on. It returns the rank's pid, or 0.
+// crash would; the pod goes on. It returns the rank's pid, or 0. (/proc's order is not
+// the children's: a waiting spare may come before the rank.)
 func (k *podRunner) killRank(prefix string, sig syscall.Signal) int {
 	k.mu.Lock()
 	parent := 0
@@ -279,6 +280,11 @@ func (k *podRunner) killRank(prefix string, sig syscall.Signal) int {
 		}
 		_, after, _ := strings.Cut(string(data), ") ") // the command's name may hold spaces
 		if f := strings.Fields(after); len(f) < 2 || f[1] != strconv.Itoa(parent) {
+			continue
+		}
+		// Not a spare Python waiting for the next attempt's rank (the launcher's other
+		// children; a rank on a spare shows its own command line).
+		if cmd, _ := os.ReadFile(filepath.Join(filepath.Dir(stat), "cmdline")); strings.Contains(string(cmd), "trainyard: a spare Python") {
 			continue
 		}
 		pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(stat)))
