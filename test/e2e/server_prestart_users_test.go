@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,7 +29,7 @@ func TestServerPrestartAsAnotherUser(t *testing.T) {
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	server := startAs(t, base, swapRunner, "server", "--prestart", "--address", addr,
 		"--state-dir", filepath.Join(home, "state"), "--storage-path", filepath.Join(home, "runs"))
-	waitHealthy(t, "http://"+addr, server)
+	waitHealthy(t, "http://"+addr, server.out)
 	script := filepath.Join(repoRoot(t), "examples", "fashion-mnist", "train.py")
 	submit := func() string {
 		t.Helper()
@@ -81,18 +80,4 @@ func asUser(name string, argv ...string) (string, error) {
 	cmd.Args = append(cmd.Args, argv...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
-}
-
-// waitHealthy waits until the server at addr answers /healthz.
-func waitHealthy(t *testing.T, addr string, ty *trainyard) {
-	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if resp, err := http.Get(addr + "/healthz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-	}
-	t.Fatalf("the server did not answer /healthz within 30s:\n%s", ty.out)
 }

@@ -69,16 +69,22 @@ func (s *jobServer) start(t *testing.T) {
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	waitHealthy(t, s.addr, s.out)
+}
+
+// waitHealthy waits until the server at addr answers /healthz; out is its output, shown
+// when it does not.
+func waitHealthy(t *testing.T, addr string, out fmt.Stringer) {
+	t.Helper()
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		resp, err := http.Get(s.addr + "/healthz")
-		if err == nil {
+		if resp, err := http.Get(addr + "/healthz"); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				return
 			}
 		}
 	}
-	t.Fatalf("the server did not answer /healthz within 30s:\n%s", s.out)
+	t.Fatalf("the server did not answer /healthz within 30s:\n%s", out)
 }
 
 // cli runs a trainyard command against the server and returns its exit code and output.
