@@ -77,8 +77,12 @@ func TestPreemptedPods(t *testing.T) {
 			t.Errorf("worker %d: %v, summary %+v; want interrupted\n%s", i, r.err, r.sum, r.out)
 		}
 	}
-	if !strings.Contains(res[0].out.String(), "checkpoint_000001 committed after the preemption notice") {
-		t.Errorf("worker 0's console:\n%s", res[0].out)
+	// Both pods got SIGTERM: the first worker whose launcher sees the commit stops its ranks
+	// and leaves, and the coordinator may stop the other's attempt before its launcher sees
+	// the commit too. One of them says so.
+	const committed = "checkpoint_000001 committed after the preemption notice"
+	if !strings.Contains(res[0].out.String(), committed) && !strings.Contains(res[1].out.String(), committed) {
+		t.Errorf("no worker's console says %q:\nworker 0:\n%s\nworker 1:\n%s", committed, res[0].out, res[1].out)
 	}
 	data, err := os.ReadFile(filepath.Join(dir, "checkpoint_000001", "state"))
 	if err != nil || string(data) != "saved at the notice: SIGTERM" {
