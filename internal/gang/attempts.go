@@ -41,7 +41,7 @@ func (s *session) run(ctx context.Context) (Result, error) {
 			return d.res, d.err
 		}
 		if e.succeeded {
-			d := s.finish(ctx, Succeeded, fmt.Sprintf("all %d workers succeeded in attempt %d", s.c.Workers, a), "")
+			d := s.finish(ctx, Succeeded, fmt.Sprintf("all %d workers succeeded in attempt %d", len(s.active()), a), "")
 			return d.res, d.err
 		}
 		failed = e.at
@@ -81,7 +81,7 @@ func (s *session) gather(ctx context.Context, wait time.Duration, after string) 
 		missing := s.missing()
 		if len(missing) == 0 {
 			if noticed {
-				s.notice("attempt %d: all %d workers are connected after %s", s.st.Attempt, s.c.Workers, time.Since(began).Round(time.Millisecond))
+				s.notice("attempt %d: all %d workers are connected after %s", s.st.Attempt, len(s.active()), time.Since(began).Round(time.Millisecond))
 			}
 			s.publish(state)
 			return nil
@@ -111,6 +111,10 @@ func (s *session) gather(ctx context.Context, wait time.Duration, after string) 
 // between handles an event while no attempt runs.
 func (s *session) between(e event) {
 	switch {
+	case e.drop != nil:
+		s.answerDrop(e.drop)
+	case e.joined && s.dropped[e.m.worker]:
+		s.refuseDropped(e.m)
 	case e.joined:
 		if s.join(e.m) == nil && s.st.State == Restarting {
 			s.notice("%s connected", e.m)
@@ -143,7 +147,13 @@ func (s *session) begin(ctx context.Context, failed time.Time) *done {
 	}
 	s.st.Why = ""
 	s.publish(Running)
-	s.sendAll(message{Type: typeStart, Attempt: a})
+	for node, w := range s.active() {
+		if m := s.members[w]; m != nil {
+			if err := m.send(message{Type: typeStart, Attempt: a, Node: node, Nodes: len(s.active())}); err != nil {
+				s.drop(m, err)
+			}
+		}
+	}
 	if !failed.IsZero() {
 		s.log.Info("gang: attempt started in place", "attempt", a, "sinceFailure", time.Since(failed))
 	}
@@ -165,6 +175,10 @@ func (s *session) supervise(ctx context.Context) (end, *done) {
 		case e = <-s.events:
 		}
 		switch {
+		case e.drop != nil:
+			s.answerDrop(e.drop)
+		case e.joined && s.dropped[e.m.worker]:
+			s.refuseDropped(e.m)
 		case e.joined:
 			// A member says hello only with nothing running: another pod of a worker index
 			// that has a member (its replacement), which ends the attempt.
@@ -201,7 +215,7 @@ func (s *session) supervise(ctx context.Context) (end, *done) {
 }
 
 func (s *session) allEnded() bool {
-	for w := range s.c.Workers {
+	for _, w := range s.active() {
 		if m := s.members[w]; m == nil || !m.ended {
 			return false
 		}
@@ -258,6 +272,10 @@ func (s *session) stopAll(ctx context.Context, why string) ([]loss, *done) {
 			return lost, &done{err: ctx.Err()}
 		case e := <-s.events:
 			switch {
+			case e.drop != nil:
+				s.answerDrop(e.drop)
+			case e.joined && s.dropped[e.m.worker]:
+				s.refuseDropped(e.m)
 			case e.joined:
 				s.join(e.m)
 				e.m.stopped = true // nothing runs in a member that says hello
@@ -329,6 +347,10 @@ func (s *session) finish(ctx context.Context, outcome Outcome, reason, final str
 			return &done{res: Result{Outcome: outcome, Reason: reason, Final: final, Status: s.st}}
 		case e := <-s.events:
 			switch {
+			case e.drop != nil:
+				s.answerDrop(e.drop)
+			case e.joined && s.dropped[e.m.worker]:
+				s.refuseDropped(e.m)
 			case e.joined:
 				s.join(e.m)
 				if err := e.m.send(msg); err != nil {

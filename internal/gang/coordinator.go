@@ -65,6 +65,11 @@ type Status struct {
 	LastRestart string
 	// Missing are the worker indices it waits for, while it waits.
 	Missing []int
+	// Dropped are the worker indices the gang goes on without (Drop), in order, and
+	// Resized says why it last did: "resized from 3 to 2 workers: worker 2 dropped (node
+	// b lost)".
+	Dropped []int
+	Resized string
 	// Why, while it restarts, says why: "attempt 2 failed: rank 1 (worker 1, pid 4242)
 	// exited with code 1".
 	Why string
@@ -114,6 +119,7 @@ type Coordinator struct {
 
 	mu     sync.Mutex
 	status Status
+	sess   *session // the Run under way, for Drop
 }
 
 // Status returns where the gang is now.
@@ -122,6 +128,7 @@ func (c *Coordinator) Status() Status {
 	defer c.mu.Unlock()
 	s := c.status
 	s.Missing = slices.Clone(s.Missing)
+	s.Dropped = slices.Clone(s.Dropped)
 	return s
 }
 
@@ -153,9 +160,10 @@ func (m *member) String() string {
 // event is what a connection's goroutine hands the coordinator's loop.
 type event struct {
 	m      *member
-	joined bool    // m finished its handshake
-	msg    message // else m sent msg,
-	err    error   // or its connection ended
+	joined bool         // m finished its handshake
+	msg    message      // else m sent msg,
+	err    error        // or its connection ended
+	drop   *dropRequest // or, with no m, Drop was called
 }
 
 // session is one Run.
@@ -166,6 +174,7 @@ type session struct {
 	quit    chan struct{}
 	wg      sync.WaitGroup
 	members map[int]*member
+	dropped map[int]bool // worker indices the gang goes on without (Drop)
 	st      Status
 
 	mu   sync.Mutex
@@ -189,15 +198,20 @@ func (c *Coordinator) newSession() *session {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &session{c: c, log: log, events: make(chan event), quit: make(chan struct{}),
-		members: map[int]*member{}, open: map[net.Conn]bool{},
+	s := &session{c: c, log: log, events: make(chan event), quit: make(chan struct{}),
+		members: map[int]*member{}, dropped: map[int]bool{}, open: map[net.Conn]bool{},
 		st: Status{State: Waiting, Attempt: c.FirstAttempt, Restarts: c.Restarts, Disruptions: c.Disruptions}}
+	c.mu.Lock()
+	c.sess = s
+	c.mu.Unlock()
+	return s
 }
 
 // publish makes s.st what Status returns.
 func (s *session) publish(state State) {
 	s.st.State = state
 	s.st.Missing = s.missing()
+	s.st.Dropped = slices.Sorted(maps.Keys(s.dropped))
 	s.c.mu.Lock()
 	s.c.status = s.st
 	s.c.mu.Unlock()
@@ -314,6 +328,9 @@ func (s *session) handshake(nc net.Conn) *member {
 	case hello.Worker < 0 || hello.Worker >= s.c.Workers:
 		s.refuse(l, fmt.Sprintf("worker %d is not one of this gang's workers 0 to %d", hello.Worker, s.c.Workers-1))
 		return nil
+	case s.c.wasDropped(hello.Worker):
+		s.refuse(l, fmt.Sprintf("worker %d was dropped from the gang, which goes on without it", hello.Worker))
+		return nil
 	}
 	_ = nc.SetDeadline(time.Time{})
 	m := &member{link: l, worker: hello.Worker, pod: hello.Pod, incarnation: hello.Incarnation}
@@ -358,11 +375,23 @@ func (s *session) post(e event) bool {
 	}
 }
 
-// missing lists the worker indices without a member, in order.
+// missing lists the worker indices without a member, in order, but those dropped.
 func (s *session) missing() []int {
 	var out []int
 	for w := range s.c.Workers {
-		if s.members[w] == nil {
+		if s.members[w] == nil && !s.dropped[w] {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// active lists the worker indices the gang runs with (all but those dropped), in order:
+// a worker's place in it is its node rank.
+func (s *session) active() []int {
+	var out []int
+	for w := range s.c.Workers {
+		if !s.dropped[w] {
 			out = append(out, w)
 		}
 	}
@@ -393,7 +422,7 @@ func (s *session) drop(m *member, why error) {
 }
 
 // current reports whether e comes from a member the loop still counts.
-func (s *session) current(e event) bool { return s.members[e.m.worker] == e.m }
+func (s *session) current(e event) bool { return e.m != nil && s.members[e.m.worker] == e.m }
 
 // sendAll sends msg to every member; one that cannot be reached is dropped and returned.
 func (s *session) sendAll(msg message) []*member {

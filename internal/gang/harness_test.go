@@ -27,9 +27,14 @@ type fakeWorker struct {
 	mu      sync.Mutex
 	hold    chan struct{} // while set, a stopped attempt waits for it to close
 	causes  []error       // why each stopped attempt's context ended (context.Cause)
+	starts  []Start       // every attempt it was told to start
 }
 
-func (f *fakeWorker) attempt(ctx context.Context, n int) Ended {
+func (f *fakeWorker) attempt(ctx context.Context, st Start) Ended {
+	n := st.Attempt
+	f.mu.Lock()
+	f.starts = append(f.starts, st)
+	f.mu.Unlock()
 	f.started <- call{f.worker, n}
 	select {
 	case e := <-f.ends:
@@ -158,6 +163,17 @@ func (h *harness) none(what string, ch chan call, d time.Duration) {
 }
 
 func (h *harness) end(w int, e Ended) { h.worker(w).ends <- e }
+
+// lastStart is the last attempt worker w was told to start.
+func (h *harness) lastStart(w int) Start {
+	f := h.worker(w)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.starts) == 0 {
+		return Start{}
+	}
+	return f.starts[len(f.starts)-1]
+}
 
 // holdStops makes worker w's stopped attempts wait until hold is closed.
 func (h *harness) holdStops(w int, hold chan struct{}) {

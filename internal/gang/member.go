@@ -21,6 +21,16 @@ type Ended struct {
 	ExitCode int
 }
 
+// Start is an attempt a member is told to run, and where its worker stands in it.
+type Start struct {
+	// Attempt is the attempt's number.
+	Attempt int
+	// Node is this worker's place among the attempt's workers (torchrun's node rank), and
+	// Nodes their number: the worker's own index and the gang's size, unless the
+	// coordinator dropped workers (Coordinator.Drop), which renumbers the rest in order.
+	Node, Nodes int
+}
+
 // Finish is how the gang ended, as the coordinator told its members.
 type Finish struct {
 	Outcome Outcome // Succeeded or Failed
@@ -57,7 +67,7 @@ type Member struct {
 	ConnectWait time.Duration
 	// Attempt runs this worker's processes of an attempt until they end, or until ctx
 	// ends (a stop: it must return only once they are gone).
-	Attempt func(ctx context.Context, attempt int) Ended
+	Attempt func(ctx context.Context, start Start) Ended
 	// Notify, when set, gets notices for people (the pod log).
 	Notify func(string)
 	// Logger gets diagnostics; nil: none.
@@ -244,7 +254,7 @@ func (m *Member) serve(ctx context.Context, l *link) (Finish, error) {
 				if cur != nil {
 					return Finish{}, protocolError("start of attempt %d while attempt %d runs", msg.Attempt, cur.attempt)
 				}
-				cur = m.start(ctx, msg.Attempt)
+				cur = m.start(ctx, Start{Attempt: msg.Attempt, Node: msg.Node, Nodes: msg.Nodes})
 				ended = cur.ended
 			case typeStop:
 				if cur != nil && cur.attempt == msg.Attempt {
@@ -274,11 +284,11 @@ func (m *Member) leave(ctx context.Context, l *link) error {
 	return ctx.Err()
 }
 
-// start runs attempt n in the background.
-func (m *Member) start(ctx context.Context, n int) *running {
+// start runs attempt st in the background.
+func (m *Member) start(ctx context.Context, st Start) *running {
 	actx, cancel := context.WithCancelCause(ctx)
-	r := &running{attempt: n, cancel: cancel, ended: make(chan Ended, 1)}
-	go func() { r.ended <- m.Attempt(actx, n) }()
+	r := &running{attempt: st.Attempt, cancel: cancel, ended: make(chan Ended, 1)}
+	go func() { r.ended <- m.Attempt(actx, st) }()
 	return r
 }
 

@@ -60,6 +60,8 @@ type message struct {
 	Pod         string  `json:"pod,omitempty"`
 	Incarnation string  `json:"incarnation,omitempty"`
 	Attempt     int     `json:"attempt,omitempty"`
+	Node        int     `json:"node,omitempty"`
+	Nodes       int     `json:"nodes,omitempty"`
 	Outcome     Outcome `json:"outcome,omitempty"`
 	Reason      string  `json:"reason,omitempty"`
 	Rank        int     `json:"rank"`

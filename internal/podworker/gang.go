@@ -237,8 +237,9 @@ func (w *worker) attemptEnv(n int) (map[string]string, error) {
 	return w.session.AttemptEnv(n)
 }
 
-// runAttempt runs this worker's ranks of attempt n, for the gang's member.
-func (w *worker) runAttempt(ctx context.Context, n int) gang.Ended {
+// runAttempt runs this worker's ranks of the attempt st, for the gang's member.
+func (w *worker) runAttempt(ctx context.Context, st gang.Start) gang.Ended {
+	n := st.Attempt
 	failed := func(err error) gang.Ended {
 		return gang.Ended{Outcome: gang.Failed, Reason: fmt.Sprintf("could not run attempt %d: %v", n, err), Rank: -1, ExitCode: -1}
 	}
@@ -248,7 +249,7 @@ func (w *worker) runAttempt(ctx context.Context, n int) gang.Ended {
 		}
 	}
 	if w.gang.l == nil {
-		w.gang.l = &launcher.Launcher{Job: w.job, Folder: w.folder, Console: w.console, Logger: w.opts.Logger,
+		w.gang.l = &launcher.Launcher{Job: w.job.DeepCopy(), Folder: w.folder, Console: w.console, Logger: w.opts.Logger,
 			Placement: launcher.Placement{Slots: []launcher.Slot{{Worker: w.cfg.Worker, GPUs: w.gang.gpus}},
 				MasterAddr: w.cfg.MasterAddr, MasterPort: w.cfg.MasterPort, NodePerWorker: true,
 				StoreHosted: launcher.AgentStoreWanted(w.job), MilliCPU: w.cfg.MilliCPU},
@@ -258,6 +259,7 @@ func (w *worker) runAttempt(ctx context.Context, n int) gang.Ended {
 		w.session.OnActivity(w.gang.l.TouchRank)
 	}
 	w.cfg.Attempt = n
+	w.place(st)
 	var (
 		res launcher.AttemptResult
 		err error
@@ -276,6 +278,31 @@ func (w *worker) runAttempt(ctx context.Context, n int) gang.Ended {
 		return gang.Ended{Outcome: gang.Hung, Reason: res.Reason, Rank: -1, ExitCode: -1}
 	}
 	return gang.Ended{Outcome: gang.Failed, Reason: res.Reason, Rank: res.FailedRank, ExitCode: res.ExitCode}
+}
+
+// place puts this worker where the coordinator's start says, when the gang went on without
+// some workers (gang.Coordinator.Drop): the gang's size is then the workers left, and this
+// worker's node rank its place among them, so its ranks are numbered from node × the
+// processes per worker, and the ranks see the new WORLD_SIZE (and the one before, as
+// TRAINYARD_PREVIOUS_WORLD_SIZE). A start that says nothing (Nodes 0) leaves the pod's own.
+func (w *worker) place(st gang.Start) {
+	l := w.gang.l
+	if st.Nodes <= 0 || (st.Nodes == l.Job.Spec.WorkerCount() && st.Node == l.Placement.Slots[0].Worker) {
+		return
+	}
+	if l.MaxWorkers == 0 {
+		l.MaxWorkers = w.job.Spec.WorkerCount()
+	}
+	nodes := int32(st.Nodes)
+	l.Job.Spec.Workers = &nodes
+	l.Placement.Slots[0].Worker = st.Node
+	ranks := make([]int, l.Job.Spec.ProcCount())
+	for i := range ranks {
+		ranks[i] = launcher.RankOf(l.Job, st.Node, i)
+	}
+	w.session.SetRanks(ranks)
+	w.console.Notice(fmt.Sprintf("attempt %d: the gang runs with %d of its %d workers; worker %d runs as node %d, ranks %d to %d",
+		st.Attempt, st.Nodes, w.job.Spec.WorkerCount(), w.cfg.Worker, st.Node, ranks[0], ranks[len(ranks)-1]))
 }
 
 // stoppedForRestart is the launcher's KeepSpares: an attempt the gang's coordinator
@@ -309,6 +336,7 @@ func (w *worker) gangSummary(sum *workload.Summary) {
 	if c := w.gang.coord.Load(); c != nil {
 		st := c.Status()
 		sum.InPlace, sum.LastRestart = int32(st.InPlace), st.LastRestart
+		sum.Dropped, sum.Resized = st.Dropped, st.Resized
 		if sum.Attempt == 0 {
 			sum.Attempt, sum.Restarts, sum.Disruptions = st.Attempt, int32(st.Restarts), int32(st.Disruptions)
 		}
@@ -324,6 +352,7 @@ func (w *worker) gangProgress(sum *workload.Summary) {
 	st := c.Status()
 	sum.Attempt, sum.Restarts, sum.Disruptions = st.Attempt, int32(st.Restarts), int32(st.Disruptions)
 	sum.InPlace, sum.LastRestart = int32(st.InPlace), st.LastRestart
+	sum.Dropped, sum.Resized = st.Dropped, st.Resized
 	if st.State == gang.Restarting {
 		sum.Outcome, sum.Reason = workload.OutcomeRestarting, st.Why
 	}

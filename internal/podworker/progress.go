@@ -16,7 +16,8 @@ import (
 
 // serveProgress serves, on addr, what the worker's GPUs do now at workload.GPUsPath, and
 // for worker 0 the progress (a workload.Summary with outcome "running") at
-// workload.ProgressPath, for the operator to put in the TrainJob's status while the attempt
+// workload.ProgressPath and the operator's drop requests at workload.DropPath (see
+// serveDrop), for the operator to put in the TrainJob's status while the attempt
 // runs. A port it cannot listen on is a notice, not a failure of the worker. The returned
 // function stops the server.
 func (w *worker) serveProgress(addr string, gpus []device.GPU) func() {
@@ -35,6 +36,7 @@ func (w *worker) serveProgress(addr string, gpus []device.GPU) func() {
 			rw.Header().Set("Content-Type", "application/json")
 			_ = json.NewEncoder(rw).Encode(w.progress())
 		})
+		mux.HandleFunc("POST "+workload.DropPath, w.serveDrop)
 	}
 	sampler := &gpuSampler{worker: w.cfg.Worker, gpus: gpus}
 	mux.HandleFunc("GET "+workload.GPUsPath, func(rw http.ResponseWriter, r *http.Request) {

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -257,6 +258,15 @@ func (s *Session) AttemptEnv(attempt int) (map[string]string, error) {
 	s.attempt, s.base, s.ranks, s.began, s.lastAt = attempt, s.iteration, map[int]int{}, time.Now(), time.Now()
 	s.here, s.rank0.step = ranksOf(&s.job.Spec, s.localRanks), 0
 	return env, nil
+}
+
+// SetRanks changes the ranks whose processes run on this machine (Options.Ranks), from the
+// next attempt (AttemptEnv) on: a Kubernetes worker renumbered when its gang went on
+// without some workers (internal/gang's Start.Node).
+func (s *Session) SetRanks(ranks []int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.localRanks = slices.Clone(ranks)
 }
 
 // resumeFrom waits for the commit in flight, cleans the scratch folders and returns the

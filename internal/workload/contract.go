@@ -133,6 +133,10 @@ type Summary struct {
 	// LastRestart says why the gang last restarted in place: "attempt 3 restarted in
 	// place after rank 5 (worker 2, pid 4242) exited with code 1".
 	LastRestart string `json:"lastRestart,omitempty"`
+	// Dropped are the worker indices the gang went on without, in place (DropRequest),
+	// and Resized says why it last did.
+	Dropped []int  `json:"dropped,omitempty"`
+	Resized string `json:"resized,omitempty"`
 	// Final, in a failed worker's summary, says that the gang failed for good (no
 	// restarts left in place), as the reason of the TrainJob's Failed condition
 	// (WorkerFailed, TooManyDisruptions): the operator must not restart it.
