@@ -365,6 +365,15 @@ type TrainJobStatus struct {
 	// +optional
 	Workers int32 `json:"workers,omitempty"`
 
+	// DroppedWorkers are the workers of the pods' attempt (podsAttempt) that an elastic
+	// gang went on without in place (event Resized): their node was lost or their pod
+	// could not be scheduled. Their pods are deleted and not replaced; the other workers
+	// keep their pods and run renumbered, status.workers of them. Empty once the gang runs
+	// on new pods.
+	// +listType=set
+	// +optional
+	DroppedWorkers []int32 `json:"droppedWorkers,omitempty"`
+
 	// LostNodes are the lost nodes whose workers the gang went without: those of the pods
 	// replaced since the gang last ran at its full size, and once an elastic gang has
 	// shrunk, the nodes it shrank for. The gang grows back to spec.workers when one of

@@ -102,6 +102,9 @@ func partly(j *v1.TrainJob) string {
 	n := j.GangSize()
 	switch {
 	case n >= j.Spec.WorkerCount():
+	case len(j.Status.DroppedWorkers) > 0:
+		return fmt.Sprintf(" (elastic: running with %d in place, without worker(s) %s: resized, see the events)", n,
+			strings.Trim(strings.Join(strings.Fields(fmt.Sprint(j.Status.DroppedWorkers)), ", "), "[]"))
 	case (j.Spec.Kubernetes != nil && j.Spec.Kubernetes.QueueName != "") || j.Labels[workload.LabelQueue] != "":
 		return fmt.Sprintf(" (elastic: running with %d, as Kueue admitted)", n)
 	default:

@@ -242,3 +242,29 @@ func TestUseOf(t *testing.T) {
 		}
 	}
 }
+
+// describe's note on an elastic gang below its most says why: Kueue's admission, a resize,
+// a resize in place that dropped workers.
+func TestPartly(t *testing.T) {
+	four, two := int32(4), int32(2)
+	job := func(st v1.TrainJobStatus, queue string) *v1.TrainJob {
+		j := &v1.TrainJob{Spec: v1.TrainJobSpec{Workers: &four, MinWorkers: &two}, Status: st}
+		if queue != "" {
+			j.Spec.Kubernetes = &v1.KubernetesSpec{QueueName: queue}
+		}
+		return j
+	}
+	for _, tc := range []struct {
+		job  *v1.TrainJob
+		want string
+	}{
+		{job(v1.TrainJobStatus{}, ""), ""},
+		{job(v1.TrainJobStatus{Workers: 3}, "team-a"), " (elastic: running with 3, as Kueue admitted)"},
+		{job(v1.TrainJobStatus{Workers: 2}, ""), " (elastic: running with 2: resized, see the events)"},
+		{job(v1.TrainJobStatus{Workers: 2, DroppedWorkers: []int32{2, 3}}, ""), " (elastic: running with 2 in place, without worker(s) 2, 3: resized, see the events)"},
+	} {
+		if got := partly(tc.job); got != tc.want {
+			t.Errorf("partly(%+v) = %q; want %q", tc.job.Status, got, tc.want)
+		}
+	}
+}

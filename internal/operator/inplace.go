@@ -48,6 +48,7 @@ func (s *step) inPlace(sum *workload.Summary) {
 	if sum == nil || sum.Attempt == 0 {
 		return // an older worker image, or none of its attempts began
 	}
+	s.absorbDropped(sum)
 	st := &s.job.Status
 	st.Restarts = max(st.Restarts, sum.Restarts)
 	st.Disruptions = max(st.Disruptions, sum.Disruptions)

@@ -30,6 +30,10 @@ type progressServer struct {
 	ip  string
 	mu  sync.Mutex
 	sum workload.Summary
+	// secret, once set, verifies the drop requests it takes (see serveDrop); drops are
+	// those it took.
+	secret []byte
+	drops  []workload.DropRequest
 }
 
 func startProgressServer(t *testing.T) *progressServer {
@@ -46,9 +50,13 @@ func startProgressServer(t *testing.T) *progressServer {
 		t.Fatal(err)
 	}
 	p := &progressServer{ip: ln.Addr().(*net.TCPAddr).IP.String(), sum: workload.Summary{Outcome: workload.OutcomeRunning}}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p.mu.Lock()
 		defer p.mu.Unlock()
+		if r.Method == http.MethodPost && r.URL.Path == workload.DropPath {
+			p.serveDrop(w, r)
+			return
+		}
 		_ = json.NewEncoder(w).Encode(p.sum)
 	}), ReadHeaderTimeout: time.Second}
 	go func() { _ = srv.Serve(ln) }()

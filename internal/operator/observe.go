@@ -15,7 +15,8 @@ import (
 // observation is what an attempt's pods say about it.
 type observation struct {
 	workers   int
-	running   int // workers whose container runs
+	indexes   []int // the workers' indexes (see observe)
+	running   int   // workers whose container runs
 	succeeded int
 	failure   *failure // the first worker that failed in a way its pod cannot be replaced for
 	// lost are workers whose pod is gone from the gang or going (evicted, OOM-killed, its
@@ -77,10 +78,11 @@ var waitingReasons = map[string]bool{
 // disruptionReasons are pod status reasons of pods the node or the cluster took away.
 var disruptionReasons = []string{"Evicted", "Preempting", "Preempted", "Shutdown", "NodeShutdown", "NodeLost", "Terminated", "DeadlineExceeded"}
 
-// observe sums up an attempt from its pods; nodeDown says whether a node is lost (not
-// ready, or gone).
-func observe(pods []corev1.Pod, workers int, nodeDown func(string) bool) observation {
-	o := observation{workers: workers}
+// observe sums up an attempt from the pods of its workers, whose indexes are given (all
+// of the pods' attempt but those dropped in place); nodeDown says whether a node is lost
+// (not ready, or gone).
+func observe(pods []corev1.Pod, indexes []int, nodeDown func(string) bool) observation {
+	o := observation{workers: len(indexes), indexes: indexes}
 	slices.SortFunc(pods, func(a, b corev1.Pod) int { return workerIndex(&a) - workerIndex(&b) })
 	present := map[int]bool{}
 	for i := range pods {
@@ -97,7 +99,7 @@ func observe(pods []corev1.Pod, workers int, nodeDown func(string) bool) observa
 			o.progress = progressURL(p)
 		}
 	}
-	for i := range workers {
+	for _, i := range indexes {
 		if !present[i] {
 			o.missing = append(o.missing, i)
 		}
@@ -134,7 +136,7 @@ func (o *observation) add(p *corev1.Pod, nodeDown bool) {
 		if o.blocked == nil {
 			o.blocked = podProblem(p)
 		}
-		if w, ok := unschedulable(p); ok && w.worker < o.workers {
+		if w, ok := unschedulable(p); ok && slices.Contains(o.indexes, w.worker) {
 			o.stuck = append(o.stuck, w)
 		}
 	}

@@ -104,7 +104,7 @@ func TestObserve(t *testing.T) {
 		})}, func(o observation) string { return expect(o.blocked != nil && o.blocked.fatal, "fatal") }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o := observe(tc.pods, len(tc.pods), func(n string) bool { return n != "" && n == tc.down })
+			o := observe(tc.pods, seq(len(tc.pods)), func(n string) bool { return n != "" && n == tc.down })
 			if msg := tc.check(o); msg != "" {
 				t.Errorf("%s; got %+v (failure %+v, blocked %+v)", msg, o, o.failure, o.blocked)
 			}

@@ -85,6 +85,7 @@ func TestOperator(t *testing.T) {
 		{"kueue suspend", testKueueSuspend},
 		{"kueue partial admission", testKueueElastic},
 		{"elastic shrink", testElasticShrink},
+		{"elastic shrink in place", testElasticShrinkInPlace},
 		{"elastic lost node", testElasticLostNode},
 		{"elastic lost node gone for good", testElasticLostNodeGoneForGood},
 		{"elastic shrink at the pre-running deadline", testElasticShrinkAtDeadline},

@@ -219,7 +219,10 @@ func (s *step) run(ctx context.Context) error {
 	}
 	pods := s.kids.podsOf(s.podsAttempt())
 	s.r.expect.settle(s.job.UID, pods)
-	o := observe(pods, s.gangSize(), s.r.nodeDown(ctx))
+	if pods, err = s.deleteDropped(ctx, pods); err != nil {
+		return err
+	}
+	o := observe(pods, s.podIndexes(), s.r.nodeDown(ctx))
 	return s.track(ctx, o)
 }
 
@@ -289,7 +292,7 @@ func (s *step) render(ctx context.Context, n int) (*workload.Attempt, error) {
 		return nil, err
 	}
 	opts := s.r.Options.renderOptions()
-	opts.Placement, opts.Workers = placement, s.gangSize()
+	opts.Placement, opts.Workers = placement, s.podSetSize()
 	a, err := workload.Render(s.job, n, opts)
 	if err != nil {
 		return nil, &templateError{err}
@@ -316,10 +319,15 @@ func seq(n int) []int {
 // track follows the current attempt.
 func (s *step) track(ctx context.Context, o observation) error {
 	st := &s.job.Status
+	dropped := len(st.DroppedWorkers)
 	if s.r.poller != nil {
 		s.absorb(s.r.poller.take(s.job.UID)) // live progress, read outside Reconcile
 	}
 	s.absorb(o.summary) // a worker's final summary wins
+	if len(st.DroppedWorkers) != dropped {
+		s.requeue(time.Millisecond) // worker 0 dropped workers the status did not know of: look again without them
+		return nil
+	}
 	if st.SourceCommit == "" && o.commit() != "" {
 		st.SourceCommit = o.commit() // the first attempt's clone: restarts check it out
 	}
@@ -333,8 +341,9 @@ func (s *step) track(ctx context.Context, o observation) error {
 		return s.succeed()
 	case len(o.lost) > 0 || len(o.missing) > 0:
 		return s.replaceLost(ctx, o)
-	case s.shrinkStuck(o):
-		return nil
+	}
+	if shrunk, err := s.shrinkStuck(ctx, o); shrunk || err != nil {
+		return err
 	}
 	st.WorkersReady = int32(o.running)
 	if o.allRunning() {
@@ -478,7 +487,7 @@ func (s *step) attemptFailed(ctx context.Context, f *failure) error {
 	// The status is written first; the next reconcile tears the attempt down (waitTeardown),
 	// so a stale read can never bring it back.
 	st.Restarts++
-	st.Attempt, st.PodsAttempt = st.Attempt+1, 0
+	newPods(st)
 	st.Phase, st.WorkersReady, st.AttemptStartTime = v1.PhaseRestarting, 0, nil
 	msg := fmt.Sprintf("attempt %d ended: %s; restarting the whole gang as attempt %d (%d of %d restarts used",
 		n, f.reason, st.Attempt, st.Restarts-st.Disruptions, limit)
@@ -623,7 +632,7 @@ func (s *step) suspend(ctx context.Context) error {
 // resume starts a new attempt of a job that was suspended.
 func (s *step) resume() {
 	st := &s.job.Status
-	st.Attempt, st.PodsAttempt = st.Attempt+1, 0
+	newPods(st)
 	st.Phase = v1.PhasePending
 	if st.StartTime == nil {
 		st.StartTime = s.time()

@@ -2,6 +2,7 @@ package operator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -139,9 +140,9 @@ func lostWhy(nodes []string) string {
 	}
 }
 
-// shrinkStuck resizes an elastic gang whose stuck workers planShrink gives up on, and
-// reports whether it did.
-func (s *step) shrinkStuck(o observation) bool {
+// shrinkStuck resizes an elastic gang whose stuck workers planShrink gives up on, in place
+// when it can (dropinplace.go), else on new pods, and reports whether it did.
+func (s *step) shrinkStuck(ctx context.Context, o observation) (bool, error) {
 	rule := shrinkRule{workers: s.gangSize(), min: s.job.Spec.MinWorkerCount(), settle: s.r.Options.elasticSettle()}
 	if d, st := s.job.Spec.PreRunningDeadlineSeconds, s.job.Status.AttemptStartTime; d != nil && st != nil {
 		rule.deadline = st.Add(time.Duration(*d) * time.Second)
@@ -151,10 +152,15 @@ func (s *step) shrinkStuck(o observation) bool {
 		if wait > 0 {
 			s.requeue(wait)
 		}
-		return false
+		return false, nil
 	}
-	s.resized(r)
-	return true
+	switch err := s.shrinkInPlace(ctx, r, o); {
+	case errors.Is(err, errNoDropInPlace):
+		s.resized(r)
+	case err != nil:
+		return false, err
+	}
+	return true, nil
 }
 
 // resized records that the gang restarts at size r.to as the next attempt, from its
@@ -171,7 +177,7 @@ func (s *step) resized(r resize) {
 	case r.to < r.from:
 		st.LostNodes = r.lost
 	}
-	st.Attempt, st.PodsAttempt = st.Attempt+1, 0
+	newPods(st)
 	st.Phase, st.WorkersReady, st.AttemptStartTime = v1.PhaseRestarting, 0, nil
 	msg := fmt.Sprintf("resized from %d to %d workers: %s; attempt %d ends and the gang restarts as attempt %d from its latest checkpoint (a resize uses no restart)",
 		r.from, r.to, r.why, n, st.Attempt)

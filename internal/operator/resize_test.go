@@ -78,7 +78,7 @@ func TestObserveStuck(t *testing.T) {
 	}
 	pods := []corev1.Pod{pod("0", corev1.PodRunning, nil), pod("1", corev1.PodPending, unsched),
 		pod("2", corev1.PodPending, nil), pod("3", corev1.PodPending, unsched), pod("4", corev1.PodPending, nominated)}
-	o := observe(pods, 5, func(string) bool { return false })
+	o := observe(pods, seq(5), func(string) bool { return false })
 	got := o.stuck
 	want := []stuckWorker{{worker: 1, pod: "p1", since: since.Time, message: "0/2 nodes are available"},
 		{worker: 3, pod: "p3", since: since.Time, message: "0/2 nodes are available"}}

@@ -57,7 +57,7 @@ func (w *worker) serveDrop(rw http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	err = c.Drop(ctx, req.Workers, req.Reason)
 	st := c.Status()
-	rep := workload.DropReply{Dropped: st.Dropped, Workers: c.Workers - len(st.Dropped)}
+	rep := workload.DropReply{Dropped: st.Dropped, Workers: c.Workers - len(st.Dropped), Attempt: st.Attempt}
 	switch {
 	case errors.Is(err, gang.ErrNotDropped):
 		rep.Error = err.Error()

@@ -98,7 +98,7 @@ func TestDropLostWorker(t *testing.T) {
 			t.Errorf("%s: %d %+v; want %d saying %q, nothing dropped", bad.name, code, rep, bad.code, bad.want)
 		}
 	}
-	if code, rep := postDrop(t, progress, secret, req); code != http.StatusOK || rep.Workers != 2 || len(rep.Dropped) != 1 || rep.Dropped[0] != 1 {
+	if code, rep := postDrop(t, progress, secret, req); code != http.StatusOK || rep.Workers != 2 || len(rep.Dropped) != 1 || rep.Dropped[0] != 1 || rep.Attempt != 2 {
 		t.Fatalf("the drop: %d %+v", code, rep)
 	}
 	start(1) // the lost worker's pod comes back too late

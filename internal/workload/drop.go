@@ -45,11 +45,13 @@ type DropRequest struct {
 	Expires time.Time `json:"expires"`
 }
 
-// DropReply is worker 0's answer: the workers dropped so far, and how many the gang runs
-// with now; or why it did not drop them (Error).
+// DropReply is worker 0's answer: the workers dropped so far, how many the gang runs
+// with now and the attempt it is in (the one the workers left start next, when it waited
+// for those dropped); or why it did not drop them (Error).
 type DropReply struct {
 	Dropped []int  `json:"dropped,omitempty"`
 	Workers int    `json:"workers,omitempty"`
+	Attempt int    `json:"attempt,omitempty"`
 	Error   string `json:"error,omitempty"`
 }
 

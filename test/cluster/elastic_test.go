@@ -23,9 +23,10 @@ import (
 // workers on each node) loses the second node while it trains: its kubelet, containerd
 // and pods killed. The lost workers' replacements cannot be scheduled (the node that
 // remains has no free GPU), so once the elastic settle time has passed the operator
-// resizes the gang to 2 and restarts it on the node that remains, from its checkpoint,
-// without counting a restart, and says so (event Resized, status.workers 2); the ranks
-// see WORLD_SIZE 2 and the world size before. Then the node comes back: at the gang's
+// resizes the gang to 2 on the node that remains, from its checkpoint, without counting a
+// restart, and says so (event Resized, status.workers 2): in place, workers 0 and 1 there
+// keeping their pods (the workers prefer the first node); the ranks see WORLD_SIZE 2 and
+// the world size before. Then the node comes back: at the gang's
 // next checkpoint it grows back to 4 workers over both nodes, and trains on there (it has
 // more epochs than the test waits for, so that it never ends before an event the test
 // waits for; the test deletes it).
@@ -37,10 +38,19 @@ func TestTwoNodesElasticShrinkAndGrow(t *testing.T) {
 	second := twoNodes(t, ctx, 2)
 
 	deleteAtEnd(t, "elastic")
-	// The workers leave a lost node 10 s after it is unreachable, not 300.
+	// The workers leave a lost node 10 s after it is unreachable, not 300. They prefer the
+	// first node, so that workers 0 and 1 (made and scheduled first) fill it and worker 0,
+	// which runs the gang's coordinator, survives the second's loss.
 	kube := `    tolerations:
     - {key: node.kubernetes.io/unreachable, operator: Exists, effect: NoExecute, tolerationSeconds: 10}
-    - {key: node.kubernetes.io/not-ready, operator: Exists, effect: NoExecute, tolerationSeconds: 10}`
+    - {key: node.kubernetes.io/not-ready, operator: Exists, effect: NoExecute, tolerationSeconds: 10}
+    affinity:
+      nodeAffinity:
+        preferredDuringSchedulingIgnoredDuringExecution:
+        - weight: 100
+          preference:
+            matchExpressions:
+            - {key: kubernetes.io/hostname, operator: NotIn, values: [` + second + `]}`
 	job{name: "elastic", workers: 4, spec: "  minWorkers: 2\n  resources: {gpu: 1}\n  maxRestarts: 0", mounts: gpuMount(t), kube: kube,
 		args: []string{"--epochs", "200", "--train-subset", "2000", "--test-subset", "200", "--sleep-per-step", "0.1"}}.submit(t, ctx)
 	workers := runningWorkers(t, ctx, "elastic", 4, 5*time.Minute)
@@ -49,8 +59,9 @@ func TestTwoNodesElasticShrinkAndGrow(t *testing.T) {
 		onNode[p.Spec.NodeName] = append(onNode[p.Spec.NodeName], i)
 	}
 	t.Logf("workers by node: %v", onNode)
-	if len(onNode[second]) != 2 {
-		t.Fatalf("workers by node %v; want 2 on %s", onNode, second)
+	slices.Sort(onNode[second])
+	if !slices.Equal(onNode[second], []int{2, 3}) {
+		t.Fatalf("workers by node %v; want workers 2 and 3 on %s (the others prefer the first node)", onNode, second)
 	}
 	waitStatus(t, "elastic", 5*time.Minute, func(s trainJobStatus) bool { return s.LatestCheckpoint != "" })
 	stopped := time.Now()
@@ -67,17 +78,26 @@ func TestTwoNodesElasticShrinkAndGrow(t *testing.T) {
 	t.Logf("stopped %s, which held workers %v", second, onNode[second])
 
 	s := waitStatus(t, "elastic", 5*time.Minute, func(s trainJobStatus) bool { return s.Workers == 2 })
-	t.Logf("resized %s after the loss: attempt %d", since(), s.Attempt)
+	t.Logf("resized %s after the loss: attempt %d, workers dropped %v", since(), s.Attempt, s.DroppedWorkers)
+	// Worker 0 runs the gang's coordinator and is on the node that remains: the gang
+	// shrinks in place, workers 0 and 1 keeping their pods.
 	resizedEvent(t, ctx, "elastic", "resized from 4 to 2 workers: node "+second+" lost")
+	resizedEvent(t, ctx, "elastic", "workers 0, 1 keep their pods and go on in place")
+	if !slices.Equal(s.DroppedWorkers, []int{2, 3}) {
+		t.Errorf("status.droppedWorkers %v; want the lost node's workers 2 and 3", s.DroppedWorkers)
+	}
+	s = waitStatus(t, "elastic", 3*time.Minute, func(s trainJobStatus) bool { return s.Phase == "Running" && s.Workers == 2 })
 	resized := s.Attempt
 	two := runningWorkers(t, ctx, "elastic", 2, 5*time.Minute)
 	for i, p := range two {
 		if p.Spec.NodeName == second || workload.WorkerIndex(p.Labels) != i {
 			t.Errorf("worker %d on %s; want it on the node that remains", i, p.Spec.NodeName)
 		}
+		if p.UID != workers[i].UID {
+			t.Errorf("worker %d runs in pod %s (%s); want its pod from before the loss kept (%s)", i, p.Name, p.UID, workers[i].UID)
+		}
 	}
-	t.Logf("2 workers running %s after the loss", since())
-	waitStatus(t, "elastic", 3*time.Minute, func(s trainJobStatus) bool { return s.Phase == "Running" && s.Attempt == resized })
+	t.Logf("2 workers running attempt %d in place %s after the loss", resized, since())
 	waitRunLog(t, "elastic-*", resized, "world_size=2", "resized_from=4", "resuming from checkpoint_")
 
 	back := time.Now()

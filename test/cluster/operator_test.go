@@ -175,6 +175,8 @@ type trainJobStatus struct {
 	Disruptions int    `json:"disruptions"`
 	// Workers is the size Kueue admitted of an elastic gang (0: all of spec.workers).
 	Workers int `json:"workers"`
+	// DroppedWorkers are the workers an elastic gang went on without, in place.
+	DroppedWorkers []int `json:"droppedWorkers"`
 	// WorkerReplacements counts each worker's pods replaced alone.
 	WorkerReplacements []int          `json:"workerReplacements"`
 	Iteration          int            `json:"iteration"`
