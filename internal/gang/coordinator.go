@@ -100,6 +100,9 @@ type Coordinator struct {
 	Restarts, Disruptions int
 	// Secret, when set, authenticates every message.
 	Secret []byte
+	// Dropped are workers the gang went on without before this coordinator (Drop, on
+	// worker 0's pod before it was replaced): it neither waits for them nor takes them.
+	Dropped []int
 	// JoinWait bounds the wait for every worker before the first attempt (default
 	// DefaultJoinWait), ReturnWait the wait for a lost worker to come back (default
 	// JoinWait), StopWait the wait for members to confirm an attempt stopped (default
@@ -201,8 +204,14 @@ func (c *Coordinator) newSession() *session {
 	s := &session{c: c, log: log, events: make(chan event), quit: make(chan struct{}),
 		members: map[int]*member{}, dropped: map[int]bool{}, open: map[net.Conn]bool{},
 		st: Status{State: Waiting, Attempt: c.FirstAttempt, Restarts: c.Restarts, Disruptions: c.Disruptions}}
+	for _, w := range c.Dropped {
+		if w > 0 && w < c.Workers {
+			s.dropped[w] = true
+		}
+	}
+	s.st.Dropped = slices.Sorted(maps.Keys(s.dropped))
 	c.mu.Lock()
-	c.sess = s
+	c.sess, c.status = s, s.st
 	c.mu.Unlock()
 	return s
 }

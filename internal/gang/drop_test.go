@@ -85,3 +85,19 @@ func TestDropBeforeFirstAttempt(t *testing.T) {
 		t.Errorf("worker 1's attempt 1: %+v; want node 1 of 2", got)
 	}
 }
+
+// A coordinator that starts after workers were dropped (worker 0's pod was replaced) does
+// not wait for them, and refuses them.
+func TestDroppedBefore(t *testing.T) {
+	h := newHarness(t, &Coordinator{Workers: 3, Dropped: []int{1}, JoinWait: wait})
+	h.join(0, "")
+	h.join(2, "")
+	h.expect("attempt 1 without worker 1", h.started, call{0, 1}, call{2, 1})
+	if got := h.lastStart(2); got != (Start{Attempt: 1, Node: 1, Nodes: 2}) {
+		t.Errorf("worker 2's attempt 1: %+v; want node 1 of 2", got)
+	}
+	var refused *RefusedError
+	if f := h.join(1, "").finished(t); !errors.As(f.err, &refused) {
+		t.Errorf("worker 1: %v; want a refusal", f.err)
+	}
+}

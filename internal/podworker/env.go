@@ -32,6 +32,9 @@ type Config struct {
 	GangAddr string
 	// GangSecret, when set, authenticates the gang's messages.
 	GangSecret []byte
+	// Dropped are the workers the gang went on without in place before these pods'
+	// worker 0 started (a replaced worker 0's coordinator does not wait for them).
+	Dropped []int
 	// Restarts and Disruptions are the run's restarts (all, and those that were
 	// disruptions) when the operator made the pod.
 	Restarts, Disruptions int
@@ -111,6 +114,11 @@ func ParseEnv(lookup func(string) (string, bool)) (Config, error) {
 		}
 		cfg.MilliCPU = int64(milli)
 	}
+	if v, ok := lookup(workload.EnvDroppedWorkers); ok && v != "" {
+		if cfg.Dropped, err = droppedVar(v, maxWorker); err != nil {
+			bad(workload.EnvDroppedWorkers, err)
+		}
+	}
 	for _, v := range []struct {
 		name string
 		n    *int
@@ -123,6 +131,19 @@ func ParseEnv(lookup func(string) (string, bool)) (Config, error) {
 		}
 	}
 	return cfg, errors.Join(errs...)
+}
+
+// droppedVar reads a list of worker indexes from 1 to most: "2,3".
+func droppedVar(v string, most int) ([]int, error) {
+	var out []int
+	for f := range strings.SplitSeq(v, ",") {
+		w, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || w < 1 || w > most {
+			return nil, fmt.Errorf("%q: give worker indexes from 1 to %d, separated by commas", v, most)
+		}
+		out = append(out, w)
+	}
+	return out, nil
 }
 
 // parseJob decodes, defaults and validates the TrainJob. The run name and the storage

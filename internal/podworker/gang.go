@@ -185,7 +185,7 @@ func (w *worker) coordinator() *gang.Coordinator {
 	return &gang.Coordinator{
 		Workers: s.WorkerCount(), FirstAttempt: first,
 		MaxRestarts: int(s.MaxRestarts), MaxDisruptions: int(s.DisruptionLimit()),
-		Restarts: w.cfg.Restarts, Disruptions: w.cfg.Disruptions, Secret: w.cfg.GangSecret,
+		Restarts: w.cfg.Restarts, Disruptions: w.cfg.Disruptions, Secret: w.cfg.GangSecret, Dropped: w.cfg.Dropped,
 		JoinWait: w.opts.PrimaryWait, StopWait: time.Duration(s.GracePeriod())*time.Second + stopSlack,
 		Prepare: w.prepareAttempt, Stopping: w.stoppingAttempt, Notify: w.console.Notice, Logger: w.opts.Logger,
 	}

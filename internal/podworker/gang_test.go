@@ -358,15 +358,18 @@ func TestParseEnvGang(t *testing.T) {
 		t.Errorf("defaults: %+v, %v", cfg, err)
 	}
 	env[workload.EnvGangAddr], env[workload.EnvGangSecret] = "127.0.0.1:4000", "s3cret"
-	env[workload.EnvRestarts], env[workload.EnvDisruptions] = "3", "1"
+	env[workload.EnvRestarts], env[workload.EnvDisruptions], env[workload.EnvDroppedWorkers] = "3", "1", "1"
 	cfg, err = ParseEnv(lookup(env))
-	if err != nil || cfg.gangAddr() != "127.0.0.1:4000" || string(cfg.GangSecret) != "s3cret" || cfg.Restarts != 3 || cfg.Disruptions != 1 {
+	if err != nil || cfg.gangAddr() != "127.0.0.1:4000" || string(cfg.GangSecret) != "s3cret" || cfg.Restarts != 3 || cfg.Disruptions != 1 ||
+		len(cfg.Dropped) != 1 || cfg.Dropped[0] != 1 {
 		t.Errorf("set: %+v, %v", cfg, err)
 	}
 	env[workload.EnvGangAddr], env[workload.EnvRestarts], env[workload.EnvDisruptions] = "nowhere", "-1", "x"
+	env[workload.EnvDroppedWorkers] = "0,1"
 	_, err = ParseEnv(lookup(env))
 	for _, want := range []string{"TRAINYARD_GANG_ADDR: must be host:port", `TRAINYARD_RESTARTS: must be a whole number from 0 to 1073741824, got "-1"`,
-		`TRAINYARD_DISRUPTIONS: must be a whole number from 0 to 1073741824, got "x"`} {
+		`TRAINYARD_DISRUPTIONS: must be a whole number from 0 to 1073741824, got "x"`,
+		`TRAINYARD_DROPPED_WORKERS: "0,1": give worker indexes from 1 to 1, separated by commas`} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v lacks %q", err, want)
 		}

@@ -83,6 +83,10 @@ const (
 	// the gang counts its restarts in place against maxRestarts and maxDisruptions.
 	EnvRestarts    = "TRAINYARD_RESTARTS"
 	EnvDisruptions = "TRAINYARD_DISRUPTIONS"
+	// EnvDroppedWorkers lists the workers the gang went on without in place
+	// (status.droppedWorkers: "2,3"), in the pods made since: a replaced worker 0's
+	// coordinator does not wait for them.
+	EnvDroppedWorkers = "TRAINYARD_DROPPED_WORKERS"
 	// EnvGangAddr overrides the address of worker 0's gang coordinator,
 	// MASTER_ADDR:GangPort (tests); worker 0 listens on its port.
 	EnvGangAddr = "TRAINYARD_GANG_ADDR"

@@ -2,6 +2,7 @@ package workload
 
 import (
 	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -11,8 +12,8 @@ import (
 
 // addGang gives the worker container what the gang needs to restart in place: the port
 // of worker 0's coordinator, the run's restarts so far (from the status the attempt is
-// created under), which its restarts in place add to, and the key of the job's gang
-// Secret, which authenticates the gang's messages.
+// created under), which its restarts in place add to, the workers it went on without in
+// place, and the key of the job's gang Secret, which authenticates the gang's messages.
 func addGang(d *v1.TrainJob, spec *corev1.PodSpec) {
 	for i := range spec.Containers {
 		c := &spec.Containers[i]
@@ -25,6 +26,13 @@ func addGang(d *v1.TrainJob, spec *corev1.PodSpec) {
 		}
 		if n := d.Status.Disruptions; n > 0 {
 			c.Env = append(c.Env, corev1.EnvVar{Name: EnvDisruptions, Value: strconv.Itoa(int(n))})
+		}
+		if len(d.Status.DroppedWorkers) > 0 {
+			ids := make([]string, len(d.Status.DroppedWorkers))
+			for i, w := range d.Status.DroppedWorkers {
+				ids[i] = strconv.Itoa(int(w))
+			}
+			c.Env = append(c.Env, corev1.EnvVar{Name: EnvDroppedWorkers, Value: strings.Join(ids, ",")})
 		}
 		c.Env = append(c.Env, corev1.EnvVar{Name: EnvGangSecret, ValueFrom: &corev1.EnvVarSource{
 			SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: GangSecretName(d.Name)}, Key: GangSecretKey}}})

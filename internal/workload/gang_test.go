@@ -8,18 +8,19 @@ import (
 )
 
 // The worker container declares the gang's port, and an attempt made after restarts
-// tells the gang how many the run has had, so that restarts in place count on from there.
+// tells the gang how many the run has had, so that restarts in place count on from there,
+// and which workers it went on without in place.
 func TestRenderGang(t *testing.T) {
 	j := baseJob()
-	j.Status.Restarts, j.Status.Disruptions = 3, 1
+	j.Status.Restarts, j.Status.Disruptions, j.Status.DroppedWorkers = 3, 1, []int32{2, 3}
 	a, err := Render(j, 4, Options{Image: "trainyard:test"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := a.Template.Spec.Containers[0]
 	env := envMap(c.Env)
-	if env[EnvRestarts] != "3" || env[EnvDisruptions] != "1" {
-		t.Errorf("env %v: want %s=3 and %s=1", env, EnvRestarts, EnvDisruptions)
+	if env[EnvRestarts] != "3" || env[EnvDisruptions] != "1" || env[EnvDroppedWorkers] != "2,3" {
+		t.Errorf("env %v: want %s=3, %s=1 and %s=2,3", env, EnvRestarts, EnvDisruptions, EnvDroppedWorkers)
 	}
 	if !hasPort(c.Ports, "gang", GangPort) {
 		t.Errorf("ports %+v lack gang %d", c.Ports, GangPort)
@@ -29,7 +30,7 @@ func TestRenderGang(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if env := envMap(a.Template.Spec.Containers[0].Env); env[EnvRestarts] != "" || env[EnvDisruptions] != "" {
+	if env := envMap(a.Template.Spec.Containers[0].Env); env[EnvRestarts] != "" || env[EnvDisruptions] != "" || env[EnvDroppedWorkers] != "" {
 		t.Errorf("the first attempt's env %v: want no restarts", env)
 	}
 }
