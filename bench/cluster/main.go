@@ -13,10 +13,18 @@
 // the gang recreated by the operator (worker 1's `trainyard worker` killed), and for
 // `trainyard run --workers W` on the host; the three alternate, -runs rounds per size.
 //
+// With -shrink it measures an elastic resize (issue 22): a 2:3 gang of one GPU per worker
+// on the node's 4 GPUs (a pod holds the fourth) loses worker 2's pod while another pod of
+// higher priority waits for its GPU, so that its replacement cannot be scheduled; after the
+// operator's elastic settle time (30 s) the gang goes on with workers 0 and 1. Each trial
+// times the loss, and the resize (status.workers 2), to both ranks of the next attempt in
+// the process group, and says whether workers 0 and 1 kept their pods (in place).
+//
 // Usage:
 //
 //	sudo go run ./bench/cluster -assets ./bin -trainyard ./bin/trainyard [-runs 3]
 //	sudo go run ./bench/cluster -assets ./bin -trainyard ./bin/trainyard -inplace -workers 2,8,32 -runs 3
+//	sudo go run ./bench/cluster -assets ./bin -trainyard ./bin/trainyard -shrink -runs 3
 package main
 
 import (
@@ -56,6 +64,7 @@ func main() {
 	script := flag.String("script", "bench/cluster/ddp.py", "with -inplace: the DDP script")
 	until := flag.String("until", "", "with -inplace: start no trial after this time (RFC 3339), and report what was measured")
 	noRecreate := flag.Bool("no-recreated", false, "with -inplace: measure in place and local only (recreation is slow, and shown before)")
+	shrink := flag.Bool("shrink", false, "measure an elastic 2:3 gang that loses a worker for good instead (issue 22): -runs trials")
 	flag.Parse()
 	if *noRecreate {
 		restartModes = []restartMode{inPlace, local}
@@ -68,6 +77,9 @@ func main() {
 	m := mode{runs: *runs}
 	if *inplace {
 		m.inplace, m.sizes, m.script = true, sizes, *script
+	}
+	if *shrink {
+		m.shrink, m.script = true, *script
 	}
 	if *until != "" {
 		if m.until, err = time.Parse(time.RFC3339, *until); err != nil {
@@ -86,6 +98,7 @@ func main() {
 type mode struct {
 	runs    int
 	inplace bool
+	shrink  bool
 	sizes   []gangSize
 	script  string
 	until   time.Time
@@ -141,6 +154,9 @@ func run(assets, trainyard string, m mode) error {
 	}
 	if m.inplace {
 		return b.inplaceBench(ctx, m.script, m.sizes, m.until)
+	}
+	if m.shrink {
+		return b.shrinkBench(ctx, m.script, runs)
 	}
 	var submit, floor []time.Duration
 	for i := range runs {

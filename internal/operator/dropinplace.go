@@ -143,8 +143,8 @@ func (s *step) droppedInPlace(r resize, ids []int, attempt int) {
 	for _, i := range s.podIndexes() {
 		keep = append(keep, fmt.Sprint(i))
 	}
-	msg := fmt.Sprintf("resized from %d to %d workers: %s; %s keep their pods and go on in place from the latest checkpoint (a resize uses no restart)",
-		r.from, r.to, r.why, workerList(keep))
+	msg := fmt.Sprintf("resized from %d to %d workers: %s; %s in place from the latest checkpoint (a resize uses no restart)",
+		r.from, r.to, r.why, keepText(keep))
 	st.Reason = msg
 	s.condition(v1.CondRunning, false, ReasonResized, msg)
 	s.event(corev1.EventTypeNormal, ReasonResized, msg)
@@ -212,10 +212,11 @@ func (r *Reconciler) sendDrop(ctx context.Context, url string, secret []byte, re
 	return rep, resp.StatusCode, nil
 }
 
-// workerList says "worker 0" or "workers 0, 2".
-func workerList(ids []string) string {
+// keepText says which workers keep their pods: "worker 0 keeps its pod and goes on",
+// "workers 0, 2 keep their pods and go on".
+func keepText(ids []string) string {
 	if len(ids) == 1 {
-		return "worker " + ids[0]
+		return "worker " + ids[0] + " keeps its pod and goes on"
 	}
-	return "workers " + strings.Join(ids, ", ")
+	return "workers " + strings.Join(ids, ", ") + " keep their pods and go on"
 }

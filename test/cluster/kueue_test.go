@@ -250,8 +250,9 @@ func TestKueueWorkloadPerTrainJob(t *testing.T) {
 	t.Run("an elastic gang in a queue shrinks when the node has less room than the quota", func(t *testing.T) {
 		// A pod outside Kueue holds 2 of the node's 4 GPUs: Kueue admits both workers of
 		// 1:2 (2 GPUs each) within its quota of 4, but the scheduler places only one. After
-		// the settle time the operator restarts the gang with 1 worker and gives Kueue the
-		// other's quota back through the Workload's status.reclaimablePods.
+		// the settle time the gang goes on with worker 0 in place (its coordinator stops
+		// waiting for worker 1) and the operator gives Kueue the other's quota back through
+		// the Workload's status.reclaimablePods.
 		holder := busyboxPod("kueue-gpu-holder", "sleep 3600")
 		holder.Spec.Containers[0].Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("2")}
 		holder.Spec.PriorityClassName = "high" // the gang's workers (low) cannot preempt it
@@ -266,6 +267,7 @@ func TestKueueWorkloadPerTrainJob(t *testing.T) {
 		shrinks.submit(t, ctx)
 		waitStatus(t, "shrinks", 3*time.Minute, func(s trainJobStatus) bool { return s.Workers == 1 })
 		resizedEvent(t, ctx, "shrinks", "resized from 2 to 1 workers: worker 1 cannot be scheduled for 30s")
+		resizedEvent(t, ctx, "shrinks", "worker 0 keeps its pod and goes on in place")
 		waitFor(t, "Kueue's Workload to give 1 worker's quota back", 2*time.Minute, func() bool {
 			wls := jobWorkloads(t, ctx, kc, "shrinks")
 			if len(wls) != 1 {
