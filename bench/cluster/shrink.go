@@ -46,6 +46,9 @@ func (b *bench) shrinkBench(ctx context.Context, script string, runs int) error 
 	if err := os.WriteFile(filepath.Join(b.shared, "code", "ddp.py"), src, 0o644); err != nil {
 		return err
 	}
+	if err := standInSMI(filepath.Join(b.shared, "smi"), 4); err != nil {
+		return err
+	}
 	pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: holderClass}, Value: 1000}
 	if _, err := b.cl.Client.SchedulingV1().PriorityClasses().Create(ctx, pc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("priority class: %w", err)
@@ -76,12 +79,14 @@ func (b *bench) shrinkTrial(ctx context.Context, name string) (shrinkResult, err
 	}
 	tj := b.trainJob(name, []string{"python3", "/shared/code/ddp.py", "--marks", "/shared/marks/" + name})
 	tj.Spec.Workers, tj.Spec.MinWorkers, tj.Spec.MaxRestarts = ptr(int32(3)), ptr(int32(2)), 3
-	tj.Spec.Resources = v1.WorkerResources{GPU: 1, CPU: ptr(resource.MustParse("10m"))}
+	tj.Spec.Resources = v1.WorkerResources{GPU: 1, CPU: ptr(resource.MustParse("10m")), Memory: ptr(resource.MustParse("256Mi"))}
+	tj.Spec.Kubernetes.VolumeMounts = append(tj.Spec.Kubernetes.VolumeMounts,
+		corev1.VolumeMount{Name: "shared", MountPath: "/usr/local/bin", SubPath: "smi", ReadOnly: true})
 	file, err := b.jobFile(tj)
 	if err != nil {
 		return r, err
 	}
-	first, err := b.holdGPU(ctx, name+"-holder-1")
+	first, err := b.holdGPU(ctx, "holder-1-"+name)
 	if err != nil {
 		return r, err
 	}
@@ -105,7 +110,7 @@ func (b *bench) shrinkTrial(ctx context.Context, name string) (shrinkResult, err
 	for _, p := range pods.Items {
 		before[p.Name] = string(p.UID)
 	}
-	second, err := b.holdGPU(ctx, name+"-holder-2")
+	second, err := b.holdGPU(ctx, "holder-2-"+name)
 	if err != nil {
 		return r, err
 	}
@@ -187,4 +192,18 @@ func (b *bench) deletePod(name string) {
 		_, err := b.cl.Client.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
 	})
+}
+
+// standInSMI writes an nvidia-smi into dir that lists n GPUs, as the test cluster's tests
+// do: its nodes advertise nvidia.com/gpu with no device behind it, and a worker checks
+// that it sees the GPUs its job asks for.
+func standInSMI(dir string, n int) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	script := "#!/bin/sh\ncat <<'ROWS'\n"
+	for i := range n {
+		script += fmt.Sprintf("%d, GPU-%08d, NVIDIA H100 80GB HBM3, 81559, 1, 0, 570.86.15\n", i, i)
+	}
+	return os.WriteFile(filepath.Join(dir, "nvidia-smi"), []byte(script+"ROWS\n"), 0o755)
 }

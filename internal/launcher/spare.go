@@ -22,8 +22,9 @@ import (
 // the gang restarts, each rank of the next attempt is handed to its spare (its
 // environment, arguments and folder, through a pipe), which runs the script as `python
 // script.py` would (runpy, as __main__) without importing torch again: importing torch is
-// most of a rank's start. A spare is used only for the same rank on the same GPUs with
-// the same import-time environment; otherwise, and when the run ends, it is killed. Only
+// most of a rank's start. A spare is used only for the same process of its machine on
+// the same GPUs with the same import-time environment (its rank may differ: a resize
+// renumbers the ranks); otherwise, and when the run ends, it is killed. Only
 // a command that runs a Python script or module (`python3 [flags] script.py ...`,
 // `python3 -m module ...`) gets spares. Ray prestarts its workers in the same spirit.
 
@@ -187,7 +188,8 @@ func (s *spare) kill() {
 
 // misfit says why the spare cannot run process p of a command that runs Python as path
 // and py do, with env, or "" when it can: that takes the same Python and flags, the same
-// rank on the same GPUs, and no variable read while importing torch changed. A pooled
+// process of its machine on the same GPUs (its rank may differ: a resize renumbers
+// them), and no variable read while importing torch changed. A pooled
 // spare may run the rank on other GPUs: importing torch does not initialize CUDA, which
 // reads the GPUs' variables when the rank first uses a GPU.
 func (s *spare) misfit(path string, py pythonRun, p Proc, env []string) string {
@@ -196,6 +198,9 @@ func (s *spare) misfit(path string, py pythonRun, p Proc, env []string) string {
 	}
 	a, b := s.proc, p
 	a.Attempt, b.Attempt, a.MasterPort, b.MasterPort = 0, 0, 0, 0
+	// A resize renumbers the ranks: the rank, its worker and node and their number only
+	// reach the process in the environment it is handed.
+	a.Rank, b.Rank, a.Worker, b.Worker, a.Node, b.Node, a.Nodes, b.Nodes = 0, 0, 0, 0, 0, 0, 0, 0
 	if !s.pooled && (!slices.Equal(a.GPUs, b.GPUs) || !slices.Equal(a.WorkerGPUs, b.WorkerGPUs)) {
 		return "other GPUs"
 	}

@@ -75,9 +75,14 @@ func TestSpareFits(t *testing.T) {
 		t.Error("another PYTHONPATH: fits")
 	}
 	other := next
-	other.Rank = 0
+	other.Rank, other.Worker, other.Node, other.Nodes = 0, 0, 0, 2
+	if !fits(other, "OMP_NUM_THREADS=1", "CUDA_VISIBLE_DEVICES=1") {
+		t.Error("the same process renumbered by a resize (another rank, worker and node): does not fit")
+	}
+	other = next
+	other.LocalRank = 0
 	if fits(other, "OMP_NUM_THREADS=1", "CUDA_VISIBLE_DEVICES=1") {
-		t.Error("another rank: fits")
+		t.Error("another process of the machine: fits")
 	}
 	other = next
 	other.WorkerGPUs, other.GPUs, other.Device = []device.GPU{{Index: 2}}, []device.GPU{{Index: 2}}, 0

@@ -183,7 +183,7 @@ func (s *step) countLoss(f *failure, p *corev1.Pod) error {
 			st.LostNodes = append(st.LostNodes, p.Spec.NodeName)
 		}
 	}
-	if f.worker >= 0 && f.worker < s.gangSize() {
+	if f.worker >= 0 && f.worker < s.podSetSize() {
 		for len(st.WorkerReplacements) <= f.worker {
 			st.WorkerReplacements = append(st.WorkerReplacements, 0)
 		}
