@@ -14,11 +14,12 @@
 // `trainyard run --workers W` on the host; the three alternate, -runs rounds per size.
 //
 // With -shrink it measures an elastic resize (issue 22): a 2:3 gang of one GPU per worker
-// on the node's 4 GPUs (a pod holds the fourth) loses worker 2's pod while another pod of
-// higher priority waits for its GPU, so that its replacement cannot be scheduled; after the
-// operator's elastic settle time (30 s) the gang goes on with workers 0 and 1. Each trial
-// times the loss, and the resize (status.workers 2), to both ranks of the next attempt in
-// the process group, and says whether workers 0 and 1 kept their pods (in place).
+// on the node's 4 GPUs (a pod holds the fourth) loses worker 1's pod while another pod of
+// higher priority (which preempts nothing) waits for its GPU, so that its replacement
+// cannot be scheduled; after the operator's elastic settle time (30 s) the gang goes on
+// with workers 0 and 2, renumbered. Each trial times the loss, and the resize
+// (status.workers 2), to both ranks of the next attempt in the process group, and says
+// whether workers 0 and 2 kept their pods (in place).
 //
 // Usage:
 //

@@ -19,18 +19,19 @@ import (
 	"github.com/trainyard/trainyard/internal/workload"
 )
 
-// shrinkResult is one -shrink trial: an elastic 2:3 gang loses worker 2, whose
-// replacement cannot be scheduled, and goes on with 2 once the operator's elastic settle
-// time has passed.
+// shrinkResult is one -shrink trial: an elastic 2:3 gang loses worker 1, whose
+// replacement cannot be scheduled, and goes on with workers 0 and 2 (renumbered 0 and 1)
+// once the operator's elastic settle time has passed.
 type shrinkResult struct {
-	lost    time.Duration // worker 2's pod deleted → both ranks of the next attempt in the process group
+	lost    time.Duration // worker 1's pod deleted → both ranks of the next attempt in the process group
 	resized time.Duration // the operator recorded the resize (status.workers 2) → the same
-	inPlace bool          // workers 0 and 1 kept their pods
+	inPlace bool          // workers 0 and 2 kept their pods
 	note    string
 }
 
 // holderClass is the PriorityClass of the pods that hold the node's spare GPUs: above the
-// workers', so that a GPU worker 2's pod frees goes to a holder, not to its replacement.
+// workers', so that the GPU worker 1's pod frees goes to a holder, not to its replacement,
+// and preempting none of them.
 const holderClass = "bench-gpu-holder"
 
 // shrinkBench runs runs trials of the elastic shrink on the node's 4 GPUs and prints each
@@ -49,7 +50,8 @@ func (b *bench) shrinkBench(ctx context.Context, script string, runs int) error 
 	if err := standInSMI(filepath.Join(b.shared, "smi"), 4); err != nil {
 		return err
 	}
-	pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: holderClass}, Value: 1000}
+	never := corev1.PreemptNever
+	pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: holderClass}, Value: 1000, PreemptionPolicy: &never}
 	if _, err := b.cl.Client.SchedulingV1().PriorityClasses().Create(ctx, pc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("priority class: %w", err)
 	}
@@ -59,7 +61,7 @@ func (b *bench) shrinkBench(ctx context.Context, script string, runs int) error 
 		if err != nil {
 			return fmt.Errorf("trial %d: %w", i+1, err)
 		}
-		fmt.Printf("%s trial %d: worker 2 lost -> 2 ranks in the process group %6.2f s; resize recorded -> %6.2f s; in place %v; load %s%s\n",
+		fmt.Printf("%s trial %d: worker 1 lost -> 2 ranks in the process group %6.2f s; resize recorded -> %6.2f s; in place %v; load %s%s\n",
 			time.Now().UTC().Format("15:04:05"), i+1, r.lost.Seconds(), r.resized.Seconds(), r.inPlace, loadavg(), r.note)
 		lost, resized = append(lost, r.lost), append(resized, r.resized)
 	}
@@ -69,8 +71,8 @@ func (b *bench) shrinkBench(ctx context.Context, script string, runs int) error 
 
 // shrinkTrial runs one trial: a 2:3 gang of one GPU per worker beside a pod holding the
 // fourth GPU; once its 3 ranks are in the process group, a second holder waits for a GPU
-// and worker 2's pod is deleted, so that the holder takes its GPU and its replacement
-// stays Pending, Unschedulable.
+// and worker 1's pod is deleted, so that the holder takes its GPU and its replacement
+// stays Pending, Unschedulable. Worker 0's log is kept in the shared folder.
 func (b *bench) shrinkTrial(ctx context.Context, name string) (shrinkResult, error) {
 	var r shrinkResult
 	marks := filepath.Join(b.shared, "marks", name)
@@ -115,7 +117,7 @@ func (b *bench) shrinkTrial(ctx context.Context, name string) (shrinkResult, err
 		return r, err
 	}
 	defer b.deletePod(second)
-	victim := workload.PodName(name, 1, 2)
+	victim := workload.PodName(name, 1, 1)
 	zero := int64(0)
 	killed := time.Now()
 	if err := b.cl.Client.CoreV1().Pods("default").Delete(ctx, victim, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
@@ -154,6 +156,9 @@ func (b *bench) shrinkTrial(ctx context.Context, name string) (shrinkResult, err
 		}
 	}
 	r.inPlace = kept == 2
+	if logs, err := b.cl.Client.CoreV1().Pods("default").GetLogs(workload.PodName(name, 1, 0), &corev1.PodLogOptions{Container: workload.WorkerContainer, Timestamps: true}).DoRaw(ctx); err == nil {
+		_ = os.WriteFile(filepath.Join(b.shared, name+"-worker-0.log"), logs, 0o644)
+	}
 	return r, nil
 }
 

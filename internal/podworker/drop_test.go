@@ -37,10 +37,11 @@ if ctx.attempt == 1:
 // A worker of an elastic 3-worker gang is lost for good: the operator's signed drop
 // request makes worker 0's coordinator go on with workers 0 and 2, on the same
 // processes' pods, as nodes 0 and 1 of 2: their ranks are 0 and 1 of 2, they see the world
-// size before, and they resume from attempt 1's checkpoint. Unsigned, forged and
+// size before, and they resume from attempt 1's checkpoint; worker 2's renumbered rank
+// runs on the spare its launcher kept (Debian's torch). Unsigned, forged and
 // impossible requests change nothing; the lost worker's pod is refused when it comes back.
 func TestDropLostWorker(t *testing.T) {
-	job := pythonJob(t, dropScript)
+	job := torchJob(t, dropScript)
 	three, two := int32(3), int32(2)
 	job.Spec.Workers, job.Spec.MinWorkers = &three, &two
 	secret := []byte("s3cret")
@@ -123,8 +124,11 @@ func TestDropLostWorker(t *testing.T) {
 			t.Errorf("rank %d's log of attempt 2 lacks %q:\n%s", rank, want, log)
 		}
 	}
-	if want := "attempt 2: the gang runs with 2 of its 3 workers; worker 2 runs as node 1, ranks 1 to 1"; !strings.Contains(res[2].out.String(), want) {
-		t.Errorf("worker 2's console lacks %q:\n%s", want, res[2].out)
+	for _, want := range []string{"attempt 2: the gang runs with 2 of its 3 workers; worker 2 runs as node 1, ranks 1 to 1",
+		"attempt 2: 1 of 1 rank(s) run on prestarted Pythons"} {
+		if !strings.Contains(res[2].out.String(), want) {
+			t.Errorf("worker 2's console lacks %q:\n%s", want, res[2].out)
+		}
 	}
 	if want := "the gang goes on without worker 1 (node b lost)"; !strings.Contains(res[0].out.String(), want) {
 		t.Errorf("worker 0's console lacks %q:\n%s", want, res[0].out)
