@@ -145,15 +145,7 @@ func (s *step) droppedInPlace(r resize, ids []int, attempt int) {
 	}
 	msg := fmt.Sprintf("resized from %d to %d workers: %s; %s in place from the latest checkpoint (a resize uses no restart)",
 		r.from, r.to, r.why, keepText(keep))
-	st.Reason = msg
-	s.condition(v1.CondRunning, false, ReasonResized, msg)
-	s.event(corev1.EventTypeNormal, ReasonResized, msg)
-	uid := s.job.UID
-	s.afterWrite(func() {
-		s.r.lostOn.Delete(uid)
-		s.r.shrunk.Delete(uid)
-	})
-	s.requeue(teardownPoll)
+	s.announceResize(msg)
 }
 
 // absorbDropped takes into the status the workers worker 0 says it dropped that the status

@@ -181,8 +181,14 @@ func (s *step) resized(r resize) {
 	st.Phase, st.WorkersReady, st.AttemptStartTime = v1.PhaseRestarting, 0, nil
 	msg := fmt.Sprintf("resized from %d to %d workers: %s; attempt %d ends and the gang restarts as attempt %d from its latest checkpoint (a resize uses no restart)",
 		r.from, r.to, r.why, n, st.Attempt)
-	st.Reason = msg
 	s.condition(v1.CondRestarting, true, ReasonResized, msg)
+	s.announceResize(msg)
+}
+
+// announceResize tells of a resize, in the status's reason, the Running condition and an
+// Event, and forgets what the reconciler remembered of the gang's lost nodes and room.
+func (s *step) announceResize(msg string) {
+	s.job.Status.Reason = msg
 	s.condition(v1.CondRunning, false, ReasonResized, msg)
 	s.event(corev1.EventTypeNormal, ReasonResized, msg)
 	uid := s.job.UID
