@@ -338,7 +338,7 @@ func (s *session) handshake(nc net.Conn) *member {
 		s.refuse(l, fmt.Sprintf("worker %d is not one of this gang's workers 0 to %d", hello.Worker, s.c.Workers-1))
 		return nil
 	case s.c.wasDropped(hello.Worker):
-		s.refuse(l, fmt.Sprintf("worker %d was dropped from the gang, which goes on without it", hello.Worker))
+		s.refuse(l, droppedText(hello.Worker))
 		return nil
 	}
 	_ = nc.SetDeadline(time.Time{})

@@ -103,5 +103,10 @@ func (s *session) dropWorkers(ids []int, reason string) error {
 // refuseDropped refuses a member of a dropped worker index that got through its
 // handshake as the worker was dropped.
 func (s *session) refuseDropped(m *member) {
-	s.refuse(m.link, fmt.Sprintf("worker %d was dropped from the gang, which goes on without it", m.worker))
+	s.refuse(m.link, droppedText(m.worker))
+}
+
+// droppedText is why a dropped worker's member is refused.
+func droppedText(w int) string {
+	return fmt.Sprintf("worker %d was dropped from the gang, which goes on without it", w)
 }
