@@ -90,3 +90,36 @@ func read(t *testing.T, dir string) map[string]string {
 	}
 	return out
 }
+
+// A node's bridge keeps its MAC address while veths come and go: Linux would otherwise give
+// it the lowest of its ports' and change it under the pods' ARP entries for their gateway
+// (their DNS lookups were lost for 10-20 s after a pod with a lower MAC came). Needs root,
+// as the cluster does.
+func TestBridgeKeepsItsMAC(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("creating a bridge needs root")
+	}
+	n := &node{index: 3, bridge: "tytestbr0", ip: "10.244.250.1"}
+	tearDownBridge(n.bridge)
+	if err := setUpBridge(n); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = ip("link", "del", "tytestveth0")
+		tearDownBridge(n.bridge)
+	})
+	// A port with a MAC below any other, as a new pod's veth may have.
+	if err := ip("link", "add", "tytestveth0", "address", "00:00:00:00:00:01", "type", "veth", "peer", "name", "tytestveth1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := ip("link", "set", "tytestveth0", "master", n.bridge, "up"); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join("/sys/class/net", n.bridge, "address"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.TrimSpace(string(b)), bridgeMAC(n.index); got != want {
+		t.Errorf("the bridge's MAC with a lower port's = %s, want its own %s", got, want)
+	}
+}
