@@ -81,7 +81,7 @@ func (b *bench) shrinkTrial(ctx context.Context, name string) (shrinkResult, err
 	}
 	tj := b.trainJob(name, []string{"python3", "/shared/code/ddp.py", "--marks", "/shared/marks/" + name})
 	tj.Spec.Workers, tj.Spec.MinWorkers, tj.Spec.MaxRestarts = ptr(int32(3)), ptr(int32(2)), 3
-	tj.Spec.Resources = v1.WorkerResources{GPU: 1, CPU: ptr(resource.MustParse("10m")), Memory: ptr(resource.MustParse("256Mi"))}
+	tj.Spec.Resources = v1.WorkerResources{GPU: 1, CPU: ptr(resource.MustParse("10m")), Memory: ptr(resource.MustParse("1Gi"))}
 	tj.Spec.Kubernetes.VolumeMounts = append(tj.Spec.Kubernetes.VolumeMounts,
 		corev1.VolumeMount{Name: "shared", MountPath: "/usr/local/bin", SubPath: "smi", ReadOnly: true})
 	file, err := b.jobFile(tj)

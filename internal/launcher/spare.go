@@ -330,6 +330,10 @@ func (a *attempt) prestart(py pythonRun, envs [][]string, done <-chan struct{}) 
 			}
 		}
 	}
+	if why := a.spareMemory(); why != "" {
+		a.l.notice("attempt %d: no prestarted Pythons for the next attempt: %s", a.number, why)
+		return
+	}
 	for i, pr := range a.procs {
 		if pr == nil {
 			continue // it never started
@@ -341,4 +345,20 @@ func (a *attempt) prestart(py pythonRun, envs [][]string, done <-chan struct{}) 
 		}
 		a.l.spares.put(i, s)
 	}
+}
+
+// spareMemory says why this attempt's spares would not fit in the memory limit of the
+// launcher's cgroup (spareRoom), or "".
+func (a *attempt) spareMemory() string {
+	use, ok := cgroupMemory(a.l.procRoot())
+	if !ok {
+		return ""
+	}
+	var anon int64
+	for _, pr := range a.procs {
+		if pr != nil {
+			anon += rssAnon(a.l.procRoot(), pr.pid)
+		}
+	}
+	return spareRoom(use, anon)
 }

@@ -93,6 +93,8 @@ func TestDropLostWorker(t *testing.T) {
 		{"worker 0", secret, withWorkers(req, 0), http.StatusBadRequest, "give workers 1 to 2"},
 		{"a connected worker", secret, withWorkers(req, 2), http.StatusConflict, "worker 2 (pod"},
 		{"expired", secret, expired(req), http.StatusBadRequest, "expired"},
+		{"expiring in an hour", secret, expiresIn(req, time.Hour), http.StatusBadRequest, "too far ahead"},
+		{"over 16 KiB", secret, withReason(req, strings.Repeat("x", workload.DropMaxBody)), http.StatusBadRequest, "request body too large"},
 	} {
 		code, rep := postDrop(t, progress, bad.secret, bad.req)
 		if code != bad.code || !strings.Contains(rep.Error, bad.want) || len(rep.Dropped) != 0 {
@@ -141,7 +143,16 @@ func withWorkers(r workload.DropRequest, w ...int) workload.DropRequest {
 }
 
 func expired(r workload.DropRequest) workload.DropRequest {
-	r.Expires = time.Now().Add(-time.Second)
+	return expiresIn(r, -time.Second)
+}
+
+func expiresIn(r workload.DropRequest, d time.Duration) workload.DropRequest {
+	r.Expires = time.Now().Add(d)
+	return r
+}
+
+func withReason(r workload.DropRequest, reason string) workload.DropRequest {
+	r.Reason = reason
 	return r
 }
 
