@@ -77,7 +77,6 @@ type Launcher struct {
 	path     string       // the resolved program
 	rayPath  string       // RayCompat when the workers get it, else ""
 	kill     killFunc     // signals processes and groups: syscall.Kill unless a test sets it
-	sysRoot  string       // where /proc and /sys/fs/cgroup are read: "/" unless a test sets it
 	activity atomic.Int64 // unix nanoseconds of the last line or report of any rank
 	heardMu  sync.Mutex
 	heard    map[int]time.Time // the last line or report of each rank on this machine
@@ -458,14 +457,6 @@ func placeProcs(job *v1.TrainJob, pl Placement, attempt, port int) []Proc {
 		}
 	}
 	return out
-}
-
-// procRoot is where the launcher reads /proc and /sys/fs/cgroup.
-func (l *Launcher) procRoot() string {
-	if l.sysRoot == "" {
-		return "/"
-	}
-	return l.sysRoot
 }
 
 // notice prints a line of Trainyard's own on the console.

@@ -350,14 +350,14 @@ func (a *attempt) prestart(py pythonRun, envs [][]string, done <-chan struct{}) 
 // spareMemory says why this attempt's spares would not fit in the memory limit of the
 // launcher's cgroup (spareRoom), or "".
 func (a *attempt) spareMemory() string {
-	use, ok := cgroupMemory(a.l.procRoot())
+	use, ok := cgroupMemory("/")
 	if !ok {
 		return ""
 	}
 	var anon int64
 	for _, pr := range a.procs {
 		if pr != nil {
-			anon += rssAnon(a.l.procRoot(), pr.pid)
+			anon += rssAnon("/", pr.pid)
 		}
 	}
 	return spareRoom(use, anon)
