@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	v1 "github.com/trainyard/trainyard/api/v1alpha1"
 	"github.com/trainyard/trainyard/internal/gang"
 	"github.com/trainyard/trainyard/internal/workload"
 )
@@ -41,7 +42,8 @@ if ctx.attempt == 1:
 // runs on the spare its launcher kept (Debian's torch). Unsigned, forged and
 // impossible requests change nothing; the lost worker's pod is refused when it comes back.
 func TestDropLostWorker(t *testing.T) {
-	job := torchJob(t, dropScript)
+	tag := filepath.Base(t.TempDir())
+	job := torchJob(t, dropScript, v1.EnvVar{Name: "SPARE_TAG", Value: tag})
 	three, two := int32(3), int32(2)
 	job.Spec.Workers, job.Spec.MinWorkers = &three, &two
 	secret := []byte("s3cret")
@@ -76,6 +78,9 @@ func TestDropLostWorker(t *testing.T) {
 	for rank := range 3 {
 		waitForLog(t, filepath.Join(dir, "logs", "attempt-1", fmt.Sprintf("rank-%d.log", rank)), "rank "+strconv.Itoa(rank)+" of 3")
 	}
+	// Every worker started its spare (once a rank spoke): worker 1's loss could otherwise end
+	// attempt 1 before worker 2's, and attempt 2 would start afresh there.
+	waitFor(t, "a spare on each worker", func() bool { return len(spares(t, tag)) == 3 })
 	stop[1]() // worker 1's pod stops, and its node is gone
 	waitFor(t, "worker 0 waits for worker 1", func() bool {
 		s := getProgress(progress)

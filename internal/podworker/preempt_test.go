@@ -107,3 +107,53 @@ func waitForLog(t *testing.T, path, text string) {
 	}
 	t.Fatalf("%s never held %q", path, text)
 }
+
+// The pod's stop signal ends the worker however it meets an attempt: during one that reads
+// it (the ranks get the notice), between attempts, and during one that ends for another
+// reason before its launcher reads it (the coordinator stopped the attempt because another
+// worker left: the worker must not wait for an attempt that may never start; e2e
+// TestWorkerPodsResume met this in CI).
+func TestPreemptionEndsTheWorker(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// during runs while the attempt runs, with the signal channel; it says whether
+		// the attempt was preempted.
+		during  func(t *testing.T, p *preemption, signal chan<- string) bool
+		between bool // the signal comes after the attempt
+	}{
+		{name: "read by the attempt", during: func(t *testing.T, p *preemption, signal chan<- string) bool {
+			signal <- "pod stopping"
+			return <-p.relay != ""
+		}},
+		{name: "between attempts", between: true, during: func(*testing.T, *preemption, chan<- string) bool { return false }},
+		{name: "while the attempt ends for another reason", during: func(t *testing.T, p *preemption, signal chan<- string) bool {
+			signal <- "pod stopping"
+			for !p.signalled.Load() {
+				time.Sleep(time.Millisecond)
+			}
+			return false // the launcher had stopped reading its Preempt
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, stop := context.WithCancel(context.Background())
+			defer stop()
+			p := newPreemption(stop)
+			signal := make(chan string, 1)
+			followed := make(chan struct{})
+			go func() {
+				defer close(followed)
+				p.follow(ctx, signal)
+			}()
+			p.attempt(func() bool { return tc.during(t, p, signal) })
+			if tc.between {
+				signal <- "pod stopping"
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(10 * time.Second):
+				t.Fatal("the stop signal did not end the worker")
+			}
+			<-followed
+		})
+	}
+}
