@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -62,7 +63,7 @@ func cgroupMemory(root string) (use memoryUse, ok bool) {
 		switch {
 		case parts[0] == "0" && parts[1] == "":
 			v2 = parts[2]
-		case containsWord(parts[1], "memory"):
+		case slices.Contains(strings.Split(parts[1], ","), "memory"):
 			v1 = parts[2]
 		}
 	}
@@ -83,15 +84,6 @@ func ownCgroup(mount, path string) string {
 		return mount
 	}
 	return dir
-}
-
-func containsWord(list, word string) bool {
-	for _, w := range strings.Split(list, ",") {
-		if w == word {
-			return true
-		}
-	}
-	return false
 }
 
 // unlimited is past any machine's memory: cgroup v1 reports no limit as about 2^63.

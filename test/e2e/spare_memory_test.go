@@ -81,12 +81,8 @@ print("attempt 2 done", flush=True)
 				t.Errorf("want %q and not %q, and attempt 2 done:\n%s", tc.want, tc.not, s)
 			}
 			b, _ := os.ReadFile(filepath.Join(cg, "memory.max_usage_in_bytes"))
-			t.Logf("the cgroup's peak use: %d MiB", atoi(strings.TrimSpace(string(b)))/mib)
+			peak, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+			t.Logf("the cgroup's peak use: %d MiB", peak/mib)
 		})
 	}
-}
-
-func atoi(s string) int {
-	n, _ := strconv.Atoi(s)
-	return n
 }
