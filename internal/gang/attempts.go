@@ -18,6 +18,10 @@ type end struct {
 	succeeded bool
 	// disruption: a member was lost or replaced; not the job's code failing.
 	disruption bool
+	// grow: readmitted workers are connected (Readmit), and the gang grows from from
+	// workers; not a failure.
+	grow bool
+	from int
 	// reason: "rank 1 (worker 1, pid 4242) exited with code 1", "worker 1 (pod x) was lost: EOF".
 	reason string
 	at     time.Time
@@ -46,16 +50,22 @@ func (s *session) run(ctx context.Context) (Result, error) {
 		}
 		failed = e.at
 		s.st.Why = fmt.Sprintf("attempt %d failed: %s", a, e.reason)
+		if e.grow {
+			s.st.Why = fmt.Sprintf("attempt %d ends: %s", a, e.reason)
+		}
 		s.notice("%s; stopping every worker's processes (up to %s)", s.st.Why, s.c.StopWait)
 		lost, d := s.stopAll(ctx, e.reason)
 		if d != nil {
 			return d.res, d.err
 		}
+		s.takeJoining() // readmitted workers join whatever attempt comes next
 		if len(lost) > 0 && !e.disruption {
 			// A worker lost as the gang stops is why its peers' ranks failed, most likely.
-			e.disruption, e.reason = true, fmt.Sprintf("%s (as %s)", e.reason, lost[0].reason)
+			e.grow, e.disruption, e.reason = false, true, fmt.Sprintf("%s (as %s)", e.reason, lost[0].reason)
 		}
-		if d := s.restart(ctx, e); d != nil {
+		if e.grow {
+			s.grew(e)
+		} else if d := s.restart(ctx, e); d != nil {
 			return d.res, d.err
 		}
 		if d := s.gather(ctx, s.c.ReturnWait, e.reason); d != nil {
@@ -111,8 +121,7 @@ func (s *session) gather(ctx context.Context, wait time.Duration, after string) 
 // between handles an event while no attempt runs.
 func (s *session) between(e event) {
 	switch {
-	case e.drop != nil:
-		s.answerDrop(e.drop)
+	case s.request(e):
 	case e.joined && s.dropped[e.m.worker]:
 		s.refuseDropped(e.m)
 	case e.joined:
@@ -167,18 +176,31 @@ func (s *session) supervise(ctx context.Context) (end, *done) {
 	if missing := s.missing(); len(missing) > 0 {
 		return end{disruption: true, at: time.Now(), reason: fmt.Sprintf("%s was lost as attempt %d started", workers(missing), a)}, nil
 	}
+	var grow <-chan struct{} // set once every readmitted worker is connected
 	for {
 		var e event
+		grow = s.growSignal(grow)
 		select {
 		case <-ctx.Done():
 			return end{}, &done{err: ctx.Err()}
+		case <-grow:
+			if s.joinersReady() {
+				return s.growEnd(), nil
+			}
+			grow = nil // one left again: wait for it, then for GrowWhen again
+			continue
 		case e = <-s.events:
 		}
 		switch {
-		case e.drop != nil:
-			s.answerDrop(e.drop)
+		case s.request(e):
 		case e.joined && s.dropped[e.m.worker]:
 			s.refuseDropped(e.m)
+		case e.joined && s.joining[e.m.worker]:
+			s.join(e.m)
+			e.m.ended = true // it runs nothing of this attempt
+			s.publish(Running)
+		case s.current(e) && s.joining[e.m.worker]:
+			s.joiner(e)
 		case e.joined:
 			// A member says hello only with nothing running: another pod of a worker index
 			// that has a member (its replacement), which ends the attempt.
@@ -272,8 +294,7 @@ func (s *session) stopAll(ctx context.Context, why string) ([]loss, *done) {
 			return lost, &done{err: ctx.Err()}
 		case e := <-s.events:
 			switch {
-			case e.drop != nil:
-				s.answerDrop(e.drop)
+			case s.request(e):
 			case e.joined && s.dropped[e.m.worker]:
 				s.refuseDropped(e.m)
 			case e.joined:
@@ -347,8 +368,7 @@ func (s *session) finish(ctx context.Context, outcome Outcome, reason, final str
 			return &done{res: Result{Outcome: outcome, Reason: reason, Final: final, Status: s.st}}
 		case e := <-s.events:
 			switch {
-			case e.drop != nil:
-				s.answerDrop(e.drop)
+			case s.request(e):
 			case e.joined && s.dropped[e.m.worker]:
 				s.refuseDropped(e.m)
 			case e.joined:

@@ -61,15 +61,20 @@ type Status struct {
 	// InPlace is how many restarts this coordinator made, disruptions included.
 	InPlace int
 	// LastRestart says why it last restarted the gang: "attempt 3 restarted in place
-	// after rank 5 (worker 2, pid 4242) exited with code 1".
+	// after rank 5 (worker 2, pid 4242) exited with code 1", "attempt 4 grew in place:
+	// resized from 2 to 3 workers: worker 2 readmitted (room found)".
 	LastRestart string
-	// Missing are the worker indices it waits for, while it waits.
+	// Missing are the worker indices it waits for, while it waits (and those readmitted
+	// that are not connected yet).
 	Missing []int
 	// Dropped are the worker indices the gang goes on without (Drop), in order, and
 	// Resized says why it last did: "resized from 3 to 2 workers: worker 2 dropped (node
 	// b lost)".
 	Dropped []int
 	Resized string
+	// Joining are the worker indices readmitted (Readmit) that wait for the running
+	// attempt to end before they join the gang, in order.
+	Joining []int
 	// Why, while it restarts, says why: "attempt 2 failed: rank 1 (worker 1, pid 4242)
 	// exited with code 1".
 	Why string
@@ -115,6 +120,12 @@ type Coordinator struct {
 	// it tells any member to (worker 0 closes the rendezvous store's connections there, so
 	// that ranks blocked in the store fail at once rather than at the grace period's end).
 	Stopping func(attempt int)
+	// GrowWhen, when set, is called once every worker readmitted while an attempt runs
+	// (Readmit, at readmitted) is connected; the gang grows (the attempt stops and the next
+	// starts with them) when the channel it returns is closed or receives. Worker 0 says:
+	// at the next committed checkpoint, or the job's resize interval after the readmit.
+	// Nil: at once.
+	GrowWhen func(attempt int, readmitted time.Time) <-chan struct{}
 	// Notify, when set, gets notices for people (the pod log).
 	Notify func(string)
 	// Logger gets diagnostics; nil: none.
@@ -132,6 +143,7 @@ func (c *Coordinator) Status() Status {
 	s := c.status
 	s.Missing = slices.Clone(s.Missing)
 	s.Dropped = slices.Clone(s.Dropped)
+	s.Joining = slices.Clone(s.Joining)
 	return s
 }
 
@@ -162,11 +174,12 @@ func (m *member) String() string {
 
 // event is what a connection's goroutine hands the coordinator's loop.
 type event struct {
-	m      *member
-	joined bool         // m finished its handshake
-	msg    message      // else m sent msg,
-	err    error        // or its connection ended
-	drop   *dropRequest // or, with no m, Drop was called
+	m       *member
+	joined  bool            // m finished its handshake
+	msg     message         // else m sent msg,
+	err     error           // or its connection ended
+	drop    *dropRequest    // or, with no m, Drop was called,
+	readmit *readmitRequest // or Readmit
 }
 
 // session is one Run.
@@ -178,7 +191,12 @@ type session struct {
 	wg      sync.WaitGroup
 	members map[int]*member
 	dropped map[int]bool // worker indices the gang goes on without (Drop)
-	st      Status
+	// joining are the worker indices readmitted while an attempt runs (Readmit): they
+	// join at the next; readmitted is when, and growWhy says why.
+	joining    map[int]bool
+	readmitted time.Time
+	growWhy    string
+	st         Status
 
 	mu   sync.Mutex
 	open map[net.Conn]bool // every connection, to close them at the end
@@ -202,7 +220,7 @@ func (c *Coordinator) newSession() *session {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &session{c: c, log: log, events: make(chan event), quit: make(chan struct{}),
-		members: map[int]*member{}, dropped: map[int]bool{}, open: map[net.Conn]bool{},
+		members: map[int]*member{}, dropped: map[int]bool{}, joining: map[int]bool{}, open: map[net.Conn]bool{},
 		st: Status{State: Waiting, Attempt: c.FirstAttempt, Restarts: c.Restarts, Disruptions: c.Disruptions}}
 	for _, w := range c.Dropped {
 		if w > 0 && w < c.Workers {
@@ -220,7 +238,14 @@ func (c *Coordinator) newSession() *session {
 func (s *session) publish(state State) {
 	s.st.State = state
 	s.st.Missing = s.missing()
+	for _, w := range s.joiningList() {
+		if s.members[w] == nil {
+			s.st.Missing = append(s.st.Missing, w) // waited for too, to join
+		}
+	}
+	slices.Sort(s.st.Missing)
 	s.st.Dropped = slices.Sorted(maps.Keys(s.dropped))
+	s.st.Joining = s.joiningList()
 	s.c.mu.Lock()
 	s.c.status = s.st
 	s.c.mu.Unlock()
@@ -384,23 +409,24 @@ func (s *session) post(e event) bool {
 	}
 }
 
-// missing lists the worker indices without a member, in order, but those dropped.
+// missing lists the worker indices without a member, in order, but those dropped or
+// waiting to join.
 func (s *session) missing() []int {
 	var out []int
 	for w := range s.c.Workers {
-		if s.members[w] == nil && !s.dropped[w] {
+		if s.members[w] == nil && !s.dropped[w] && !s.joining[w] {
 			out = append(out, w)
 		}
 	}
 	return out
 }
 
-// active lists the worker indices the gang runs with (all but those dropped), in order:
-// a worker's place in it is its node rank.
+// active lists the worker indices the gang runs with (all but those dropped or waiting
+// to join), in order: a worker's place in it is its node rank.
 func (s *session) active() []int {
 	var out []int
 	for w := range s.c.Workers {
-		if !s.dropped[w] {
+		if !s.dropped[w] && !s.joining[w] {
 			out = append(out, w)
 		}
 	}
@@ -428,6 +454,20 @@ func (s *session) drop(m *member, why error) {
 	}
 	s.untrack(m.conn)
 	s.log.Info("gang: member gone", "worker", m.worker, "pod", m.pod, "why", why)
+}
+
+// request answers a Drop or a Readmit in the loop, whatever it is doing, and reports
+// whether e was one.
+func (s *session) request(e event) bool {
+	switch {
+	case e.drop != nil:
+		s.answerDrop(e.drop)
+	case e.readmit != nil:
+		e.readmit.reply <- s.readmitWorkers(e.readmit.workers, e.readmit.reason)
+	default:
+		return false
+	}
+	return true
 }
 
 // current reports whether e comes from a member the loop still counts.

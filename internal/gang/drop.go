@@ -84,6 +84,7 @@ func (s *session) dropWorkers(ids []int, reason string) error {
 			add = append(add, w)
 		}
 	}
+	add = s.unjoin(add, reason)
 	if len(add) == 0 {
 		return nil
 	}
@@ -109,4 +110,26 @@ func (s *session) refuseDropped(m *member) {
 // droppedText is why a dropped worker's member is refused.
 func droppedText(w int) string {
 	return fmt.Sprintf("worker %d was dropped from the gang, which goes on without it", w)
+}
+
+// unjoin drops the workers among ids that were readmitted and wait to join (their pods
+// cannot be scheduled after all): the gang, which never ran with them, does not change
+// size. It returns the others.
+func (s *session) unjoin(ids []int, reason string) []int {
+	var rest, out []int
+	for _, w := range ids {
+		if s.joining[w] {
+			delete(s.joining, w)
+			s.dropped[w] = true
+			out = append(out, w)
+			continue
+		}
+		rest = append(rest, w)
+	}
+	if len(out) > 0 {
+		slices.Sort(out)
+		s.notice("attempt %d: %s dropped again before joining (%s): the gang stays at %d workers", s.st.Attempt, workers(out), reason, len(s.active()))
+		s.publish(s.st.State)
+	}
+	return rest
 }

@@ -30,9 +30,9 @@ import (
 // workers dropped (status.droppedWorkers) and the gang's size (status.workers); the
 // dropped workers' pods are deleted and not replaced. When worker 0 cannot take the
 // request (it is among the stuck, or it does not run, or an older image), the gang is
-// resized on new pods as before (resize.go). It grows back on new pods.
+// resized on new pods as before (resize.go). It grows back in place too (growinplace.go).
 
-// dropTimeout bounds a drop request to worker 0.
+// dropTimeout bounds a drop or readmit request to worker 0.
 const dropTimeout = 15 * time.Second
 
 // errNoDropInPlace is a gang that cannot shrink in place: the operator resizes it on new
@@ -103,7 +103,7 @@ func (s *step) shrinkInPlace(ctx context.Context, r resize, o observation) error
 	}
 	url := strings.TrimSuffix(o.progress, workload.ProgressPath) + workload.DropPath
 	req := workload.DropRequest{Workers: ids, Reason: r.why, Attempt: int(s.job.Status.Attempt), Expires: s.now.Add(workload.DropTTL)}
-	rep, code, err := s.r.sendDrop(ctx, url, secret, req)
+	rep, code, err := s.r.sendGang(ctx, url, workload.SignDrop, secret, req)
 	switch {
 	case err != nil || code == http.StatusNotFound || code == http.StatusMethodNotAllowed || code == http.StatusForbidden:
 		ctrl.LoggerFrom(ctx).Info("worker 0 did not take the drop request: resizing the gang on new pods", "code", code, "err", err)
@@ -179,11 +179,12 @@ func (s *step) gangKey(ctx context.Context) ([]byte, error) {
 	return sec.Data[workload.GangSecretKey], nil
 }
 
-// sendDrop POSTs a drop request signed with secret to url and returns worker 0's reply and
-// its status code.
-func (r *Reconciler) sendDrop(ctx context.Context, url string, secret []byte, req workload.DropRequest) (workload.DropReply, int, error) {
+// sendGang POSTs a request signed with sign (a drop's or a readmit's) and secret to url,
+// and returns worker 0's reply and its status code.
+func (r *Reconciler) sendGang(ctx context.Context, url string, sign func([]byte, workload.DropRequest) ([]byte, string, error),
+	secret []byte, req workload.DropRequest) (workload.DropReply, int, error) {
 	var rep workload.DropReply
-	body, mac, err := workload.SignDrop(secret, req)
+	body, mac, err := sign(secret, req)
 	if err != nil {
 		return rep, 0, err
 	}

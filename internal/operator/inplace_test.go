@@ -32,8 +32,9 @@ type progressServer struct {
 	sum workload.Summary
 	// secret, once set, verifies the drop requests it takes (see serveDrop); drops are
 	// those it took.
-	secret []byte
-	drops  []workload.DropRequest
+	secret   []byte
+	drops    []workload.DropRequest
+	readmits []workload.DropRequest
 }
 
 func startProgressServer(t *testing.T) *progressServer {
@@ -55,6 +56,10 @@ func startProgressServer(t *testing.T) *progressServer {
 		defer p.mu.Unlock()
 		if r.Method == http.MethodPost && r.URL.Path == workload.DropPath {
 			p.serveDrop(w, r)
+			return
+		}
+		if r.Method == http.MethodPost && r.URL.Path == workload.ReadmitPath {
+			p.serveReadmit(w, r)
 			return
 		}
 		_ = json.NewEncoder(w).Encode(p.sum)

@@ -86,6 +86,7 @@ func TestOperator(t *testing.T) {
 		{"kueue partial admission", testKueueElastic},
 		{"elastic shrink", testElasticShrink},
 		{"elastic shrink in place", testElasticShrinkInPlace},
+		{"elastic grow in place", testElasticGrowInPlace},
 		{"elastic lost node", testElasticLostNode},
 		{"elastic lost node gone for good", testElasticLostNodeGoneForGood},
 		{"elastic shrink at the pre-running deadline", testElasticShrinkAtDeadline},

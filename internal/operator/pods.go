@@ -257,6 +257,9 @@ func (s *step) replaceLost(ctx context.Context, o observation) error {
 	}
 	// A replacement gets the pre-running deadline a new attempt would.
 	st.AttemptStartTime = s.time()
+	if s.readmitPods(o.missing, o.running, o.workers) {
+		return nil
+	}
 	msg := fmt.Sprintf("attempt %d: created the pod(s) of worker(s) %v; %d of %d workers running", st.Attempt, o.missing, o.running, o.workers)
 	st.Reason = msg
 	if s.condition(v1.CondRunning, false, ReasonReplacingWorker, msg) || st.Phase == v1.PhaseRunning {

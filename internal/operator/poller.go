@@ -33,12 +33,23 @@ type poller struct {
 	mu      sync.Mutex
 	pending map[types.UID]bool
 	latest  map[types.UID]*workload.Summary
+	// since holds, per job, when what was read before it stopped counting (discard).
+	since map[types.UID]time.Time
 }
 
 type pollRequest struct {
 	uid types.UID
 	key types.NamespacedName
 	url string
+}
+
+// discard drops what was read of the job's progress so far, and what a read under way
+// brings: the gang changed in a way that an older read does not show (growinplace.go).
+func (p *poller) discard(uid types.UID) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.latest, uid)
+	p.since[uid] = time.Now()
 }
 
 func newPoller(read func(context.Context, string) (*workload.Summary, error), workers int) *poller {
@@ -48,6 +59,7 @@ func newPoller(read func(context.Context, string) (*workload.Summary, error), wo
 		events:  make(chan event.GenericEvent, pollQueue),
 		pending: map[types.UID]bool{},
 		latest:  map[types.UID]*workload.Summary{},
+		since:   map[types.UID]time.Time{},
 	}
 }
 
@@ -80,6 +92,7 @@ func (p *poller) forget(uid types.UID) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	delete(p.latest, uid)
+	delete(p.since, uid)
 }
 
 // Start runs the workers until ctx ends (a manager.Runnable).
@@ -108,11 +121,15 @@ func (p *poller) work(ctx context.Context) {
 }
 
 func (p *poller) poll(ctx context.Context, req pollRequest) {
+	began := time.Now()
 	rctx, cancel := context.WithTimeout(ctx, pollTimeout)
 	sum, err := p.read(rctx, req.url)
 	cancel()
 	p.mu.Lock()
 	delete(p.pending, req.uid)
+	if since, ok := p.since[req.uid]; ok && began.Before(since) {
+		sum = nil // read before the gang changed
+	}
 	if err == nil && sum != nil {
 		p.latest[req.uid] = sum
 	}

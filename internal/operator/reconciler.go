@@ -74,6 +74,9 @@ type Reconciler struct {
 	// room holds, per TrainJob UID, the roomMemory of a gang that looks for room with
 	// probes (room.go).
 	room sync.Map
+	// readmitting holds, per TrainJob UID, the workers readmitted in place whose pods
+	// start (growinplace.go).
+	readmitting sync.Map
 }
 
 // forget drops what the reconciler remembers of a TrainJob that is gone or going.
@@ -91,6 +94,7 @@ func (r *Reconciler) forget(key types.NamespacedName) {
 	r.lostOn.Delete(uid)
 	r.shrunk.Delete(uid)
 	r.room.Delete(uid)
+	r.readmitting.Delete(uid)
 	if r.poller != nil {
 		r.poller.forget(uid.(types.UID))
 	}
@@ -347,10 +351,11 @@ func (s *step) track(ctx context.Context, o observation) error {
 	}
 	st.WorkersReady = int32(o.running)
 	if o.allRunning() {
-		if s.growBack(ctx) {
-			return nil
+		s.r.readmitting.Delete(s.job.UID)
+		if grew, err := s.growBack(ctx, o); grew || err != nil {
+			return err
 		}
-		if grew, err := s.growIntoRoom(ctx); grew || err != nil {
+		if grew, err := s.growIntoRoom(ctx, o); grew || err != nil {
 			return err
 		}
 		if st.Workers == 0 && !s.restartingInPlace() {
@@ -359,6 +364,9 @@ func (s *step) track(ctx context.Context, o observation) error {
 		s.running(o)
 		s.pollProgress(o.progress)
 		return s.podsReady(ctx) // Kueue's waitForPodsReady (kueue.go)
+	}
+	if s.readmitStarting(o) {
+		return nil
 	}
 	return s.starting(ctx, o)
 }

@@ -195,6 +195,7 @@ func (s *step) announceResize(msg string) {
 	s.afterWrite(func() {
 		s.r.lostOn.Delete(uid)
 		s.r.shrunk.Delete(uid)
+		s.r.readmitting.Delete(uid)
 	})
 	s.requeue(teardownPoll)
 }
@@ -216,12 +217,7 @@ type shrunk struct {
 // is ready again, when growWhen says. It returns what to remember, the node that is back,
 // and when to look again.
 func planGrow(sh shrunk, nodes []string, ready func(string) bool, checkpoint string, interval time.Duration, now time.Time) (next shrunk, node string, wait time.Duration, grow bool) {
-	for _, n := range nodes {
-		if ready(n) {
-			node = n
-			break
-		}
-	}
+	node = firstReady(nodes, ready)
 	if node == "" {
 		return shrunk{}, "", growPoll, false
 	}
@@ -244,26 +240,39 @@ func growWhen(sh shrunk, checkpoint string, interval time.Duration, now time.Tim
 	return next, next.back.Add(interval).Sub(now), false
 }
 
-// growBack grows a running gang that was shrunk for lost nodes back to spec.workers when
-// planGrow says so, and reports whether it did. A gang in a Kueue queue does not grow:
-// Kueue never lets a Workload take back the pods it gave back (status.reclaimablePods)
-// while admitted, so it grows at its next admission.
-func (s *step) growBack(ctx context.Context) bool {
+// growBack grows a running gang that was shrunk for lost nodes back to spec.workers once
+// one of them is ready again: in place at once when it shrank in place (growinplace.go;
+// worker 0 then grows at its next checkpoint), else on new pods when planGrow says so. It
+// reports whether it did. A gang in a Kueue queue does not grow: Kueue never lets a
+// Workload take back the pods it gave back (status.reclaimablePods) while admitted, so it
+// grows at its next admission.
+func (s *step) growBack(ctx context.Context, o observation) (bool, error) {
 	st := &s.job.Status
 	if st.Workers == 0 || len(st.LostNodes) == 0 || s.queueName() != "" || s.restartingInPlace() {
-		return false
+		return false, nil
 	}
 	var sh shrunk
 	if v, ok := s.r.shrunk.Load(s.job.UID); ok {
 		sh = v.(shrunk)
 	}
 	down := s.r.nodeDown(ctx)
-	next, node, wait, grow := planGrow(sh, st.LostNodes, func(n string) bool { return !down(n) }, st.LatestCheckpoint,
-		s.job.Spec.ResizeInterval(), s.now)
+	ready := func(n string) bool { return !down(n) }
+	if s.growsInPlace() {
+		if node := firstReady(st.LostNodes, ready); node != "" {
+			g := readmitRoom{workers: s.toReadmit(s.job.Spec.WorkerCount() - s.gangSize()), why: fmt.Sprintf("node %s is ready again", node)}
+			switch err := s.growInPlace(ctx, g, o); {
+			case err == nil:
+				return true, nil
+			case !errors.Is(err, errNoDropInPlace):
+				return false, err
+			}
+		}
+	}
+	next, node, wait, grow := planGrow(sh, st.LostNodes, ready, st.LatestCheckpoint, s.job.Spec.ResizeInterval(), s.now)
 	if !grow {
 		s.r.shrunk.Store(s.job.UID, next)
 		s.requeue(wait)
-		return false
+		return false, nil
 	}
 	when := "at its next checkpoint"
 	if next.checkpoint == st.LatestCheckpoint {
@@ -271,7 +280,17 @@ func (s *step) growBack(ctx context.Context) bool {
 	}
 	s.resized(resize{from: s.gangSize(), to: s.job.Spec.WorkerCount(),
 		why: fmt.Sprintf("node %s is ready again (since %s); growing %s", node, next.back.UTC().Format(time.RFC3339), when)})
-	return true
+	return true, nil
+}
+
+// firstReady is the first of nodes that is ready, or "".
+func firstReady(nodes []string, ready func(string) bool) string {
+	for _, n := range nodes {
+		if ready(n) {
+			return n
+		}
+	}
+	return ""
 }
 
 // noteLostNode remembers that worker's pod was on node when the node was lost, for the

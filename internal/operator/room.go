@@ -2,6 +2,7 @@ package operator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -178,7 +179,7 @@ func missed(mem roomMemory, now time.Time) roomMemory {
 // growIntoRoom grows a running gang below its size when its room probes found room, and
 // reports whether it did. Like growBack, a gang in a Kueue queue does not: Kueue gives the
 // room at its next admission.
-func (s *step) growIntoRoom(ctx context.Context) (bool, error) {
+func (s *step) growIntoRoom(ctx context.Context, o observation) (bool, error) {
 	st := &s.job.Status
 	missing := s.job.Spec.WorkerCount() - s.gangSize()
 	if !s.mayProbe() || missing <= 0 {
@@ -188,7 +189,12 @@ func (s *step) growIntoRoom(ctx context.Context) (bool, error) {
 	if v, ok := s.r.room.Load(s.job.UID); ok {
 		mem = v.(roomMemory)
 	}
-	plan, mem := planRoom(live(s.kids.probes), missing, mem, st.LatestCheckpoint, s.r.Options.elasticSettle(), s.job.Spec.ResizeInterval(), s.now)
+	interval := s.job.Spec.ResizeInterval()
+	inPlace := s.growsInPlace()
+	if inPlace {
+		interval = 0 // the gang trains on while the new pods start; worker 0 grows at its next checkpoint
+	}
+	plan, mem := planRoom(live(s.kids.probes), missing, mem, st.LatestCheckpoint, s.r.Options.elasticSettle(), interval, s.now)
 	s.r.room.Store(s.job.UID, mem)
 	if plan.wait > 0 {
 		s.requeue(plan.wait)
@@ -203,13 +209,26 @@ func (s *step) growIntoRoom(ctx context.Context) (bool, error) {
 		return false, nil
 	}
 	probes := live(s.kids.probes)
+	room := fmt.Sprintf("room for %d more worker(s): room probes placed on %s", plan.grow, strings.Join(plan.nodes, ", "))
+	if inPlace {
+		g := readmitRoom{workers: s.toReadmit(plan.grow), why: room}
+		switch err := s.growInPlace(ctx, g, o); {
+		case err == nil:
+			s.afterWrite(func() { _ = s.r.dropProbes(context.WithoutCancel(ctx), probes) })
+			return true, nil
+		case !errors.Is(err, errNoDropInPlace):
+			return false, err
+		}
+	}
 	when := "at its next checkpoint"
-	if !plan.atCheckpoint {
+	switch {
+	case inPlace:
+		when = "now (worker 0 cannot grow the gang in place)"
+	case !plan.atCheckpoint:
 		when = fmt.Sprintf("after the resize interval (%s)", s.job.Spec.ResizeInterval())
 	}
 	s.resized(resize{from: s.gangSize(), to: s.gangSize() + plan.grow,
-		why: fmt.Sprintf("room for %d more worker(s): room probes placed on %s; growing %s",
-			plan.grow, strings.Join(plan.nodes, ", "), when)})
+		why: room + "; growing " + when})
 	s.afterWrite(func() { _ = s.r.dropProbes(context.WithoutCancel(ctx), probes) })
 	return true, nil
 }

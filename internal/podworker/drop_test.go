@@ -164,11 +164,25 @@ func withReason(r workload.DropRequest, reason string) workload.DropRequest {
 // postDrop signs r with secret and POSTs it to worker 0's progress address.
 func postDrop(t *testing.T, addr string, secret []byte, r workload.DropRequest) (int, workload.DropReply) {
 	t.Helper()
-	body, mac, err := workload.SignDrop(secret, r)
+	return postGang(t, addr, workload.DropPath, workload.SignDrop, secret, r)
+}
+
+// postReadmit signs r with secret as a readmit request and POSTs it to worker 0.
+func postReadmit(t *testing.T, addr string, secret []byte, r workload.DropRequest) (int, workload.DropReply) {
+	t.Helper()
+	return postGang(t, addr, workload.ReadmitPath, workload.SignReadmit, secret, r)
+}
+
+// postGang signs r with sign and secret and POSTs it to path at worker 0's progress
+// address.
+func postGang(t *testing.T, addr, path string, sign func([]byte, workload.DropRequest) ([]byte, string, error),
+	secret []byte, r workload.DropRequest) (int, workload.DropReply) {
+	t.Helper()
+	body, mac, err := sign(secret, r)
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, err := http.NewRequest(http.MethodPost, "http://"+addr+workload.DropPath, bytes.NewReader(body))
+	req, err := http.NewRequest(http.MethodPost, "http://"+addr+path, bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +194,7 @@ func postDrop(t *testing.T, addr string, secret []byte, r workload.DropRequest) 
 	defer resp.Body.Close()
 	var rep workload.DropReply
 	if err := json.NewDecoder(resp.Body).Decode(&rep); err != nil {
-		t.Fatalf("the reply to a drop: %v", err)
+		t.Fatalf("the reply to a request at %s: %v", path, err)
 	}
 	return resp.StatusCode, rep
 }

@@ -187,7 +187,7 @@ func (w *worker) coordinator() *gang.Coordinator {
 		MaxRestarts: int(s.MaxRestarts), MaxDisruptions: int(s.DisruptionLimit()),
 		Restarts: w.cfg.Restarts, Disruptions: w.cfg.Disruptions, Secret: w.cfg.GangSecret, Dropped: w.cfg.Dropped,
 		JoinWait: w.opts.PrimaryWait, StopWait: time.Duration(s.GracePeriod())*time.Second + stopSlack,
-		Prepare: w.prepareAttempt, Stopping: w.stoppingAttempt, Notify: w.console.Notice, Logger: w.opts.Logger,
+		Prepare: w.prepareAttempt, Stopping: w.stoppingAttempt, GrowWhen: w.growWhen, Notify: w.console.Notice, Logger: w.opts.Logger,
 	}
 }
 

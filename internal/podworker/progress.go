@@ -37,6 +37,7 @@ func (w *worker) serveProgress(addr string, gpus []device.GPU) func() {
 			_ = json.NewEncoder(rw).Encode(w.progress())
 		})
 		mux.HandleFunc("POST "+workload.DropPath, w.serveDrop)
+		mux.HandleFunc("POST "+workload.ReadmitPath, w.serveReadmit)
 	}
 	sampler := &gpuSampler{worker: w.cfg.Worker, gpus: gpus}
 	mux.HandleFunc("GET "+workload.GPUsPath, func(rw http.ResponseWriter, r *http.Request) {

@@ -62,7 +62,32 @@ func TestOpenDrop(t *testing.T) {
 	}
 	// A signed body that is not a request.
 	junk := []byte("[1, 2]")
-	if _, err := OpenDrop(secret, junk, dropMAC(secret, junk), now, 4); err == nil || !strings.Contains(err.Error(), "the drop request: json") {
+	if _, err := OpenDrop(secret, junk, gangMAC(kindDrop, secret, junk), now, 4); err == nil || !strings.Contains(err.Error(), "the drop request: json") {
 		t.Errorf("a signed non-request: %v", err)
+	}
+}
+
+// A readmit request is signed under its own key: a drop request's body and MAC do not
+// open as a readmit, nor a readmit's as a drop, so neither can be replayed as the other.
+func TestReadmitIsNotADrop(t *testing.T) {
+	secret := []byte("gang secret")
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	r := DropRequest{Workers: []int{2}, Reason: "room found", Attempt: 3, Expires: now.Add(DropTTL)}
+	body, mac, err := SignReadmit(secret, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := OpenReadmit(secret, body, mac, now, 3); err != nil || !cmp.Equal(got.Workers, []int{2}) {
+		t.Fatalf("OpenReadmit: %+v, %v", got, err)
+	}
+	if _, err := OpenDrop(secret, body, mac, now, 3); err != ErrDropAuth {
+		t.Errorf("a readmit opened as a drop: %v; want ErrDropAuth", err)
+	}
+	dbody, dmac, _ := SignDrop(secret, r)
+	if _, err := OpenReadmit(secret, dbody, dmac, now, 3); err != ErrDropAuth {
+		t.Errorf("a drop opened as a readmit: %v; want ErrDropAuth", err)
+	}
+	if _, err := OpenReadmit(secret, body, mac, now, 2); err == nil || err.Error() != "the readmit request names worker 2: give workers 1 to 1" {
+		t.Errorf("worker out of range: %v", err)
 	}
 }

@@ -26,10 +26,11 @@ import (
 // resizes the gang to 2 on the node that remains, from its checkpoint, without counting a
 // restart, and says so (event Resized, status.workers 2): in place, workers 0 and 1 there
 // keeping their pods (the workers prefer the first node); the ranks see WORLD_SIZE 2 and
-// the world size before. Then the node comes back: at the gang's
-// next checkpoint it grows back to 4 workers over both nodes, and trains on there (it has
-// more epochs than the test waits for, so that it never ends before an event the test
-// waits for; the test deletes it).
+// the world size before. Then the node comes back: the gang grows back to 4 workers over
+// both nodes in place, workers 0 and 1 keeping their pods again while the readmitted
+// workers' new pods start, at the gang's next checkpoint, and trains on there (it has more
+// epochs than the test waits for, so that it never ends before an event the test waits
+// for; the test deletes it).
 func TestTwoNodesElasticShrinkAndGrow(t *testing.T) {
 	c := cluster(t)
 	installOperator(t)
@@ -109,11 +110,15 @@ func TestTwoNodesElasticShrinkAndGrow(t *testing.T) {
 	s = waitStatus(t, "elastic", 5*time.Minute, func(s trainJobStatus) bool { return s.Attempt > resized && s.Workers == 0 })
 	t.Logf("grew %s after the node was back: attempt %d", time.Since(back).Round(time.Second), s.Attempt)
 	resizedEvent(t, ctx, "elastic", "resized from 2 to 4 workers: node "+second+" is ready again")
+	resizedEvent(t, ctx, "elastic", "workers 2, 3 get new pods in attempt 1's pod set and join the gang at its next checkpoint, in place")
 	grown := s.Attempt
 	four := runningWorkers(t, ctx, "elastic", 4, 5*time.Minute)
 	onNode = map[string][]int{}
 	for i, p := range four {
 		onNode[p.Spec.NodeName] = append(onNode[p.Spec.NodeName], i)
+		if i < 2 && p.UID != workers[i].UID {
+			t.Errorf("worker %d runs in pod %s (%s) after the grow; want its pod from the start kept (%s)", i, p.Name, p.UID, workers[i].UID)
+		}
 	}
 	t.Logf("grown back: workers by node %v", onNode)
 	waitRunLog(t, "elastic-*", grown, "world_size=4", "resized_from=2", "resuming from checkpoint_")
@@ -134,8 +139,9 @@ func TestTwoNodesElasticShrinkAndGrow(t *testing.T) {
 // 2 of them: the 2 workers that find no room are given up on after the settle time and
 // the gang trains with 2. The operator then asks the real scheduler for room with room
 // probes, which stay Pending while the GPUs are taken. Once the other pod is deleted the
-// scheduler places the probes, and at the gang's next checkpoint it grows back to 4
-// workers, resuming from that checkpoint, and the probes are deleted.
+// scheduler places the probes, the probes are deleted, and the gang grows back to 4
+// workers in place: workers 0 and 1 keep their pods, workers 2 and 3 get theirs, and at
+// the gang's next checkpoint it restarts with all four, resuming from that checkpoint.
 func TestElasticGrowsIntoRoom(t *testing.T) {
 	cluster(t)
 	installOperator(t)
@@ -156,7 +162,7 @@ func TestElasticGrowsIntoRoom(t *testing.T) {
 	s := waitStatus(t, "roomy", 5*time.Minute, func(s trainJobStatus) bool { return s.Workers == 2 })
 	resizedEvent(t, ctx, "roomy", "resized from 4 to 2 workers: workers 2, 3 cannot be scheduled for 30s")
 	shrunk := s.Attempt
-	runningWorkers(t, ctx, "roomy", 2, 5*time.Minute)
+	two := runningWorkers(t, ctx, "roomy", 2, 5*time.Minute)
 	waitStatus(t, "roomy", 3*time.Minute, func(s trainJobStatus) bool { return s.Phase == "Running" && s.Attempt == shrunk })
 	probes := func() []corev1.Pod {
 		l, err := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: operator.LabelRoomProbe})
@@ -181,7 +187,13 @@ func TestElasticGrowsIntoRoom(t *testing.T) {
 	s = waitStatus(t, "roomy", 5*time.Minute, func(s trainJobStatus) bool { return s.Attempt > shrunk && s.Workers == 0 })
 	t.Logf("grew %s after the GPUs were freed: attempt %d", time.Since(freed).Round(time.Second), s.Attempt)
 	resizedEvent(t, ctx, "roomy", "resized from 2 to 4 workers: room for 2 more worker(s): room probes placed on "+testcluster.NodeName)
-	runningWorkers(t, ctx, "roomy", 4, 5*time.Minute)
+	resizedEvent(t, ctx, "roomy", "the 2 running keep their pods and train meanwhile")
+	four := runningWorkers(t, ctx, "roomy", 4, 5*time.Minute)
+	for i, p := range two {
+		if four[i].UID != p.UID {
+			t.Errorf("worker %d runs in pod %s (%s) after the grow; want its pod kept (%s)", i, four[i].Name, four[i].UID, p.UID)
+		}
+	}
 	waitRunLog(t, "roomy-*", int(s.Attempt), "world_size=4", "resized_from=2", "resuming from checkpoint_")
 	waitFor(t, "the probes to go", time.Minute, func() bool { return len(probes()) == 0 })
 	if s = getStatus(t, ctx, "roomy"); s.Restarts != s.Disruptions {
