@@ -4,7 +4,9 @@ Every attempt, once its process group is up (init_process_group and a first all-
 each rank appends a line to MARKS/rank-<rank>: the attempt, the Unix time, the CPU
 seconds the process has used so far (importing torch and joining) and the Unix time its
 Python started this script (before importing torch), then prints "in the process group".
-It then trains until it is stopped.
+It then trains until it is stopped; with --checkpoint-every N it reports a checkpoint
+through Trainyard's helper every N steps (rank 0 saves the model), as an elastic gang's
+training does, so that a grow has a checkpoint to happen at.
 """
 
 import time
@@ -24,6 +26,7 @@ def main():
     p.add_argument("--marks", required=True, help="folder for each rank's process-group lines")
     p.add_argument("--sleep-per-step", type=float, default=0.1)
     p.add_argument("--steps", type=int, default=1_000_000)
+    p.add_argument("--checkpoint-every", type=int, default=0, help="report a checkpoint every N steps (0: never)")
     args = p.parse_args()
 
     dist.init_process_group("gloo")
@@ -47,6 +50,14 @@ def main():
         opt.step()
         if step % 50 == 0:
             print(f"step {step}", flush=True)
+        if args.checkpoint_every and step % args.checkpoint_every == args.checkpoint_every - 1:
+            import trainyard
+
+            folder = None
+            if rank == 0:
+                folder = trainyard.new_checkpoint_dir()
+                torch.save(model.state_dict(), os.path.join(folder, "model.pt"))
+            trainyard.report({"step": step}, checkpoint=folder)
         time.sleep(args.sleep_per_step)
 
 

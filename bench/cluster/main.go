@@ -19,7 +19,10 @@
 // cannot be scheduled; after the operator's elastic settle time (30 s) the gang goes on
 // with workers 0 and 2, renumbered. Each trial times the loss, and the resize
 // (status.workers 2), to both ranks of the next attempt in the process group, and says
-// whether workers 0 and 2 kept their pods (in place).
+// whether workers 0 and 2 kept their pods (in place). Then the waiting pod is deleted and
+// the gang grows back into the GPU it frees: the trial times that, and the grow recorded
+// (status.workers 0), to the 3 ranks of the grown attempt in the process group, and says
+// whether workers 0 and 2 kept their pods through it.
 //
 // Usage:
 //

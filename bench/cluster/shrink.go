@@ -21,12 +21,18 @@ import (
 
 // shrinkResult is one -shrink trial: an elastic 2:3 gang loses worker 1, whose
 // replacement cannot be scheduled, and goes on with workers 0 and 2 (renumbered 0 and 1)
-// once the operator's elastic settle time has passed.
+// once the operator's elastic settle time has passed; then the GPU it lacked is freed and
+// the gang grows back to 3.
 type shrinkResult struct {
 	lost    time.Duration // worker 1's pod deleted → both ranks of the next attempt in the process group
 	resized time.Duration // the operator recorded the resize (status.workers 2) → the same
 	inPlace bool          // workers 0 and 2 kept their pods
-	note    string
+	// freed is the GPU freed → the 3 ranks of the grown gang in the process group, grown
+	// the operator's recorded grow (status.workers 0) → the same, and grewInPlace whether
+	// workers 0 and 2 kept their pods through it.
+	freed, grown time.Duration
+	grewInPlace  bool
+	note         string
 }
 
 // holderClass is the PriorityClass of the pods that hold the node's spare GPUs: above the
@@ -55,31 +61,37 @@ func (b *bench) shrinkBench(ctx context.Context, script string, runs int) error 
 	if _, err := b.cl.Client.SchedulingV1().PriorityClasses().Create(ctx, pc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("priority class: %w", err)
 	}
-	var lost, resized []time.Duration
+	var lost, resized, freed, grown []time.Duration
 	for i := range runs {
 		r, err := b.shrinkTrial(ctx, fmt.Sprintf("shrink-%d", i))
 		if err != nil {
 			return fmt.Errorf("trial %d: %w", i+1, err)
 		}
-		fmt.Printf("%s trial %d: worker 1 lost -> 2 ranks in the process group %6.2f s; resize recorded -> %6.2f s; in place %v; load %s%s\n",
-			time.Now().UTC().Format("15:04:05"), i+1, r.lost.Seconds(), r.resized.Seconds(), r.inPlace, loadavg(), r.note)
+		fmt.Printf("%s trial %d: worker 1 lost -> 2 ranks in the process group %6.2f s; resize recorded -> %6.2f s; in place %v; "+
+			"GPU freed -> 3 ranks %6.2f s; grow recorded -> %6.2f s; in place %v; load %s%s\n",
+			time.Now().UTC().Format("15:04:05"), i+1, r.lost.Seconds(), r.resized.Seconds(), r.inPlace,
+			r.freed.Seconds(), r.grown.Seconds(), r.grewInPlace, loadavg(), r.note)
 		lost, resized = append(lost, r.lost), append(resized, r.resized)
+		freed, grown = append(freed, r.freed), append(grown, r.grown)
 	}
-	fmt.Printf("\nmedians of %d trials: lost -> training again %s, resize -> training again %s\n", runs, median(lost), median(resized))
+	fmt.Printf("\nmedians of %d trials: lost -> training again %s, resize -> training again %s; freed -> training with 3 %s, grow -> training with 3 %s\n",
+		runs, median(lost), median(resized), median(freed), median(grown))
 	return nil
 }
 
 // shrinkTrial runs one trial: a 2:3 gang of one GPU per worker beside a pod holding the
 // fourth GPU; once its 3 ranks are in the process group, a second holder waits for a GPU
 // and worker 1's pod is deleted, so that the holder takes its GPU and its replacement
-// stays Pending, Unschedulable. Worker 0's log is kept in the shared folder.
+// stays Pending, Unschedulable. Once the gang trains with 2, the second holder is deleted,
+// and the gang grows back into its GPU (the operator's room probes find it). Worker 0's
+// log is kept in the shared folder.
 func (b *bench) shrinkTrial(ctx context.Context, name string) (shrinkResult, error) {
 	var r shrinkResult
 	marks := filepath.Join(b.shared, "marks", name)
 	if err := makeMarks(marks); err != nil {
 		return r, err
 	}
-	tj := b.trainJob(name, []string{"python3", "/shared/code/ddp.py", "--marks", "/shared/marks/" + name})
+	tj := b.trainJob(name, []string{"python3", "/shared/code/ddp.py", "--marks", "/shared/marks/" + name, "--checkpoint-every", "20"})
 	tj.Spec.Workers, tj.Spec.MinWorkers, tj.Spec.MaxRestarts = ptr(int32(3)), ptr(int32(2)), 3
 	tj.Spec.Resources = v1.WorkerResources{GPU: 1, CPU: ptr(resource.MustParse("10m")), Memory: ptr(resource.MustParse("1Gi"))}
 	tj.Spec.Kubernetes.VolumeMounts = append(tj.Spec.Kubernetes.VolumeMounts,
@@ -156,10 +168,59 @@ func (b *bench) shrinkTrial(ctx context.Context, name string) (shrinkResult, err
 		}
 	}
 	r.inPlace = kept == 2
+	if err := b.growTrial(ctx, name, marks, second, before, &r); err != nil {
+		return r, err
+	}
 	if logs, err := b.cl.Client.CoreV1().Pods("default").GetLogs(workload.PodName(name, 1, 0), &corev1.PodLogOptions{Container: workload.WorkerContainer, Timestamps: true}).DoRaw(ctx); err == nil {
 		_ = os.WriteFile(filepath.Join(b.shared, name+"-worker-0.log"), logs, 0o644)
 	}
 	return r, nil
+}
+
+// growTrial frees the GPU the gang lacks (the holder pod second) and times the gang's
+// grow back to 3 workers into r: from the GPU freed, and from the grow recorded
+// (status.workers 0 again), to the 3 ranks of the grown attempt in the process group;
+// and whether workers 0 and 2 kept their pods from before (by name: their UIDs).
+func (b *bench) growTrial(ctx context.Context, name, marks, second string, before map[string]string, r *shrinkResult) error {
+	time.Sleep(3 * time.Second) // training at 2, and the operator's room probes Pending
+	freed := time.Now()
+	b.deletePod(second)
+	var grewAt time.Time
+	if err := poll(5*time.Minute, "the grow to 3 workers", func() bool {
+		st, err := b.status(ctx, name)
+		if err == nil && st.Workers == 0 && grewAt.IsZero() {
+			grewAt = time.Now()
+		}
+		return !grewAt.IsZero()
+	}); err != nil {
+		return err
+	}
+	var after map[int]mark
+	if err := poll(5*time.Minute, "3 ranks in the process group", func() bool {
+		after = readMarks(marks, 3, freed)
+		return len(after) == 3
+	}); err != nil {
+		return err
+	}
+	var last time.Time
+	for _, m := range after {
+		if m.at.After(last) {
+			last = m.at
+		}
+	}
+	r.freed, r.grown = last.Sub(freed), last.Sub(grewAt)
+	pods, err := b.cl.Client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: workload.LabelJob + "=" + name})
+	if err != nil {
+		return err
+	}
+	kept := 0
+	for _, p := range pods.Items {
+		if w := workload.WorkerIndex(p.Labels); (w == 0 || w == 2) && before[p.Name] == string(p.UID) && p.DeletionTimestamp == nil {
+			kept++
+		}
+	}
+	r.grewInPlace = kept == 2
+	return nil
 }
 
 // status reads the TrainJob's status.

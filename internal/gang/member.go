@@ -68,11 +68,18 @@ type Member struct {
 	// Attempt runs this worker's processes of an attempt until they end, or until ctx
 	// ends (a stop: it must return only once they are gone).
 	Attempt func(ctx context.Context, start Start) Ended
+	// Waiting, when set, is called in a goroutine of its own each time the member is
+	// welcomed, before it is told to start anything: its gang may wait for other workers,
+	// or this worker wait to join a gang that runs (Coordinator.Readmit), for a while. A
+	// worker starts its ranks' Pythons there, so that they import torch meanwhile. It may
+	// overlap the attempt that starts next.
+	Waiting func()
 	// Notify, when set, gets notices for people (the pod log).
 	Notify func(string)
 	// Logger gets diagnostics; nil: none.
 	Logger *slog.Logger
 }
+
 
 // Run connects to the coordinator and runs the attempts it starts until it finishes the
 // gang. It returns an error when the coordinator cannot be reached within ConnectWait,
@@ -232,6 +239,9 @@ func (m *Member) serve(ctx context.Context, l *link) (Finish, error) {
 	}
 	defer halt()
 	var ended <-chan Ended
+	if m.Waiting != nil {
+		go m.Waiting()
+	}
 	for {
 		select {
 		case <-ctx.Done():

@@ -93,6 +93,24 @@ func WarmShape(job *v1.TrainJob, workers int) string {
 // Standby starts a pooled spare for every process of the job's first attempt, for a
 // job of the same shape that comes next. It returns how many it started.
 func (l *Launcher) Standby(ctx context.Context) (int, error) {
+	return l.startSpares(ctx, true)
+}
+
+// Warm starts a spare for every process of the launcher's next attempt while none runs
+// (a Kubernetes worker whose gang has not started it yet: its peers are not all there, or
+// it waits to join a running gang), so that its ranks find torch imported. It starts none
+// when the launcher holds spares already, and returns how many it started.
+func (l *Launcher) Warm(ctx context.Context) (int, error) {
+	if l.spares.count() > 0 {
+		return 0, nil
+	}
+	return l.startSpares(ctx, false)
+}
+
+// startSpares starts a spare for every process of the job's first attempt: pooled, for a
+// standby, which may run a rank on other GPUs and outlives no parent check; or the
+// launcher's own.
+func (l *Launcher) startSpares(ctx context.Context, pooled bool) (int, error) {
 	if err := l.prepare(ctx); err != nil {
 		return 0, err
 	}
@@ -107,15 +125,22 @@ func (l *Launcher) Standby(ctx context.Context) (int, error) {
 	if l.rayPath != "" {
 		env["PYTHONPATH"] = joinPath(env["PYTHONPATH"], l.rayPath)
 	}
+	dir, runDir := "", ""
+	if !pooled {
+		dir = l.Job.Spec.WorkingDir
+		if l.Folder != nil {
+			runDir = l.Folder.Dir
+		}
+	}
 	for i, p := range l.procs(1, 0) {
-		s, err := startSpare(l.path, py, "", Env(l.Job, p, "", os.Environ(), env), p, true)
+		s, err := startSpare(l.path, py, dir, Env(l.Job, p, runDir, os.Environ(), env), p, pooled)
 		if err != nil {
 			l.spares.drop()
 			return 0, err
 		}
 		l.spares.put(i, s)
 	}
-	return len(l.spares.set), nil
+	return l.spares.count(), nil
 }
 
 // DropSpares kills the launcher's spares: a standby's, or those an attempt stopped by its

@@ -297,6 +297,13 @@ func (ss *spares) put(i int, s *spare) {
 }
 
 // drop kills every spare.
+// count is how many spares there are.
+func (ss *spares) count() int {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return len(ss.set)
+}
+
 func (ss *spares) drop() {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()

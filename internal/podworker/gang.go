@@ -47,6 +47,10 @@ type gangRun struct {
 	// store is the gang's rendezvous store on worker 0 (see hostStore); nil elsewhere, or
 	// when the job opts out.
 	store *tcpstore.Server
+	// warming is held while the launcher is made or warmed (waiting) and while an attempt
+	// takes it; started is set once an attempt began on this pod.
+	warming sync.Mutex
+	started atomic.Bool
 }
 
 // final is the gang's Final, if it failed for good.
@@ -69,7 +73,8 @@ func (g *gangRun) failure() string {
 // gang finishes, then takes how it ended as the worker's outcome.
 func (w *worker) runGang(ctx context.Context) error {
 	m := &gang.Member{Addr: w.cfg.gangAddr(), Worker: w.cfg.Worker, Pod: hostname(), Secret: w.cfg.GangSecret,
-		ConnectWait: w.opts.PrimaryWait, Attempt: w.runAttempt, Notify: w.console.Notice, Logger: w.opts.Logger}
+		ConnectWait: w.opts.PrimaryWait, Attempt: w.runAttempt, Waiting: func() { w.waiting(ctx) },
+		Notify: w.console.Notice, Logger: w.opts.Logger}
 	mctx := ctx
 	var coordinated chan struct{} // closed when worker 0's coordinator returns
 	if w.primary() {
@@ -243,27 +248,19 @@ func (w *worker) runAttempt(ctx context.Context, st gang.Start) gang.Ended {
 	failed := func(err error) gang.Ended {
 		return gang.Ended{Outcome: gang.Failed, Reason: fmt.Sprintf("could not run attempt %d: %v", n, err), Rank: -1, ExitCode: -1}
 	}
-	if w.folder == nil {
-		if err := w.openSecondary(w.gang.extra); err != nil {
-			return failed(err)
-		}
+	w.gang.warming.Lock() // spares that waiting starts are there before the ranks look
+	first := !w.gang.started.Swap(true)
+	err := w.launcher()
+	w.gang.warming.Unlock()
+	if err != nil {
+		return failed(err)
 	}
-	if w.gang.l == nil {
-		w.gang.l = &launcher.Launcher{Job: w.job.DeepCopy(), Folder: w.folder, Console: w.console, Logger: w.opts.Logger,
-			Placement: launcher.Placement{Slots: []launcher.Slot{{Worker: w.cfg.Worker, GPUs: w.gang.gpus}},
-				MasterAddr: w.cfg.MasterAddr, MasterPort: w.cfg.MasterPort, NodePerWorker: true,
-				StoreHosted: launcher.AgentStoreWanted(w.job), MilliCPU: w.cfg.MilliCPU},
-			ExtraEnv: w.gang.extra, RayCompat: python.CompatDir(w.gang.helper), AttemptEnv: w.attemptEnv,
-			ForceKill: w.opts.ForceKill, Preempt: w.pre.relay, Notice: w.session.Notice(), KeepSpares: stoppedForRestart,
-			PreviousWorldSize: previousWorkers(w.folder.Record(), n) * w.job.Spec.ProcCount()}
-		w.session.OnActivity(w.gang.l.TouchRank)
+	if first {
+		w.gang.l.PreviousWorldSize = previousWorkers(w.folder.Record(), n) * w.job.Spec.ProcCount()
 	}
 	w.cfg.Attempt = n
 	w.place(st)
-	var (
-		res launcher.AttemptResult
-		err error
-	)
+	var res launcher.AttemptResult
 	w.pre.attempt(func() bool {
 		res, err = w.gang.l.RunAttempt(ctx, n)
 		return w.gang.l.Preempted() != ""
@@ -278,6 +275,51 @@ func (w *worker) runAttempt(ctx context.Context, st gang.Start) gang.Ended {
 		return gang.Ended{Outcome: gang.Hung, Reason: res.Reason, Rank: -1, ExitCode: -1}
 	}
 	return gang.Ended{Outcome: gang.Failed, Reason: res.Reason, Rank: res.FailedRank, ExitCode: res.ExitCode}
+}
+
+// launcher makes the worker's launcher, once: for the first attempt this pod runs, or
+// prepares while it waits.
+func (w *worker) launcher() error {
+	if w.folder == nil {
+		if err := w.openSecondary(w.gang.extra); err != nil {
+			return err
+		}
+	}
+	if w.gang.l != nil {
+		return nil
+	}
+	w.gang.l = &launcher.Launcher{Job: w.job.DeepCopy(), Folder: w.folder, Console: w.console, Logger: w.opts.Logger,
+		Placement: launcher.Placement{Slots: []launcher.Slot{{Worker: w.cfg.Worker, GPUs: w.gang.gpus}},
+			MasterAddr: w.cfg.MasterAddr, MasterPort: w.cfg.MasterPort, NodePerWorker: true,
+			StoreHosted: launcher.AgentStoreWanted(w.job), MilliCPU: w.cfg.MilliCPU},
+		ExtraEnv: w.gang.extra, RayCompat: python.CompatDir(w.gang.helper), AttemptEnv: w.attemptEnv,
+		ForceKill: w.opts.ForceKill, Preempt: w.pre.relay, Notice: w.session.Notice(), KeepSpares: stoppedForRestart}
+	w.session.OnActivity(w.gang.l.TouchRank)
+	return nil
+}
+
+// waiting is the member's Waiting: a worker just connected to its gang that has not
+// started an attempt yet (the gang may wait for other workers, or this worker wait to join
+// a gang that runs until its next checkpoint) starts its ranks' Pythons, so that they
+// import torch meanwhile; its first attempt runs on them when they fit (launcher.Warm).
+// When that attempt started first, it does nothing.
+func (w *worker) waiting(ctx context.Context) {
+	w.gang.warming.Lock()
+	defer w.gang.warming.Unlock()
+	if ctx.Err() != nil || w.gang.started.Load() {
+		return
+	}
+	if err := w.launcher(); err != nil {
+		w.opts.Logger.Warn("no prestarted Pythons while the gang waits", "err", err)
+		return
+	}
+	n, err := w.gang.l.Warm(ctx)
+	switch {
+	case err != nil:
+		w.opts.Logger.Info("no prestarted Pythons while the gang waits", "err", err)
+	case n > 0:
+		w.console.Notice(fmt.Sprintf("worker %d waits for its gang: %d Python(s) import torch meanwhile", w.cfg.Worker, n))
+	}
 }
 
 // place puts this worker where the coordinator's start says, when the gang went on without

@@ -36,8 +36,9 @@ for step in range(240):
 // An elastic 3-worker gang that went on without worker 2 grows back in place: the
 // operator's signed readmit request makes worker 0's coordinator take worker 2 back, its
 // new pod connects while attempt 2 runs on workers 0 and 1, and at the next checkpoint
-// the gang stops and starts attempt 3 with all three (workers 0 and 1 on their spares),
-// resuming from that checkpoint and using no restart. Requests signed with another
+// the gang stops and starts attempt 3 with all three (workers 0 and 1 on their spares,
+// worker 2 on the Python it started while it waited), resuming from that checkpoint and
+// using no restart. Requests signed with another
 // secret, or as a drop, or naming worker 0, change nothing.
 func TestReadmitDroppedWorker(t *testing.T) {
 	tag := filepath.Base(t.TempDir())
@@ -152,5 +153,12 @@ func TestReadmitDroppedWorker(t *testing.T) {
 	}
 	if want := "attempt 3: 1 of 1 rank(s) run on prestarted Pythons"; !strings.Contains(res[1].out.String(), want) {
 		t.Errorf("worker 1's console lacks %q:\n%s", want, res[1].out)
+	}
+	// Worker 2's new pod waited to join: its rank's Python imported torch meanwhile.
+	for _, want := range []string{"worker 2 waits for its gang: 1 Python(s) import torch meanwhile",
+		"attempt 3: 1 of 1 rank(s) run on prestarted Pythons"} {
+		if !strings.Contains(res[2].out.String(), want) {
+			t.Errorf("worker 2's console lacks %q:\n%s", want, res[2].out)
+		}
 	}
 }
