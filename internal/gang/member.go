@@ -80,7 +80,6 @@ type Member struct {
 	Logger *slog.Logger
 }
 
-
 // Run connects to the coordinator and runs the attempts it starts until it finishes the
 // gang. It returns an error when the coordinator cannot be reached within ConnectWait,
 // refuses this member (*RefusedError), or ctx ends; no attempt runs then.
