@@ -43,15 +43,16 @@ func (s *step) toReadmit(n int) []int {
 	return out
 }
 
-// growInPlace asks worker 0 to readmit g.workers and records it. It returns
-// errNoDropInPlace when the gang cannot grow in place (grow on new pods then).
-func (s *step) growInPlace(ctx context.Context, g readmitRoom, o observation) error {
+// growInPlace asks worker 0 to readmit g.workers and records it, and reports whether
+// worker 0 took the request (a refusal: look again later). It returns errNoDropInPlace
+// when the gang cannot grow in place (grow on new pods then).
+func (s *step) growInPlace(ctx context.Context, g readmitRoom, o observation) (bool, error) {
 	if len(g.workers) == 0 || o.progress == "" {
-		return errNoDropInPlace
+		return false, errNoDropInPlace
 	}
 	secret, err := s.gangKey(ctx)
 	if err != nil {
-		return err
+		return false, err
 	}
 	url := strings.TrimSuffix(o.progress, workload.ProgressPath) + workload.ReadmitPath
 	req := workload.DropRequest{Workers: g.workers, Reason: g.why, Attempt: int(s.job.Status.Attempt), Expires: s.now.Add(workload.DropTTL)}
@@ -59,14 +60,14 @@ func (s *step) growInPlace(ctx context.Context, g readmitRoom, o observation) er
 	switch {
 	case err != nil || code == http.StatusNotFound || code == http.StatusMethodNotAllowed || code == http.StatusForbidden:
 		ctrl.LoggerFrom(ctx).Info("worker 0 did not take the readmit request: growing the gang on new pods", "code", code, "err", err)
-		return errNoDropInPlace
+		return false, errNoDropInPlace
 	case code != http.StatusOK:
 		ctrl.LoggerFrom(ctx).Info("worker 0 refused the readmit request", "code", code, "error", rep.Error)
 		s.requeue(staleRetry)
-		return nil
+		return false, nil
 	}
 	s.readmitted(g)
-	return nil
+	return true, nil
 }
 
 // readmitted records that worker 0 takes g.workers back: the gang's size, the workers

@@ -209,3 +209,44 @@ func TestPodPolicyLevels(t *testing.T) {
 		}
 	}
 }
+
+// A read under way when the gang changed (discard: a readmit) brings nothing: it would
+// name the readmitted workers dropped still. A read that starts after is taken.
+func TestPollerDiscardsReadsFromBefore(t *testing.T) {
+	release := make(chan struct{})
+	started := make(chan struct{}, 2)
+	n := 0
+	p := newPoller(func(ctx context.Context, url string) (*workload.Summary, error) {
+		n++
+		started <- struct{}{}
+		<-release
+		return &workload.Summary{Iteration: int64(n), Dropped: []int{2}}, nil
+	}, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go p.Start(ctx)
+	job := newTrainJob()
+	p.want(job, "http://w0/progress")
+	<-started
+	p.discard(job.UID)
+	release <- struct{}{}
+	waitFor := func(ok func() bool) {
+		for deadline := time.Now().Add(5 * time.Second); !ok(); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("timed out")
+			}
+		}
+	}
+	waitFor(func() bool { p.mu.Lock(); defer p.mu.Unlock(); return !p.pending[job.UID] })
+	if s := p.take(job.UID); s != nil {
+		t.Fatalf("took %+v, read before the discard; want nothing", s)
+	}
+	time.Sleep(2 * time.Millisecond) // a clock that moves on
+	p.want(job, "http://w0/progress")
+	<-started
+	close(release)
+	waitFor(func() bool { p.mu.Lock(); defer p.mu.Unlock(); return p.latest[job.UID] != nil })
+	if s := p.take(job.UID); s == nil || s.Iteration != 2 {
+		t.Fatalf("took %+v; want the read made after the discard", s)
+	}
+}

@@ -260,9 +260,9 @@ func (s *step) growBack(ctx context.Context, o observation) (bool, error) {
 	if s.growsInPlace() {
 		if node := firstReady(st.LostNodes, ready); node != "" {
 			g := readmitRoom{workers: s.toReadmit(s.job.Spec.WorkerCount() - s.gangSize()), why: fmt.Sprintf("node %s is ready again", node)}
-			switch err := s.growInPlace(ctx, g, o); {
+			switch _, err := s.growInPlace(ctx, g, o); {
 			case err == nil:
-				return true, nil
+				return true, nil // taken, or refused for now: look again
 			case !errors.Is(err, errNoDropInPlace):
 				return false, err
 			}

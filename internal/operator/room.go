@@ -212,10 +212,12 @@ func (s *step) growIntoRoom(ctx context.Context, o observation) (bool, error) {
 	room := fmt.Sprintf("room for %d more worker(s): room probes placed on %s", plan.grow, strings.Join(plan.nodes, ", "))
 	if inPlace {
 		g := readmitRoom{workers: s.toReadmit(plan.grow), why: room}
-		switch err := s.growInPlace(ctx, g, o); {
-		case err == nil:
+		switch took, err := s.growInPlace(ctx, g, o); {
+		case err == nil && took:
 			s.afterWrite(func() { _ = s.r.dropProbes(context.WithoutCancel(ctx), probes) })
 			return true, nil
+		case err == nil:
+			return true, nil // refused for now: the probes keep the room, and it looks again
 		case !errors.Is(err, errNoDropInPlace):
 			return false, err
 		}
