@@ -116,6 +116,21 @@ func (s *step) readmitPods(missing []int, running, workers int) bool {
 	return true
 }
 
+// readmitPending reports whether this reconcile reads a status from before a readmit it
+// made (a stale cache: the status still lists a readmitted worker dropped): the gang must
+// not be grown again from it. A later resize forgets the readmit (announceResize).
+func (s *step) readmitPending() bool {
+	v, ok := s.r.readmitting.Load(s.job.UID)
+	return ok && slices.ContainsFunc(v.([]int), func(w int) bool { return slices.Contains(s.job.Status.DroppedWorkers, int32(w)) })
+}
+
+// readmitDone forgets a readmit once the status shows it and every worker runs.
+func (s *step) readmitDone() {
+	if !s.readmitPending() {
+		s.r.readmitting.Delete(s.job.UID)
+	}
+}
+
 // isSubset reports whether every element of a is in b.
 func isSubset(a, b []int) bool {
 	for _, x := range a {

@@ -270,10 +270,11 @@ func (s *step) create(ctx context.Context) error {
 	if err := s.r.Client.Create(ctx, a.Service); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create Service %s: %w", a.Service.Name, err)
 	}
-	if _, err := s.createPods(ctx, a, seq(a.Workers)); err != nil {
+	made := s.podIndexes() // all but the workers dropped from the start (resized)
+	if _, err := s.createPods(ctx, a, made); err != nil {
 		return err
 	}
-	msg := fmt.Sprintf("attempt %d: created Service %s and %d worker pod(s)", n, a.Service.Name, a.Workers)
+	msg := fmt.Sprintf("attempt %d: created Service %s and %d worker pod(s)", n, a.Service.Name, len(made))
 	if q := s.queueName(); q != "" {
 		msg += fmt.Sprintf(", admitted by Kueue through LocalQueue %q", q)
 	}
@@ -311,15 +312,6 @@ func (s *step) gangSize() int { return s.job.GangSize() }
 // templateError is a pod template override that does not apply: the job fails.
 type templateError struct{ error }
 
-// seq is 0, 1, ..., n-1.
-func seq(n int) []int {
-	out := make([]int, n)
-	for i := range out {
-		out[i] = i
-	}
-	return out
-}
-
 // track follows the current attempt.
 func (s *step) track(ctx context.Context, o observation) error {
 	st := &s.job.Status
@@ -351,7 +343,7 @@ func (s *step) track(ctx context.Context, o observation) error {
 	}
 	st.WorkersReady = int32(o.running)
 	if o.allRunning() {
-		s.r.readmitting.Delete(s.job.UID)
+		s.readmitDone()
 		if grew, err := s.growBack(ctx, o); grew || err != nil {
 			return err
 		}

@@ -178,6 +178,13 @@ func (s *step) resized(r resize) {
 		st.LostNodes = r.lost
 	}
 	newPods(st)
+	if st.Workers > 0 && s.queueName() == "" {
+		// The new pod set keeps the gang's every index, those above its size dropped from
+		// the start (no pod, TRAINYARD_DROPPED_WORKERS), so that it can grow in place.
+		for w := r.to; w < s.job.Spec.WorkerCount(); w++ {
+			st.DroppedWorkers = append(st.DroppedWorkers, int32(w))
+		}
+	}
 	st.Phase, st.WorkersReady, st.AttemptStartTime = v1.PhaseRestarting, 0, nil
 	msg := fmt.Sprintf("resized from %d to %d workers: %s; attempt %d ends and the gang restarts as attempt %d from its latest checkpoint (a resize uses no restart)",
 		r.from, r.to, r.why, n, st.Attempt)
@@ -248,7 +255,7 @@ func growWhen(sh shrunk, checkpoint string, interval time.Duration, now time.Tim
 // grows at its next admission.
 func (s *step) growBack(ctx context.Context, o observation) (bool, error) {
 	st := &s.job.Status
-	if st.Workers == 0 || len(st.LostNodes) == 0 || s.queueName() != "" || s.restartingInPlace() {
+	if st.Workers == 0 || len(st.LostNodes) == 0 || s.queueName() != "" || s.restartingInPlace() || s.readmitPending() {
 		return false, nil
 	}
 	var sh shrunk

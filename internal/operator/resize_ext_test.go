@@ -40,7 +40,10 @@ func podEnv(p *corev1.Pod) map[string]string {
 
 // An elastic 2:4 gang whose workers 2 and 3 cannot be scheduled past the elastic settle
 // time (30 s by default) restarts with 2 workers as the next attempt, using no restart,
-// and says so; the pods' job says 2 workers, their environment the gang's bounds.
+// and says so. (Its worker 0 serves no progress here, so it cannot shrink in place.) The
+// new pod set keeps all 4 indices, workers 2 and 3 dropped from the start (no pods, and
+// TRAINYARD_DROPPED_WORKERS in the others'), so that the gang can grow back in place; the
+// job in the pods keeps the gang's bounds.
 func testElasticShrink(k *cluster) {
 	k.newJob("shrink", 4, func(j *v1.TrainJob) { j.Spec.MinWorkers = ptr(int32(2)) })
 	pods := k.runAll("shrink", 1)
@@ -57,14 +60,17 @@ func testElasticShrink(k *cluster) {
 	if got.Status.Restarts != 0 || got.Status.Disruptions != 0 || !hasCond(&got.Status, v1.CondRestarting, metav1.ConditionTrue, operator.ReasonResized) {
 		k.t.Errorf("status %+v; want no restart or disruption counted, Restarting for %s", got.Status, operator.ReasonResized)
 	}
+	if d := got.Status.DroppedWorkers; !slices.Equal(d, []int32{2, 3}) {
+		k.t.Errorf("status.droppedWorkers %v; want [2 3], dropped from the new pod set's start", d)
+	}
 	k.gone("shrink", 1)
 	for _, p := range k.attempt("shrink", 2) {
 		env := podEnv(p)
 		var job v1.TrainJob
 		_ = json.Unmarshal([]byte(env[workload.EnvJob]), &job)
-		if job.Spec.WorkerCount() != 2 || env[workload.EnvMinWorkers] != "2" || env[workload.EnvMaxWorkers] != "4" {
-			k.t.Errorf("pod %s: job of %d workers, %s=%q, %s=%q; want 2 workers, bounds 2 and 4", p.Name, job.Spec.WorkerCount(),
-				workload.EnvMinWorkers, env[workload.EnvMinWorkers], workload.EnvMaxWorkers, env[workload.EnvMaxWorkers])
+		if job.Spec.WorkerCount() != 4 || job.Spec.MinWorkerCount() != 2 || env[workload.EnvDroppedWorkers] != "2,3" {
+			k.t.Errorf("pod %s: job of %d workers (at least %d), %s=%q; want 2:4 workers, 2 and 3 dropped", p.Name,
+				job.Spec.WorkerCount(), job.Spec.MinWorkerCount(), workload.EnvDroppedWorkers, env[workload.EnvDroppedWorkers])
 		}
 	}
 	if n := len(k.pods("shrink", 2)); n != 2 {

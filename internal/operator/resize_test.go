@@ -126,3 +126,12 @@ func TestPlanGrow(t *testing.T) {
 		})
 	}
 }
+
+// seq is 0, 1, ..., n-1.
+func seq(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}

@@ -182,7 +182,7 @@ func missed(mem roomMemory, now time.Time) roomMemory {
 func (s *step) growIntoRoom(ctx context.Context, o observation) (bool, error) {
 	st := &s.job.Status
 	missing := s.job.Spec.WorkerCount() - s.gangSize()
-	if !s.mayProbe() || missing <= 0 {
+	if !s.mayProbe() || missing <= 0 || s.readmitPending() {
 		return false, nil
 	}
 	var mem roomMemory
