@@ -162,3 +162,81 @@ func TestReadmitDroppedWorker(t *testing.T) {
 		}
 	}
 }
+
+// growScript commits a checkpoint every half second in attempt 1; attempt 2 says where it
+// resumes and ends.
+const growScript = `
+import os, sys, time, trainyard
+ctx = trainyard.get_context()
+resume = trainyard.get_checkpoint()
+print("rank %d of %d attempt %d resumes %s" % (ctx.rank, ctx.world_size, ctx.attempt,
+      os.path.basename(resume) if resume else "none"), flush=True)
+if ctx.attempt >= 2:
+    sys.exit(0)
+for step in range(240):
+    folder = trainyard.new_checkpoint_dir() if ctx.rank == 0 else None
+    trainyard.report({"step": step}, checkpoint=folder)
+    time.sleep(0.5)
+`
+
+// A gang resized on new pods starts with its top workers dropped (the operator's
+// TRAINYARD_DROPPED_WORKERS): workers 0 and 1 run attempt 1 as a gang of 2 without waiting
+// for worker 2, and once worker 2 is readmitted and its pod connects, the gang grows to 3
+// in place at its next checkpoint.
+func TestGrowFromAPodSetStartedSmaller(t *testing.T) {
+	tag := filepath.Base(t.TempDir())
+	job := torchJob(t, growScript, v1.EnvVar{Name: "SPARE_TAG", Value: tag})
+	three, two, interval := int32(3), int32(2), int64(120)
+	job.Spec.Workers, job.Spec.MinWorkers, job.Spec.ResizeIntervalSeconds = &three, &two, &interval
+	secret := []byte("s3cret")
+	gangAddr, progress, master := freeAddr(t), freeAddr(t), freeAddr(t)
+	_, masterPort, _ := net.SplitHostPort(master)
+	port, _ := strconv.Atoi(masterPort)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var (
+		mu  sync.Mutex
+		res [3]outcome
+		wg  sync.WaitGroup
+	)
+	start := func(i int, dropped []int) {
+		wg.Go(func() {
+			out := &syncBuffer{}
+			cfg := Config{Job: job, Attempt: 1, Worker: i, MasterAddr: "127.0.0.1", MasterPort: port, GangAddr: gangAddr,
+				ProgressAddr: "127.0.0.1:0", GangSecret: secret, Dropped: dropped}
+			if i == 0 {
+				cfg.ProgressAddr = progress
+			}
+			sum, err := Run(ctx, cfg, Options{Out: out})
+			mu.Lock()
+			res[i] = outcome{sum: sum, err: err, out: out}
+			mu.Unlock()
+		})
+	}
+	start(0, []int{2})
+	start(1, []int{2})
+	dir := runDir(job)
+	logOf := func(attempt, rank int) string {
+		return filepath.Join(dir, "logs", fmt.Sprintf("attempt-%d", attempt), fmt.Sprintf("rank-%d.log", rank))
+	}
+	for rank := range 2 {
+		waitForLog(t, logOf(1, rank), fmt.Sprintf("rank %d of 2 attempt 1", rank))
+	}
+	readmit := workload.DropRequest{Workers: []int{2}, Reason: "room found", Attempt: 1, Expires: time.Now().Add(workload.DropTTL)}
+	if code, rep := postReadmit(t, progress, secret, readmit); code != http.StatusOK || rep.Workers != 2 || len(rep.Dropped) != 0 {
+		t.Fatalf("the readmit: %d %+v", code, rep)
+	}
+	start(2, nil) // its pod, made after the readmit: nothing dropped
+	for rank := range 3 {
+		waitForLog(t, logOf(2, rank), fmt.Sprintf("rank %d of 3 attempt 2 resumes checkpoint_", rank))
+	}
+	wg.Wait()
+	for i := range 3 {
+		if r := res[i]; r.err != nil || r.sum.Outcome != "succeeded" || r.sum.Attempt != 2 {
+			t.Errorf("worker %d: %v, summary %+v\n%s", i, r.err, r.sum, r.out)
+		}
+	}
+	if s := res[0].sum; s.Restarts != 0 || s.Resized != "resized from 2 to 3 workers: worker 2 readmitted (room found)" {
+		t.Errorf("worker 0's summary: %+v; want no restart, and the grow", s)
+	}
+}
