@@ -174,12 +174,11 @@ func (m *member) String() string {
 
 // event is what a connection's goroutine hands the coordinator's loop.
 type event struct {
-	m       *member
-	joined  bool            // m finished its handshake
-	msg     message         // else m sent msg,
-	err     error           // or its connection ended
-	drop    *dropRequest    // or, with no m, Drop was called,
-	readmit *readmitRequest // or Readmit
+	m      *member
+	joined bool        // m finished its handshake
+	msg    message     // else m sent msg,
+	err    error       // or its connection ended
+	req    *membership // or, with no m, Drop or Readmit was called
 }
 
 // session is one Run.
@@ -456,16 +455,17 @@ func (s *session) drop(m *member, why error) {
 	s.log.Info("gang: member gone", "worker", m.worker, "pod", m.pod, "why", why)
 }
 
-// request answers a Drop or a Readmit in the loop, whatever it is doing, and reports
-// whether e was one.
+// request answers a Drop or a Readmit in the loop, whatever it is doing (while the gang
+// waits for workers, those dropped are no longer waited for), and reports whether e was
+// one.
 func (s *session) request(e event) bool {
 	switch {
-	case e.drop != nil:
-		s.answerDrop(e.drop)
-	case e.readmit != nil:
-		e.readmit.reply <- s.readmitWorkers(e.readmit.workers, e.readmit.reason)
-	default:
+	case e.req == nil:
 		return false
+	case e.req.readmit:
+		e.req.reply <- s.readmitWorkers(e.req.workers, e.req.reason)
+	default:
+		e.req.reply <- s.dropWorkers(e.req.workers, e.req.reason)
 	}
 	return true
 }

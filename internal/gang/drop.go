@@ -17,8 +17,9 @@ import (
 // ErrNotDropped marks a Drop that the coordinator refused: the gang did not change.
 var ErrNotDropped = errors.New("the gang's coordinator did not drop the workers")
 
-// dropRequest is a Drop call on its way to the coordinator's loop.
-type dropRequest struct {
+// membership is a Drop or a Readmit call on its way to the coordinator's loop.
+type membership struct {
+	readmit bool // else a drop
 	workers []int
 	reason  string
 	reply   chan error
@@ -30,17 +31,23 @@ type dropRequest struct {
 // already dropped changes nothing and returns nil, so a caller may repeat the call until it
 // knows it took. The error wraps ErrNotDropped when the coordinator refused.
 func (c *Coordinator) Drop(ctx context.Context, workers []int, reason string) error {
+	return c.ask(ctx, &membership{workers: slices.Clone(workers), reason: reason}, ErrNotDropped)
+}
+
+// ask hands req to the Run under way and waits for its answer; refused is what the error
+// wraps when no Run takes it.
+func (c *Coordinator) ask(ctx context.Context, req *membership, refused error) error {
 	c.mu.Lock()
 	s := c.sess
 	c.mu.Unlock()
 	if s == nil {
-		return fmt.Errorf("%w: it is not running yet", ErrNotDropped)
+		return fmt.Errorf("%w: it is not running yet", refused)
 	}
-	req := &dropRequest{workers: slices.Clone(workers), reason: reason, reply: make(chan error, 1)}
+	req.reply = make(chan error, 1)
 	select {
-	case s.events <- event{drop: req}:
+	case s.events <- event{req: req}:
 	case <-s.quit:
-		return fmt.Errorf("%w: the gang is over", ErrNotDropped)
+		return fmt.Errorf("%w: the gang is over", refused)
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -58,12 +65,6 @@ func (c *Coordinator) wasDropped(w int) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return slices.Contains(c.status.Dropped, w)
-}
-
-// answerDrop handles a Drop in the coordinator's loop, whatever it is doing: while the
-// gang waits for workers, those dropped are no longer waited for.
-func (s *session) answerDrop(req *dropRequest) {
-	req.reply <- s.dropWorkers(req.workers, req.reason)
 }
 
 // dropWorkers drops the worker indices ids, or says why it cannot.

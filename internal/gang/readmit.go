@@ -22,39 +22,13 @@ import (
 // ErrNotReadmitted marks a Readmit that the coordinator refused: the gang did not change.
 var ErrNotReadmitted = errors.New("the gang's coordinator did not readmit the workers")
 
-// readmitRequest is a Readmit call on its way to the coordinator's loop.
-type readmitRequest struct {
-	workers []int
-	reason  string
-	reply   chan error
-}
-
 // Readmit makes the gang take back workers it dropped (Drop), at its next attempt: while
 // an attempt runs, the one that starts once they all connected and GrowWhen says so.
 // Readmitting workers already readmitted, or never dropped, changes nothing and returns
 // nil, so a caller may repeat the call until it knows it took. The error wraps
 // ErrNotReadmitted when the coordinator refused.
 func (c *Coordinator) Readmit(ctx context.Context, workers []int, reason string) error {
-	c.mu.Lock()
-	s := c.sess
-	c.mu.Unlock()
-	if s == nil {
-		return fmt.Errorf("%w: it is not running yet", ErrNotReadmitted)
-	}
-	req := &readmitRequest{workers: slices.Clone(workers), reason: reason, reply: make(chan error, 1)}
-	select {
-	case s.events <- event{readmit: req}:
-	case <-s.quit:
-		return fmt.Errorf("%w: the gang is over", ErrNotReadmitted)
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	select {
-	case err := <-req.reply:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return c.ask(ctx, &membership{readmit: true, workers: slices.Clone(workers), reason: reason}, ErrNotReadmitted)
 }
 
 // readmitWorkers takes back the dropped worker indices ids, or says why it cannot. While

@@ -22,16 +22,26 @@ import (
 // taken (200, and its workers are dropped in the summary served), anything else refused
 // (403). p.mu is held.
 func (p *progressServer) serveDrop(w http.ResponseWriter, r *http.Request) {
+	p.serveGang(w, r, workload.OpenDrop, func(req workload.DropRequest) workload.DropReply {
+		p.drops = append(p.drops, req)
+		p.sum.Dropped = req.Workers
+		return workload.DropReply{Dropped: req.Workers, Workers: 4 - len(req.Workers), Attempt: p.sum.Attempt}
+	})
+}
+
+// serveGang opens a signed request of a 4-worker gang with open and answers what take
+// says of it; a request that does not open is refused (403).
+func (p *progressServer) serveGang(w http.ResponseWriter, r *http.Request,
+	open func(secret, body []byte, mac string, now time.Time, workers int) (workload.DropRequest, error),
+	take func(workload.DropRequest) workload.DropReply) {
 	body, _ := io.ReadAll(r.Body)
-	req, err := workload.OpenDrop(p.secret, body, r.Header.Get(workload.DropMACHeader), time.Now(), 4)
+	req, err := open(p.secret, body, r.Header.Get(workload.DropMACHeader), time.Now(), 4)
 	if err != nil {
 		w.WriteHeader(http.StatusForbidden)
 		_ = json.NewEncoder(w).Encode(workload.DropReply{Error: err.Error()})
 		return
 	}
-	p.drops = append(p.drops, req)
-	p.sum.Dropped = req.Workers
-	_ = json.NewEncoder(w).Encode(workload.DropReply{Dropped: req.Workers, Workers: 4 - len(req.Workers), Attempt: p.sum.Attempt})
+	_ = json.NewEncoder(w).Encode(take(req))
 }
 
 // takenDrops are the drop requests p took.

@@ -2,9 +2,7 @@ package operator_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -24,17 +22,12 @@ import (
 // as a readmit is taken (200, and its workers are no longer dropped in the summary
 // served), anything else refused (403). p.mu is held.
 func (p *progressServer) serveReadmit(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(r.Body)
-	req, err := workload.OpenReadmit(p.secret, body, r.Header.Get(workload.DropMACHeader), time.Now(), 4)
-	if err != nil {
-		w.WriteHeader(http.StatusForbidden)
-		_ = json.NewEncoder(w).Encode(workload.DropReply{Error: err.Error()})
-		return
-	}
-	p.readmits = append(p.readmits, req)
-	running := 4 - len(p.sum.Dropped)
-	p.sum.Dropped = slices.DeleteFunc(slices.Clone(p.sum.Dropped), func(w int) bool { return slices.Contains(req.Workers, w) })
-	_ = json.NewEncoder(w).Encode(workload.DropReply{Dropped: p.sum.Dropped, Workers: running, Attempt: p.sum.Attempt})
+	p.serveGang(w, r, workload.OpenReadmit, func(req workload.DropRequest) workload.DropReply {
+		p.readmits = append(p.readmits, req)
+		running := 4 - len(p.sum.Dropped)
+		p.sum.Dropped = slices.DeleteFunc(slices.Clone(p.sum.Dropped), func(w int) bool { return slices.Contains(req.Workers, w) })
+		return workload.DropReply{Dropped: p.sum.Dropped, Workers: running, Attempt: p.sum.Attempt}
+	})
 }
 
 // takenReadmits are the readmit requests p took.
