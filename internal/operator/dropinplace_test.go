@@ -44,6 +44,20 @@ func (p *progressServer) serveGang(w http.ResponseWriter, r *http.Request,
 	_ = json.NewEncoder(w).Encode(take(req))
 }
 
+// keyProgress gives p the job's gang key, once its Secret exists, so that it verifies
+// the operator's requests, and has it say that attempt 1 runs.
+func (k *cluster) keyProgress(name string, p *progressServer) {
+	k.t.Helper()
+	var sec corev1.Secret
+	k.eventually("the gang Secret", func() (bool, string) {
+		err := k.c.Get(context.Background(), client.ObjectKey{Namespace: k.ns, Name: workload.GangSecretName(name)}, &sec)
+		return err == nil, "not yet"
+	})
+	p.mu.Lock()
+	p.secret, p.sum = sec.Data[workload.GangSecretKey], workload.Summary{Outcome: workload.OutcomeRunning, Attempt: 1}
+	p.mu.Unlock()
+}
+
 // takenDrops are the drop requests p took.
 func (p *progressServer) takenDrops() []workload.DropRequest {
 	p.mu.Lock()
@@ -61,14 +75,7 @@ func testElasticShrinkInPlace(k *cluster) {
 	progress := startProgressServer(t)
 	k.newJob("inplace", 4, func(j *v1.TrainJob) { j.Spec.MinWorkers = ptr(int32(2)) })
 	pods := k.servePods(k.attempt("inplace", 1), progress)
-	var sec corev1.Secret
-	k.eventually("the gang Secret", func() (bool, string) {
-		err := k.c.Get(context.Background(), client.ObjectKey{Namespace: k.ns, Name: workload.GangSecretName("inplace")}, &sec)
-		return err == nil, "not yet"
-	})
-	progress.mu.Lock()
-	progress.secret, progress.sum = sec.Data[workload.GangSecretKey], workload.Summary{Outcome: workload.OutcomeRunning, Attempt: 1}
-	progress.mu.Unlock()
+	k.keyProgress("inplace", progress)
 	k.waitStatus("inplace", "running", func(st *v1.TrainJobStatus) bool { return st.Phase == v1.PhaseRunning })
 	// Workers 2 and 3 lost their pods; their replacements cannot be scheduled, and worker
 	// 0's coordinator waits for them in attempt 2.

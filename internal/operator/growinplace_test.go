@@ -50,14 +50,7 @@ func testElasticGrowInPlace(k *cluster) {
 		j.Spec.MinWorkers, j.Spec.ResizeIntervalSeconds = ptr(int32(2)), ptr(int64(3600))
 	})
 	pods := k.servePods(k.attempt("growin", 1), progress)
-	var sec corev1.Secret
-	k.eventually("the gang Secret", func() (bool, string) {
-		err := k.c.Get(ctx, client.ObjectKey{Namespace: k.ns, Name: workload.GangSecretName("growin")}, &sec)
-		return err == nil, "not yet"
-	})
-	progress.mu.Lock()
-	progress.secret, progress.sum = sec.Data[workload.GangSecretKey], workload.Summary{Outcome: workload.OutcomeRunning, Attempt: 1}
-	progress.mu.Unlock()
+	k.keyProgress("growin", progress)
 	k.waitStatus("growin", "running", func(st *v1.TrainJobStatus) bool { return st.Phase == v1.PhaseRunning })
 	progress.set(workload.Summary{Outcome: workload.OutcomeRestarting, Attempt: 2, Reason: "worker 2 was lost", Restarts: 1, Disruptions: 1})
 	k.setPod(pods[2], unschedulableSince(time.Minute))

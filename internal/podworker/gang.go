@@ -216,6 +216,31 @@ func (w *worker) prepareAttempt(_ context.Context, n int) error {
 	return nil
 }
 
+// growWhen is the coordinator's GrowWhen on worker 0: a gang whose readmitted workers are
+// connected grows at the next checkpoint committed from now, or the job's resize interval
+// after the readmit, whichever comes first (at once when the ranks report no checkpoint
+// through the helper: there is none to wait for).
+func (w *worker) growWhen(_ int, readmitted time.Time) <-chan struct{} {
+	ch := make(chan struct{})
+	n := w.session.Notice()
+	left := time.Until(readmitted.Add(w.job.Spec.ResizeInterval()))
+	if n == nil || !n.Listening() || left <= 0 {
+		close(ch)
+		return ch
+	}
+	commit := n.CommittedAfter(time.Now())
+	go func() {
+		t := time.NewTimer(left)
+		defer t.Stop()
+		select {
+		case <-commit:
+		case <-t.C:
+		}
+		close(ch)
+	}()
+	return ch
+}
+
 // stoppingAttempt is worker 0's step as the coordinator begins to stop an attempt: the
 // store is emptied and its connections closed, so that a rank blocked in a store call
 // (init_process_group waiting for a peer that died, a barrier) fails at once. Such a rank
