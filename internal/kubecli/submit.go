@@ -55,13 +55,16 @@ type JobFlags struct {
 	// ShowChildren, with DryRun client, also prints what the operator creates for the
 	// first attempt, for reading (the TrainJob alone is what kubectl apply takes).
 	ShowChildren bool
+	// WorkloadSlices has an elastic gang in a Kueue queue grow while it runs, through
+	// Kueue's workload slices (the TrainJob's kueue.x-k8s.io/elastic-job annotation).
+	WorkloadSlices bool
 
 	fs *pflag.FlagSet
 }
 
 // jobFlagNames are the names of the flags JobFlags binds.
 var jobFlagNames = []string{"image", "image-pull-policy", "queue", "priority-class", "service-account", "node-selector", "data", "dry-run",
-	"selector", "toleration", "annotation", "label", "tensorboard", "logdir", "tensorboard-image", "sync-secret", "pod-policy", "show-children"}
+	"selector", "toleration", "annotation", "label", "tensorboard", "logdir", "tensorboard-image", "sync-secret", "pod-policy", "show-children", "workload-slices"}
 
 // Bind registers the flags on fs.
 func (f *JobFlags) Bind(fs *pflag.FlagSet) {
@@ -69,6 +72,9 @@ func (f *JobFlags) Bind(fs *pflag.FlagSet) {
 	fs.StringVar(&f.Image, "image", "", "with --kube: the workers' container image (it needs the command and torch, not trainyard)")
 	fs.StringVar(&f.PullPolicy, "image-pull-policy", "", "with --kube: Always, IfNotPresent or Never")
 	fs.StringVar(&f.Queue, "queue", "", "with --kube: admit the whole gang through this Kueue local queue")
+	fs.BoolVar(&f.WorkloadSlices, "workload-slices", false, "with --kube --queue and --workers MIN:MAX: grow the gang while it runs when the queue has room,\n"+
+		"through Kueue's workload slices (the TrainJob gets Kueue's annotation "+ElasticJobAnnotation+"=true;\n"+
+		"Kueue must run with its ElasticJobsViaWorkloadSlices feature gate); without it the gang grows at its next admission")
 	fs.StringVar(&f.PriorityClass, "priority-class", "", "with --kube: the workers' pods' priority class")
 	fs.StringVar(&f.ServiceAccount, "service-account", "", "with --kube: the workers' service account")
 	fs.StringArrayVar(&f.NodeSelector, "node-selector", nil, "with --kube: run the workers on nodes with this KEY=VALUE label (repeatable)")
@@ -194,6 +200,9 @@ func (f *JobFlags) apply(job *v1.TrainJob) error {
 	if err := f.applyTensorBoard(k); err != nil {
 		return err
 	}
+	if err := f.applyWorkloadSlices(job, k); err != nil {
+		return err
+	}
 	if f.SyncSecret != "" {
 		if job.Spec.Source == nil || job.Spec.Source.Git == nil {
 			return errors.New("--sync-secret names the credentials of a git source: give --sync-source URL too")
@@ -201,6 +210,28 @@ func (f *JobFlags) apply(job *v1.TrainJob) error {
 		job.Spec.Source.Git.CredentialsSecret = f.SyncSecret
 	}
 	job.Spec.Kubernetes = k
+	return nil
+}
+
+// ElasticJobAnnotation is Kueue's annotation that has a job grow through workload slices.
+const ElasticJobAnnotation = "kueue.x-k8s.io/elastic-job"
+
+// applyWorkloadSlices annotates the job for Kueue's workload slices (--workload-slices),
+// which grow an elastic gang in a queue.
+func (f *JobFlags) applyWorkloadSlices(job *v1.TrainJob, k *v1.KubernetesSpec) error {
+	if !f.WorkloadSlices {
+		return nil
+	}
+	if k.QueueName == "" && job.Labels[workload.LabelQueue] == "" {
+		return errors.New("--workload-slices grows a gang through Kueue: give --queue too")
+	}
+	if job.Spec.MinWorkerCount() >= job.Spec.WorkerCount() {
+		return errors.New("--workload-slices grows an elastic gang: give --workers MIN:MAX too (say --workers 2:4)")
+	}
+	if job.Annotations == nil {
+		job.Annotations = map[string]string{}
+	}
+	job.Annotations[ElasticJobAnnotation] = "true"
 	return nil
 }
 

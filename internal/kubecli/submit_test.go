@@ -91,6 +91,10 @@ func TestBuildJobRefuses(t *testing.T) {
 		"secret without source": {args: []string{"--image", "img:1", "--sync-secret", "creds", "--", "true"},
 			want: "--sync-secret names the credentials of a git source: give --sync-source URL too"},
 		"ssh source": {args: []string{"--image", "img:1", "--sync-source", "ssh://git@h/o/r.git", "--", "true"}, want: "invalid job: --sync-source (spec.source.git): "},
+		"slices without a queue": {args: []string{"--image", "img:1", "--workers", "2:4", "--workload-slices", "--", "true"},
+			want: "--workload-slices grows a gang through Kueue: give --queue too"},
+		"slices of a fixed gang": {args: []string{"--image", "img:1", "--workers", "4", "--queue", "q", "--workload-slices", "--", "true"},
+			want: "--workload-slices grows an elastic gang: give --workers MIN:MAX too"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -100,6 +104,17 @@ func TestBuildJobRefuses(t *testing.T) {
 				t.Errorf("BuildJob: %v; want an *InputError starting %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// --workload-slices gives an elastic gang in a queue Kueue's annotation for workload slices.
+func TestBuildJobWorkloadSlices(t *testing.T) {
+	job, _, err := buildJob(t, "--image", "img:1", "--workers", "2:4", "--queue", "team-a", "--workload-slices", "--", "python3", "train.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if job.Annotations[ElasticJobAnnotation] != "true" || job.Spec.MinWorkerCount() != 2 || job.Spec.Kubernetes.QueueName != "team-a" {
+		t.Errorf("job %+v, spec %+v; want the annotation %s=true on a 2:4 gang in team-a", job.ObjectMeta, job.Spec, ElasticJobAnnotation)
 	}
 }
 

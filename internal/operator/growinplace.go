@@ -90,9 +90,12 @@ func (s *step) readmitted(g readmitRoom) {
 	if len(ids) > 1 {
 		who = fmt.Sprintf("workers %s get new pods in attempt %d's pod set and join", strings.Join(ids, ", "), s.podsAttempt())
 	}
+	running := fmt.Sprintf("the %d running keep their pods", from)
+	if from == 1 {
+		running = "the one running keeps its pod"
+	}
 	msg := fmt.Sprintf("resized from %d to %d workers: %s; %s the gang at its next checkpoint, "+
-		"in place: the %d running keep their pods and train meanwhile (a resize uses no restart)",
-		from, to, g.why, who, from)
+		"in place: %s and train meanwhile (a resize uses no restart)", from, to, g.why, who, running)
 	uid, workers := s.job.UID, slices.Clone(g.workers)
 	s.announceResize(msg)
 	s.afterWrite(func() { s.r.readmitting.Store(uid, workers) })
@@ -142,9 +145,10 @@ func isSubset(a, b []int) bool {
 }
 
 // growsInPlace reports whether a grow of the gang can readmit dropped workers: it shrank in
-// place, outside a Kueue queue.
+// place (or started with workers dropped), outside a Kueue queue or through Kueue's
+// workload slices (slices.go).
 func (s *step) growsInPlace() bool {
-	return len(s.job.Status.DroppedWorkers) > 0 && s.queueName() == ""
+	return len(s.job.Status.DroppedWorkers) > 0 && (s.queueName() == "" || s.slicing())
 }
 
 // readmitStarting keeps a gang Running while the pods of its readmitted workers start (the

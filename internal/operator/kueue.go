@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
@@ -84,11 +86,15 @@ func workloadName(job *v1.TrainJob) string {
 }
 
 // getWorkload reads the TrainJob's Workload; nil when there is none (or Kueue is not
-// installed).
+// installed). With workload slices it is the oldest slice not finished (slices.go).
 func (s *step) getWorkload(ctx context.Context) (*unstructured.Unstructured, error) {
 	if !s.r.Kueue {
 		return nil, nil
 	}
+	if s.slicing() {
+		return s.currentSlice(ctx)
+	}
+	s.slice.next = 1
 	wl := newWorkloadObject()
 	err := s.r.Client.Get(ctx, client.ObjectKey{Namespace: s.job.Namespace, Name: workloadName(s.job)}, wl)
 	if apierrors.IsNotFound(err) {
@@ -131,15 +137,31 @@ func (s *step) kueueGate(ctx context.Context) (admitted bool, err error) {
 		return false, s.setWorkloadActive(ctx, wl, true)
 	}
 	evicted := wlCondition(wl, wlEvicted)
+	if s.handingOver(wl, evicted) {
+		s.requeue(time.Second) // Kueue admits the new slice next
+		return false, nil
+	}
 	if evicted != nil && evicted.Status == metav1.ConditionTrue || !wlAdmittedNow(wl) {
+		if err := s.dropPendingSlice(ctx); err != nil {
+			return false, err
+		}
 		s.job.Status.Workers = 0 // the next admission says the size
 		return false, s.notAdmitted(ctx, wl, evicted)
 	}
+	owed, wl, err := s.sliceGrowth(ctx, wl)
+	if err != nil || owed {
+		return owed, err // the gang keeps its size until it grows (growThroughSlice)
+	}
+	s.workload = wl
 	n, err := s.kueueSize(ctx, wl)
 	if err != nil {
 		return false, err
 	}
 	s.admittedSize(n)
+	if s.keepEveryIndex() {
+		s.requeue(time.Millisecond) // the status first, then the pods
+		return false, nil
+	}
 	return true, nil
 }
 
@@ -190,6 +212,13 @@ func (s *step) notAdmitted(ctx context.Context, wl *unstructured.Unstructured, e
 	}
 	if !s.kids.empty() {
 		return s.waitTeardown(ctx)
+	}
+	if s.slicing() && staleSlice(wl, evicted) {
+		msg := fmt.Sprintf("waiting: Kueue admitted 0 of %d workers (Workload slice %s no longer admitted: a fresh one asks for as few as %d)",
+			s.job.Spec.WorkerCount(), wl.GetName(), s.job.Spec.MinWorkerCount())
+		s.waiting(msg)
+		s.requeue(time.Millisecond)
+		return s.retireSlice(ctx, wl, "Replaced", msg)
 	}
 	if evicted != nil && wlHasCondition(wl, wlQuotaReserved, metav1.ConditionTrue) {
 		// What jobframework does once an evicted job's pods are gone: Kueue requeues it.
@@ -244,49 +273,61 @@ func (s *step) waiting(msg string) {
 
 // createWorkload makes the TrainJob's Workload: one PodSet of the gang's size whose
 // template is the worker pod (Kueue counts its resources), in the job's LocalQueue, with
-// the priority of its PriorityClass.
+// the priority of its PriorityClass. With workload slices (slices.go) it is the next slice,
+// a fresh one: it replaces none.
 func (s *step) createWorkload(ctx context.Context) error {
-	a, err := workload.Render(s.job, s.podsAttempt(), s.r.Options.renderOptions())
-	if err != nil {
-		return s.fail(v1.ReasonInvalidPodTemplate, err.Error())
+	wl, err := s.newWorkload(ctx, s.slice.next, s.job.Spec.MinWorkerCount())
+	if err != nil || wl == nil {
+		return err
 	}
-	tmpl, err := runtime.DefaultUnstructuredConverter.ToUnstructured(a.Template)
-	if err != nil {
-		return fmt.Errorf("workload template: %w", err)
-	}
-	spec := map[string]any{
-		"queueName": s.queueName(),
-		"podSets": []any{map[string]any{
-			"name": podSetWorkers, "count": int64(s.job.Spec.WorkerCount()), "template": tmpl,
-		}},
-	}
-	if min := s.job.Spec.MinWorkerCount(); min < s.job.Spec.WorkerCount() {
-		// Kueue's partial admission: it may admit as few as min workers when the quota
-		// has no room for all.
-		spec["podSets"].([]any)[0].(map[string]any)["minCount"] = int64(min)
-	}
-	if pc := s.job.Spec.Kubernetes.PriorityClassName; pc != "" {
-		var cls schedulingv1.PriorityClass
-		if err := s.r.Reader.Get(ctx, client.ObjectKey{Name: pc}, &cls); err != nil {
-			return fmt.Errorf("get PriorityClass %s for the Workload: %w", pc, err)
-		}
-		spec["priorityClassRef"] = map[string]any{"group": "scheduling.k8s.io", "kind": "PriorityClass", "name": pc}
-		spec["priority"] = int64(cls.Value)
-	}
-	wl := newWorkloadObject()
-	wl.SetName(workloadName(s.job))
-	wl.SetNamespace(s.job.Namespace)
-	wl.SetLabels(map[string]string{workload.LabelJob: s.job.Name, workload.LabelJobUID: string(s.job.UID),
-		workload.LabelManagedBy: workload.ManagedBy})
-	wl.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: v1.APIVersion, Kind: v1.Kind, Name: s.job.Name,
-		UID: s.job.UID, Controller: ptr(true), BlockOwnerDeletion: ptr(true)}})
-	wl.Object["spec"] = spec
 	if err := s.r.Client.Create(ctx, wl); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create Workload %s: %w", wl.GetName(), err)
 	}
 	s.event(corev1.EventTypeNormal, "WorkloadCreated", fmt.Sprintf("created Kueue Workload %s for %d workers in LocalQueue %q",
 		wl.GetName(), s.job.Spec.WorkerCount(), s.queueName()))
 	return nil
+}
+
+// newWorkload renders slice number slice of the TrainJob's Workload (1, and the only one,
+// without workload slices), asking for spec.workers and, through Kueue's partial
+// admission, as few as least. It returns nil when the job failed (a pod template that
+// does not apply).
+func (s *step) newWorkload(ctx context.Context, slice, least int) (*unstructured.Unstructured, error) {
+	a, err := workload.Render(s.job, s.podsAttempt(), s.r.Options.renderOptions())
+	if err != nil {
+		return nil, s.fail(v1.ReasonInvalidPodTemplate, err.Error())
+	}
+	tmpl, err := runtime.DefaultUnstructuredConverter.ToUnstructured(a.Template)
+	if err != nil {
+		return nil, fmt.Errorf("workload template: %w", err)
+	}
+	set := map[string]any{"name": podSetWorkers, "count": int64(s.job.Spec.WorkerCount()), "template": tmpl}
+	if least < s.job.Spec.WorkerCount() {
+		// Kueue's partial admission: it may admit as few as least workers when the quota
+		// has no room for all.
+		set["minCount"] = int64(least)
+	}
+	spec := map[string]any{"queueName": s.queueName(), "podSets": []any{set}}
+	if pc := s.job.Spec.Kubernetes.PriorityClassName; pc != "" {
+		var cls schedulingv1.PriorityClass
+		if err := s.r.Reader.Get(ctx, client.ObjectKey{Name: pc}, &cls); err != nil {
+			return nil, fmt.Errorf("get PriorityClass %s for the Workload: %w", pc, err)
+		}
+		spec["priorityClassRef"] = map[string]any{"group": "scheduling.k8s.io", "kind": "PriorityClass", "name": pc}
+		spec["priority"] = int64(cls.Value)
+	}
+	wl := newWorkloadObject()
+	wl.SetName(sliceName(s.job, slice))
+	wl.SetNamespace(s.job.Namespace)
+	wl.SetLabels(map[string]string{workload.LabelJob: s.job.Name, workload.LabelJobUID: string(s.job.UID),
+		workload.LabelManagedBy: workload.ManagedBy})
+	if s.slicing() {
+		wl.SetAnnotations(map[string]string{annotationElasticJob: "true", annotationSlice: strconv.Itoa(slice)})
+	}
+	wl.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: v1.APIVersion, Kind: v1.Kind, Name: s.job.Name,
+		UID: s.job.UID, Controller: ptr(true), BlockOwnerDeletion: ptr(true)}})
+	wl.Object["spec"] = spec
+	return wl, nil
 }
 
 // annotationSuspended marks a Workload the operator deactivated because its TrainJob was
@@ -329,6 +370,9 @@ func (s *step) suspendWorkload(ctx context.Context) error {
 	if err != nil || wl == nil {
 		return err
 	}
+	if err := s.dropPendingSlice(ctx); err != nil {
+		return err
+	}
 	if wlActive(wl) {
 		return s.setWorkloadActive(ctx, wl, false)
 	}
@@ -356,6 +400,9 @@ func (s *step) podsReady(ctx context.Context) error {
 func (s *step) finishWorkload(ctx context.Context) error {
 	wl, err := s.getWorkload(ctx)
 	if err != nil || wl == nil || wlHasCondition(wl, wlFinished, metav1.ConditionTrue) {
+		return err
+	}
+	if err := s.dropPendingSlice(ctx); err != nil {
 		return err
 	}
 	reason := "Succeeded"

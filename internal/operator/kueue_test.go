@@ -61,8 +61,14 @@ func wlConds(wl *unstructured.Unstructured) []metav1.Condition {
 // and the admission set, or removed when nil.
 func (k *cluster) kueueSets(admission map[string]any, conds ...metav1.Condition) {
 	k.t.Helper()
+	k.kueueSetsOn(k.theWorkload, admission, conds...)
+}
+
+// kueueSetsOn is kueueSets on the Workload get returns.
+func (k *cluster) kueueSetsOn(get func() *unstructured.Unstructured, admission map[string]any, conds ...metav1.Condition) {
+	k.t.Helper()
 	for range 10 {
-		wl := k.theWorkload()
+		wl := get()
 		cs := wlConds(wl)
 		for _, c := range conds {
 			c.LastTransitionTime = metav1.Now()

@@ -93,6 +93,7 @@ func TestOperator(t *testing.T) {
 		{"elastic gang grows into room", testElasticGrowsIntoRoom},
 		{"room probes refused", testRoomProbesRefused},
 		{"kueue elastic shrink", testKueueElasticShrink},
+		{"kueue workload slices", testKueueSliceGrow},
 		{"bad pod template", testBadTemplate},
 		{"bad input is not restarted", testBadInput},
 		{"git source and tensorboard", testGitAndTensorBoard},

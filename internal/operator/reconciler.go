@@ -164,6 +164,8 @@ type step struct {
 	kids  children
 	// workload is the job's admitted Kueue Workload, once kueueGate found it (kueue.go).
 	workload *unstructured.Unstructured
+	// slice is what getWorkload found of the job's Workload slices (slices.go).
+	slice sliceState
 	// events wait for the status write (emit).
 	events []pendingEvent
 	// written are run once the status is written.
@@ -344,6 +346,9 @@ func (s *step) track(ctx context.Context, o observation) error {
 	st.WorkersReady = int32(o.running)
 	if o.allRunning() {
 		s.readmitDone()
+		if grew, err := s.growThroughSlice(ctx, o); grew || err != nil {
+			return err
+		}
 		if grew, err := s.growBack(ctx, o); grew || err != nil {
 			return err
 		}
@@ -355,7 +360,10 @@ func (s *step) track(ctx context.Context, o observation) error {
 		}
 		s.running(o)
 		s.pollProgress(o.progress)
-		return s.podsReady(ctx) // Kueue's waitForPodsReady (kueue.go)
+		if err := s.podsReady(ctx); err != nil { // Kueue's waitForPodsReady (kueue.go)
+			return err
+		}
+		return s.askForSlice(ctx)
 	}
 	if s.readmitStarting(o) {
 		return nil

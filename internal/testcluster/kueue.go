@@ -79,7 +79,7 @@ integrations: {frameworks: ["batch/job"], externalFrameworks: ["TrainJob.v1alpha
 	}
 	// No visibility API server: it wants in-cluster credentials, and nothing here reads it.
 	if _, err := c.start("kueue", bin, "--config", c.path("kueue", "config.yaml"), "--kubeconfig", c.kubeconfig,
-		"--feature-gates=VisibilityOnDemand=false"); err != nil {
+		"--feature-gates=VisibilityOnDemand=false,ElasticJobsViaWorkloadSlices=true"); err != nil {
 		return err
 	}
 	// In a pod, kubelet would project the Secret Kueue's certificate manager fills into its

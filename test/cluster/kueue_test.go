@@ -286,6 +286,60 @@ func TestKueueWorkloadPerTrainJob(t *testing.T) {
 		}
 	})
 
+	t.Run("an elastic gang grows through a Kueue workload slice when quota frees", func(t *testing.T) {
+		// blocker holds 2 of the queue's 4 GPUs until the test releases it, so Kueue admits
+		// 1 of the 2 workers (2 GPUs each) of grows, 1:2 with Kueue's annotation for
+		// workload slices (Kueue runs with ElasticJobsViaWorkloadSlices here). Running, grows
+		// asks for more through a second slice; once blocker ends, Kueue replaces grows's
+		// Workload with it, admitting both workers, and worker 1 joins the gang in place.
+		release := filepath.Join(sharedDir, "release-blocker")
+		_ = os.Remove(release)
+		hold := []string{"python3", "-c", "import os, time\nwhile not os.path.exists('/shared/release-blocker'): time.sleep(0.5)"}
+		blocker := gpuJob("blocker", "low", 0, hold)
+		blocker.workers = 1
+		blocker.submit(t, ctx)
+		deleteAtEnd(t, "blocker")
+		waitStatus(t, "blocker", 3*time.Minute, func(s trainJobStatus) bool { return s.Phase == "Running" })
+		grows := gpuJob("grows", "low", 0, nil, "--epochs", "200", "--train-subset", "2000", "--test-subset", "200", "--sleep-per-step", "0.1")
+		grows.spec += "\n  minWorkers: 1\n  resizeIntervalSeconds: 30"
+		grows.notes = `kueue.x-k8s.io/elastic-job: "true"`
+		grows.submit(t, ctx)
+		deleteAtEnd(t, "grows")
+		waitStatus(t, "grows", 4*time.Minute, func(s trainJobStatus) bool { return s.Phase == "Running" && s.Workers == 1 })
+		first := runningWorkers(t, ctx, "grows", 1, 3*time.Minute)
+		waitFor(t, "grows's second Workload slice", time.Minute, func() bool { return len(jobWorkloads(t, ctx, kc, "grows")) == 2 })
+		waitStatus(t, "grows", 4*time.Minute, func(s trainJobStatus) bool { return s.LatestCheckpoint != "" })
+
+		if err := os.WriteFile(release, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		freed := time.Now()
+		resizedEvent(t, ctx, "grows", "resized from 1 to 2 workers: Kueue admitted 2 workers through Workload slice")
+		t.Logf("grow recorded %s after blocker was released", time.Since(freed).Round(time.Second))
+		resizedEvent(t, ctx, "grows", "worker 1 gets a new pod in attempt 1's pod set and joins the gang at its next checkpoint, in place")
+		s := waitStatus(t, "grows", 5*time.Minute, func(s trainJobStatus) bool { return s.Phase == "Running" && s.Workers == 0 && s.Attempt > 1 })
+		two := runningWorkers(t, ctx, "grows", 2, 3*time.Minute)
+		if two[0].UID != first[0].UID {
+			t.Errorf("worker 0 runs in pod %s after the grow; want its pod from the start kept", two[0].Name)
+		}
+		waitRunLog(t, "grows-*", s.Attempt, "world_size=4", "resized_from=2", "resuming from checkpoint_")
+		t.Logf("training with 2 workers in attempt %d, %s after blocker was released", s.Attempt, time.Since(freed).Round(time.Second))
+		if s.Restarts != 0 {
+			t.Errorf("status %+v; want the grow to use no restart", s)
+		}
+		wls := jobWorkloads(t, ctx, kc, "grows")
+		slices.SortFunc(wls, func(a, b unstructured.Unstructured) int { return strings.Compare(a.GetName(), b.GetName()) })
+		if len(wls) != 2 {
+			t.Fatalf("grows has %d Workloads; want its 2 slices", len(wls))
+		}
+		if f := workloadCondition(&wls[0], "Finished"); f == nil || f["reason"] != "WorkloadSliceReplaced" {
+			t.Errorf("grows's first slice is not Finished as WorkloadSliceReplaced: %v", wls[0].Object["status"])
+		}
+		if a := workloadCondition(&wls[1], "Admitted"); a == nil || a["status"] != "True" || admittedCount(&wls[1]) != 2 {
+			t.Errorf("grows's second slice is not admitted with 2 workers: %v", wls[1].Object["status"])
+		}
+	})
+
 	t.Run("preempted by a higher priority, resumed from the checkpoint", func(t *testing.T) {
 		_ = os.MkdirAll(filepath.Join(sharedDir, "code"), 0o755)
 		// Long enough that the preemption comes mid-run: the status learns of the first
@@ -325,6 +379,18 @@ func TestKueueWorkloadPerTrainJob(t *testing.T) {
 		}
 		t.Logf("preempted at epoch %s step %s; resumed there", saved[1], saved[2])
 	})
+}
+
+// admittedCount is how many workers Kueue's admission of wl counts, 0 when none.
+func admittedCount(wl *unstructured.Unstructured) int64 {
+	sets, _, _ := unstructured.NestedSlice(wl.Object, "status", "admission", "podSetAssignments")
+	for _, a := range sets {
+		if m, _ := a.(map[string]any); m["name"] == "workers" {
+			n, _, _ := unstructured.NestedInt64(m, "count")
+			return n
+		}
+	}
+	return 0
 }
 
 // runLog returns rank 0's log of an attempt of the run whose folder under the shared

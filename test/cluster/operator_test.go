@@ -98,6 +98,7 @@ type job struct {
 	mounts  string   // more volume mounts, a YAML flow list's items
 	kube    string   // more spec.kubernetes fields, YAML at their indentation
 	labels  string   // the TrainJob's labels, a YAML flow map's items
+	notes   string   // the TrainJob's annotations, a YAML flow map's items
 }
 
 // file writes the TrainJob and returns its path.
@@ -137,7 +138,7 @@ func (j job) file(t *testing.T) string {
 	}
 	text := fmt.Sprintf(`apiVersion: trainyard.dev/v1alpha1
 kind: TrainJob
-metadata: {name: %s, labels: {%s}}
+metadata: {name: %s, labels: {%s}, annotations: {%s}}
 spec:
   workers: %d
   command: %s
@@ -149,7 +150,7 @@ spec:
     volumes: [%s]
     volumeMounts: [%s]
 %s
-`, j.name, j.labels, workers, commandJSON, j.spec, image, volumes, mounts, j.kube)
+`, j.name, j.labels, j.notes, workers, commandJSON, j.spec, image, volumes, mounts, j.kube)
 	path := filepath.Join(t.TempDir(), j.name+".yaml")
 	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
 		t.Fatal(err)

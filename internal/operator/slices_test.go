@@ -1,0 +1,153 @@
+package operator_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	v1 "github.com/trainyard/trainyard/api/v1alpha1"
+	"github.com/trainyard/trainyard/internal/operator"
+	"github.com/trainyard/trainyard/internal/workload"
+)
+
+// slice waits for the namespace's Workload whose name ends with suffix ("" for the first
+// slice, "-2" for the second, ...) and returns it.
+func (k *cluster) slice(suffix string) func() *unstructured.Unstructured {
+	return func() *unstructured.Unstructured {
+		k.t.Helper()
+		var wl *unstructured.Unstructured
+		k.eventually("Workload slice "+suffix, func() (bool, string) {
+			var names []string
+			for _, w := range k.workloads() {
+				names = append(names, w.GetName())
+				if n := w.GetName(); strings.HasSuffix(n, suffix) && (suffix != "" || !slices.ContainsFunc([]string{"-2", "-3", "-4"}, func(s string) bool { return strings.HasSuffix(n, s) })) {
+					wl = &w
+					return true, ""
+				}
+			}
+			return false, strings.Join(names, " ")
+		})
+		return wl
+	}
+}
+
+// admitted is Kueue's admission of count workers of the flavor default.
+func admitted(count int64) map[string]any {
+	return map[string]any{"clusterQueue": "gpus", "podSetAssignments": []any{map[string]any{
+		"name": "workers", "count": count, "flavors": map[string]any{"cpu": "default"}}}}
+}
+
+// An elastic 2:4 gang in a Kueue queue, with Kueue's annotation for workload slices,
+// grows while it runs: Kueue admits 2 of its 4 workers, and the pod set keeps every index,
+// 2 and 3 dropped from the start. Running, the gang asks for more through a second slice
+// (count 4, minCount 3, replacing the first). Kueue finishes the first slice and, a moment
+// later, admits the second with 4: the gang keeps running through that handover, then
+// worker 0 readmits workers 2 and 3 in place, their pods are made in the running pod set,
+// nothing is given back, and the slice is marked grown. When Kueue evicts the second
+// slice, it is finished and a fresh one asks for as few as spec.minWorkers again.
+func testKueueSliceGrow(k *cluster) {
+	t, ctx := k.t, context.Background()
+	flavor := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": map[string]any{"name": "default"}}}
+	_ = k.c.Create(ctx, flavor)
+	progress := startProgressServer(t)
+	k.newJob("sliced", 4, func(j *v1.TrainJob) {
+		j.Annotations = map[string]string{"kueue.x-k8s.io/elastic-job": "true"}
+		j.Spec.Kubernetes.QueueName, j.Spec.MinWorkers = "team-a", ptr(int32(2))
+	})
+	first := k.slice("")
+	if wl := first(); wl.GetAnnotations()["kueue.x-k8s.io/elastic-job"] != "true" {
+		t.Fatalf("the first Workload's annotations %v; want kueue.x-k8s.io/elastic-job true", wl.GetAnnotations())
+	}
+	reserved := wlCond("QuotaReserved", metav1.ConditionTrue, "QuotaReserved", "Quota reserved in ClusterQueue gpus")
+	admit := wlCond("Admitted", metav1.ConditionTrue, "Admitted", "The workload is admitted")
+	k.kueueSetsOn(first, admitted(2), reserved, admit)
+	pods := k.attempt("sliced", 1)
+	if len(pods) != 2 {
+		t.Fatalf("%d pods; want the 2 Kueue admitted", len(pods))
+	}
+	for _, p := range pods {
+		if env := envOf(p, workload.EnvDroppedWorkers); env != "2,3" {
+			t.Errorf("pod %s has %s=%q; want 2,3 (a pod set of every index)", p.Name, workload.EnvDroppedWorkers, env)
+		}
+	}
+	k.servePods(pods, progress)
+	k.keyProgress("sliced", progress)
+	k.waitStatus("sliced", "running with 2", func(st *v1.TrainJobStatus) bool {
+		return st.Phase == v1.PhaseRunning && st.Workers == 2 && slices.Equal(st.DroppedWorkers, []int32{2, 3})
+	})
+
+	second := k.slice("-2")
+	wl := second()
+	sets, _, _ := unstructured.NestedSlice(wl.Object, "spec", "podSets")
+	set := sets[0].(map[string]any)
+	if want := k.ns + "/" + first().GetName(); wl.GetAnnotations()["kueue.x-k8s.io/workload-slice-replacement-for"] != want ||
+		set["count"] != int64(4) || set["minCount"] != int64(3) {
+		t.Fatalf("second slice: annotations %v, count %v, minCount %v; want it to replace %s, count 4, minCount 3",
+			wl.GetAnnotations(), set["count"], set["minCount"], want)
+	}
+	k.eventSaying("sliced", "WorkloadSliceCreated", "the gang runs with 2 of 4 workers: asked Kueue for more through Workload slice "+wl.GetName())
+
+	// Kueue's handover: the first slice finished, the second not admitted yet.
+	k.kueueSetsOn(first, nil, wlCond("Finished", metav1.ConditionTrue, "WorkloadSliceReplaced", "Replaced to accommodate a workload"),
+		wlCond("QuotaReserved", metav1.ConditionFalse, "Finished", "Workload has finished"))
+	time.Sleep(2 * time.Second)
+	if st := k.get("sliced").Status; st.Phase != v1.PhaseRunning || len(k.pods("sliced", 1)) != 2 || st.Disruptions != 0 {
+		t.Fatalf("during the handover: %+v, %d pods; want the gang running on, untouched", st, len(k.pods("sliced", 1)))
+	}
+	k.kueueSetsOn(second, admitted(4), reserved, admit)
+	note := k.eventSaying("sliced", operator.ReasonResized, "resized from 2 to 4 workers: Kueue admitted 4 workers through Workload slice "+wl.GetName())
+	if !strings.Contains(note, "workers 2, 3 get new pods in attempt 1's pod set") {
+		t.Errorf("Resized event %q; want the grow in place", note)
+	}
+	k.waitStatus("sliced", "4 workers, none dropped", func(st *v1.TrainJobStatus) bool {
+		return st.Workers == 0 && len(st.DroppedWorkers) == 0
+	})
+	if r := progress.takenReadmits(); len(r) != 1 || !slices.Equal(r[0].Workers, []int{2, 3}) {
+		t.Errorf("readmit requests worker 0 took: %+v; want one, for workers 2 and 3", r)
+	}
+	k.eventually("the readmitted workers' pods and the slice marked grown", func() (bool, string) {
+		wl := second()
+		rp, _, _ := unstructured.NestedSlice(wl.Object, "status", "reclaimablePods")
+		n := len(k.pods("sliced", 1))
+		return n == 4 && wl.GetAnnotations()["trainyard.dev/slice-grown"] == "true" && len(rp) == 0,
+			fmt.Sprintf("%d pods, annotations %v, reclaimablePods %v", n, wl.GetAnnotations(), rp)
+	})
+	if n := len(k.workloads()); n != 2 {
+		t.Errorf("%d Workloads; want the 2 slices, no third (the gang has its full size)", n)
+	}
+
+	// Kueue evicts the second slice: the gang stops, and a fresh slice asks for 2 to 4.
+	k.kueueSetsOn(second, admitted(4), wlCond("Evicted", metav1.ConditionTrue, "Preempted", "Preempted to accommodate a higher priority workload"))
+	for _, p := range k.pods("sliced", 1) { // the operator may be deleting them already
+		if err := k.trySetPod(&p, exited(143, "")); err != nil && !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
+	}
+	k.waitStatus("sliced", "a disruption", func(st *v1.TrainJobStatus) bool { return st.Disruptions == 1 })
+	k.eventually("the second slice finished", func() (bool, string) {
+		c := findCond(wlConds(second()), "Finished")
+		return c != nil && c.Status == metav1.ConditionTrue, fmt.Sprint(c)
+	})
+	third := k.slice("-3")()
+	sets, _, _ = unstructured.NestedSlice(third.Object, "spec", "podSets")
+	if set := sets[0].(map[string]any); third.GetAnnotations()["kueue.x-k8s.io/workload-slice-replacement-for"] != "" || set["minCount"] != int64(2) {
+		t.Errorf("third slice: annotations %v, minCount %v; want a fresh one for as few as 2", third.GetAnnotations(), set["minCount"])
+	}
+}
+
+// findCond is the condition of type kind in conds, or nil.
+func findCond(conds []metav1.Condition, kind string) *metav1.Condition {
+	for i := range conds {
+		if conds[i].Type == kind {
+			return &conds[i]
+		}
+	}
+	return nil
+}
