@@ -85,6 +85,8 @@ const submitExample = `  trainyard submit -- python3 train.py --epochs 3
   trainyard submit --kube --name mnist --image pytorch/pytorch:2.9.0-cuda12.8-cudnn9-runtime \
       --workers 2 --gpus-per-worker 1 -- python3 train.py
   trainyard submit --kube -n team-a -f job.yaml --queue team-a-gpus
+  trainyard submit --kube --image IMAGE --workers 2:4 --queue team-a --workload-slices \
+      -- python3 train.py
   trainyard submit --kube --name=pytorch-dist --gpus=1 --workers=3 --working-dir=/root \
       --image=IMAGE --sync-mode=git --sync-source=https://git.example.com/team/mnist-pytorch.git \
       --data=training-data:/mnist_data --tensorboard --logdir=/mnist_data/logs \

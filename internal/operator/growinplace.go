@@ -90,12 +90,12 @@ func (s *step) readmitted(g readmitRoom) {
 	if len(ids) > 1 {
 		who = fmt.Sprintf("workers %s get new pods in attempt %d's pod set and join", strings.Join(ids, ", "), s.podsAttempt())
 	}
-	running := fmt.Sprintf("the %d running keep their pods", from)
+	running := fmt.Sprintf("the %d running keep their pods and train meanwhile", from)
 	if from == 1 {
-		running = "the one running keeps its pod"
+		running = "the one running keeps its pod and trains meanwhile"
 	}
 	msg := fmt.Sprintf("resized from %d to %d workers: %s; %s the gang at its next checkpoint, "+
-		"in place: %s and train meanwhile (a resize uses no restart)", from, to, g.why, who, running)
+		"in place: %s (a resize uses no restart)", from, to, g.why, who, running)
 	uid, workers := s.job.UID, slices.Clone(g.workers)
 	s.announceResize(msg)
 	s.afterWrite(func() { s.r.readmitting.Store(uid, workers) })
