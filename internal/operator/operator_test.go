@@ -94,6 +94,7 @@ func TestOperator(t *testing.T) {
 		{"room probes refused", testRoomProbesRefused},
 		{"kueue elastic shrink", testKueueElasticShrink},
 		{"kueue workload slices", testKueueSliceGrow},
+		{"kueue workload slice beside", testKueueSliceBeside},
 		{"bad pod template", testBadTemplate},
 		{"bad input is not restarted", testBadInput},
 		{"git source and tensorboard", testGitAndTensorBoard},

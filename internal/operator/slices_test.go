@@ -43,32 +43,26 @@ func admitted(count int64) map[string]any {
 		"name": "workers", "count": count, "flavors": map[string]any{"cpu": "default"}}}}
 }
 
-// An elastic 2:4 gang in a Kueue queue, with Kueue's annotation for workload slices,
-// grows while it runs: Kueue admits 2 of its 4 workers, and the pod set keeps every index,
-// 2 and 3 dropped from the start. Running, the gang asks for more through a second slice
-// (count 4, minCount 3, replacing the first). Kueue finishes the first slice and, a moment
-// later, admits the second with 4: the gang keeps running through that handover, then
-// worker 0 readmits workers 2 and 3 in place, their pods are made in the running pod set,
-// nothing is given back, and the slice is marked grown. When Kueue evicts the second
-// slice, it is finished and a fresh one asks for as few as spec.minWorkers again.
-func testKueueSliceGrow(k *cluster) {
+// slicedGang runs the elastic 2:4 TrainJob name in a Kueue queue with Kueue's annotation
+// for workload slices, worker 0's progress served by progress: Kueue admits 2 of its 4
+// workers, and the pod set keeps every index, 2 and 3 dropped from the start. It returns
+// once the running gang has asked for more through a second slice (count 4, minCount 3,
+// replacing the first), with getters of both slices.
+func (k *cluster) slicedGang(name string, progress *progressServer) (first, second func() *unstructured.Unstructured) {
 	t, ctx := k.t, context.Background()
 	flavor := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": map[string]any{"name": "default"}}}
 	_ = k.c.Create(ctx, flavor)
-	progress := startProgressServer(t)
-	k.newJob("sliced", 4, func(j *v1.TrainJob) {
+	k.newJob(name, 4, func(j *v1.TrainJob) {
 		j.Annotations = map[string]string{"kueue.x-k8s.io/elastic-job": "true"}
 		j.Spec.Kubernetes.QueueName, j.Spec.MinWorkers = "team-a", ptr(int32(2))
 	})
-	first := k.slice("")
+	first = k.slice("")
 	if wl := first(); wl.GetAnnotations()["kueue.x-k8s.io/elastic-job"] != "true" {
 		t.Fatalf("the first Workload's annotations %v; want kueue.x-k8s.io/elastic-job true", wl.GetAnnotations())
 	}
-	reserved := wlCond("QuotaReserved", metav1.ConditionTrue, "QuotaReserved", "Quota reserved in ClusterQueue gpus")
-	admit := wlCond("Admitted", metav1.ConditionTrue, "Admitted", "The workload is admitted")
 	k.kueueSetsOn(first, admitted(2), reserved, admit)
-	pods := k.attempt("sliced", 1)
+	pods := k.attempt(name, 1)
 	if len(pods) != 2 {
 		t.Fatalf("%d pods; want the 2 Kueue admitted", len(pods))
 	}
@@ -78,12 +72,11 @@ func testKueueSliceGrow(k *cluster) {
 		}
 	}
 	k.servePods(pods, progress)
-	k.keyProgress("sliced", progress)
-	k.waitStatus("sliced", "running with 2", func(st *v1.TrainJobStatus) bool {
+	k.keyProgress(name, progress)
+	k.waitStatus(name, "running with 2", func(st *v1.TrainJobStatus) bool {
 		return st.Phase == v1.PhaseRunning && st.Workers == 2 && slices.Equal(st.DroppedWorkers, []int32{2, 3})
 	})
-
-	second := k.slice("-2")
+	second = k.slice("-2")
 	wl := second()
 	sets, _, _ := unstructured.NestedSlice(wl.Object, "spec", "podSets")
 	set := sets[0].(map[string]any)
@@ -92,7 +85,48 @@ func testKueueSliceGrow(k *cluster) {
 		t.Fatalf("second slice: annotations %v, count %v, minCount %v; want it to replace %s, count 4, minCount 3",
 			wl.GetAnnotations(), set["count"], set["minCount"], want)
 	}
-	k.eventSaying("sliced", "WorkloadSliceCreated", "the gang runs with 2 of 4 workers: asked Kueue for more through Workload slice "+wl.GetName())
+	k.eventSaying(name, "WorkloadSliceCreated", "the gang runs with 2 of 4 workers: asked Kueue for more through Workload slice "+wl.GetName())
+	return first, second
+}
+
+// Kueue's conditions of an admission.
+var (
+	reserved = wlCond("QuotaReserved", metav1.ConditionTrue, "QuotaReserved", "Quota reserved in ClusterQueue gpus")
+	admit    = wlCond("Admitted", metav1.ConditionTrue, "Admitted", "The workload is admitted")
+)
+
+// A Kueue without its ElasticJobsViaWorkloadSlices feature gate admits the second slice
+// beside the first (when the quota has room for both) rather than in its place: the
+// operator finishes the first as Kueue would, saying why, and the gang grows.
+func testKueueSliceBeside(k *cluster) {
+	t := k.t
+	progress := startProgressServer(t)
+	first, second := k.slicedGang("beside", progress)
+	k.kueueSetsOn(second, admitted(4), reserved, admit)
+	k.eventually("the first slice finished", func() (bool, string) {
+		c := findCond(wlConds(first()), "Finished")
+		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == "WorkloadSliceReplaced" &&
+			strings.Contains(c.Message, "ElasticJobsViaWorkloadSlices feature gate"), fmt.Sprint(c)
+	})
+	k.eventSaying("beside", operator.ReasonResized, "resized from 2 to 4 workers: Kueue admitted 4 workers through Workload slice "+second().GetName())
+	k.waitStatus("beside", "4 workers, none dropped", func(st *v1.TrainJobStatus) bool {
+		return st.Workers == 0 && len(st.DroppedWorkers) == 0
+	})
+}
+
+// An elastic 2:4 gang in a Kueue queue, with Kueue's annotation for workload slices,
+// grows while it runs: Kueue admits 2 of its 4 workers, and the pod set keeps every index,
+// 2 and 3 dropped from the start. Running, the gang asks for more through a second slice
+// (count 4, minCount 3, replacing the first). Kueue finishes the first slice and, a moment
+// later, admits the second with 4: the gang keeps running through that handover, then
+// worker 0 readmits workers 2 and 3 in place, their pods are made in the running pod set,
+// nothing is given back, and the slice is marked grown. When Kueue evicts the second
+// slice, it is finished and a fresh one asks for as few as spec.minWorkers again.
+func testKueueSliceGrow(k *cluster) {
+	t := k.t
+	progress := startProgressServer(t)
+	first, second := k.slicedGang("sliced", progress)
+	wl := second()
 
 	// Kueue's handover: the first slice finished, the second not admitted yet.
 	k.kueueSetsOn(first, nil, wlCond("Finished", metav1.ConditionTrue, "WorkloadSliceReplaced", "Replaced to accommodate a workload"),
@@ -136,7 +170,7 @@ func testKueueSliceGrow(k *cluster) {
 		return c != nil && c.Status == metav1.ConditionTrue, fmt.Sprint(c)
 	})
 	third := k.slice("-3")()
-	sets, _, _ = unstructured.NestedSlice(third.Object, "spec", "podSets")
+	sets, _, _ := unstructured.NestedSlice(third.Object, "spec", "podSets")
 	if set := sets[0].(map[string]any); third.GetAnnotations()["kueue.x-k8s.io/workload-slice-replacement-for"] != "" || set["minCount"] != int64(2) {
 		t.Errorf("third slice: annotations %v, minCount %v; want a fresh one for as few as 2", third.GetAnnotations(), set["minCount"])
 	}
