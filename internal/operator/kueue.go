@@ -106,6 +106,9 @@ func (s *step) getWorkload(ctx context.Context) (*unstructured.Unstructured, err
 	if !metav1.IsControlledBy(wl, s.job) {
 		return nil, fmt.Errorf("workload %s is not controlled by TrainJob %s", wl.GetName(), s.job.Name)
 	}
+	if c := wlCondition(wl, wlFinished); c != nil && c.Status == metav1.ConditionTrue && c.Reason == wlSliceReplaced {
+		return s.currentSlice(ctx) // the job grew through slices, and its annotation was taken off since
+	}
 	return wl, nil
 }
 

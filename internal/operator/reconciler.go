@@ -681,6 +681,14 @@ func (s *step) event(kind, reason, msg string) {
 	s.events = append(s.events, pendingEvent{kind, reason, msg})
 }
 
+// eventNow emits an Event at once: for what the step did to another object, which stays
+// done whether or not the status write that follows succeeds.
+func (s *step) eventNow(kind, reason, msg string) {
+	if s.r.Recorder != nil {
+		s.r.Recorder.Eventf(s.job, nil, kind, reason, reason, "%s", msg)
+	}
+}
+
 // pendingEvent is an Event waiting for the status write.
 type pendingEvent struct{ kind, reason, msg string }
 

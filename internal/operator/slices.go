@@ -274,7 +274,7 @@ func (s *step) askForSlice(ctx context.Context) error {
 		}
 		return fmt.Errorf("create Workload slice %s: %w", wl.GetName(), err)
 	}
-	s.event(corev1.EventTypeNormal, "WorkloadSliceCreated", fmt.Sprintf(
+	s.eventNow(corev1.EventTypeNormal, "WorkloadSliceCreated", fmt.Sprintf(
 		"the gang runs with %d of %d workers: asked Kueue for more through Workload slice %s (%d to %d workers), which replaces %s once admitted",
 		from, s.job.Spec.WorkerCount(), wl.GetName(), from+1, s.job.Spec.WorkerCount(), s.workload.GetName()))
 	return nil

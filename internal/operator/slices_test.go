@@ -97,7 +97,8 @@ var (
 
 // A Kueue without its ElasticJobsViaWorkloadSlices feature gate admits the second slice
 // beside the first (when the quota has room for both) rather than in its place: the
-// operator finishes the first as Kueue would, saying why, and the gang grows.
+// operator finishes the first as Kueue would, saying why, and the gang grows. Taking the
+// annotation off then leaves the gang on its current slice.
 func testKueueSliceBeside(k *cluster) {
 	t := k.t
 	progress := startProgressServer(t)
@@ -112,6 +113,23 @@ func testKueueSliceBeside(k *cluster) {
 	k.waitStatus("beside", "4 workers, none dropped", func(st *v1.TrainJobStatus) bool {
 		return st.Workers == 0 && len(st.DroppedWorkers) == 0
 	})
+
+	// The annotation taken off: the job goes on with its current slice, not its first,
+	// finished one.
+	for range 10 {
+		j := k.get("beside")
+		delete(j.Annotations, "kueue.x-k8s.io/elastic-job")
+		if err := k.c.Update(context.Background(), j); !apierrors.IsConflict(err) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	time.Sleep(2 * time.Second)
+	if st := k.get("beside").Status; st.Disruptions != 0 || st.Workers != 0 || len(k.pods("beside", 1)) != 4 {
+		t.Errorf("after the annotation was taken off: %+v, %d pods; want the gang untouched on its 4 pods", st, len(k.pods("beside", 1)))
+	}
 }
 
 // An elastic 2:4 gang in a Kueue queue, with Kueue's annotation for workload slices,
