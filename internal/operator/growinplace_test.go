@@ -69,12 +69,7 @@ func testElasticGrowInPlace(k *cluster) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = k.c.Delete(context.Background(), node) })
-	var probes []corev1.Pod
-	k.eventually("two room probes", func() (bool, string) {
-		probes = k.probes()
-		return len(probes) == 2, fmt.Sprintf("%d probes", len(probes))
-	})
-	for _, p := range probes {
+	for _, p := range k.waitProbes("growin", 2) {
 		if err := k.c.SubResource("binding").Create(ctx, &p, &corev1.Binding{
 			Target: corev1.ObjectReference{Kind: "Node", Name: node.Name}}); err != nil {
 			t.Fatal(err)

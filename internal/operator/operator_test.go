@@ -141,7 +141,13 @@ func (k *cluster) newJob(name string, workers int32, change func(*v1.TrainJob)) 
 // eventually polls cond until it holds, for up to 30 s.
 func (k *cluster) eventually(what string, cond func() (bool, string)) {
 	k.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	k.eventuallyWithin(30*time.Second, what, cond)
+}
+
+// eventuallyWithin polls cond until it holds, for up to limit.
+func (k *cluster) eventuallyWithin(limit time.Duration, what string, cond func() (bool, string)) {
+	k.t.Helper()
+	deadline := time.Now().Add(limit)
 	last := ""
 	for time.Now().Before(deadline) {
 		ok, state := cond()

@@ -135,11 +135,7 @@ func testElasticGrowsIntoRoom(k *cluster) {
 	k.setPod(pods[3], unschedulableSince(time.Minute))
 	k.waitStatus("room", "shrunk to 2", func(st *v1.TrainJobStatus) bool { return st.Attempt == 2 && st.Workers == 2 })
 	k.runAll("room", 2)
-	var probes []corev1.Pod
-	k.eventually("two room probes", func() (bool, string) {
-		probes = k.probes()
-		return len(probes) == 2, fmt.Sprintf("%d probes", len(probes))
-	})
+	probes := k.waitProbes("room", 2)
 	for _, p := range probes {
 		c := p.Spec.Containers[0]
 		if c.Image != operator.DefaultRoomProbeImage || c.Command != nil || c.Env != nil || deref(p.Spec.Priority) != int32(0) ||
@@ -215,6 +211,21 @@ func (k *cluster) probes() []corev1.Pod {
 	return l.Items
 }
 
+// waitProbes waits for the room probes of the TrainJob name to number n and returns them.
+// It waits past a round of probes that none placed within the settle time (30 s), which
+// are deleted, and the next round, a minute later: a slow API server (a loaded machine)
+// may let the test look only once the first round is gone.
+func (k *cluster) waitProbes(name string, n int) []corev1.Pod {
+	k.t.Helper()
+	var probes []corev1.Pod
+	k.eventuallyWithin(2*time.Minute, fmt.Sprintf("%d room probes", n), func() (bool, string) {
+		probes = k.probes()
+		st := k.get(name).Status
+		return len(probes) == n, fmt.Sprintf("%d probes; status phase %s, workers %d, reason %q", len(probes), st.Phase, st.Workers, st.Reason)
+	})
+	return probes
+}
+
 // With Kueue, the quota a shrunk gang no longer uses goes back through the Workload's
 // status.reclaimablePods: admitted with 4 of 2:4, one worker unschedulable → 3 workers,
 // and 1 reclaimable.
@@ -286,11 +297,7 @@ func testElasticLostNodeGoneForGood(k *cluster) {
 		k.t.Fatal(err)
 	}
 	k.t.Cleanup(func() { _ = k.c.Delete(context.Background(), other) })
-	k.eventually("two room probes", func() (bool, string) {
-		n := len(k.probes())
-		return n == 2, fmt.Sprintf("%d probes", n)
-	})
-	for _, p := range k.probes() {
+	for _, p := range k.waitProbes("gone", 2) {
 		if err := k.c.SubResource("binding").Create(context.Background(), &p, &corev1.Binding{
 			Target: corev1.ObjectReference{Kind: "Node", Name: other.Name}}); err != nil {
 			k.t.Fatal(err)
