@@ -77,6 +77,9 @@ type Reconciler struct {
 	// readmitting holds, per TrainJob UID, the workers readmitted in place whose pods
 	// start (growinplace.go).
 	readmitting sync.Map
+	// sliceWait holds, per TrainJob UID, when a gang that shrank for want of room may ask
+	// Kueue for a slice again (slices.go).
+	sliceWait sync.Map
 }
 
 // forget drops what the reconciler remembers of a TrainJob that is gone or going.
@@ -95,6 +98,7 @@ func (r *Reconciler) forget(key types.NamespacedName) {
 	r.shrunk.Delete(uid)
 	r.room.Delete(uid)
 	r.readmitting.Delete(uid)
+	r.sliceWait.Delete(uid)
 	if r.poller != nil {
 		r.poller.forget(uid.(types.UID))
 	}

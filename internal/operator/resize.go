@@ -154,6 +154,7 @@ func (s *step) shrinkStuck(ctx context.Context, o observation) (bool, error) {
 		}
 		return false, nil
 	}
+	s.sliceMissed()
 	switch err := s.shrinkInPlace(ctx, r, o); {
 	case errors.Is(err, errNoDropInPlace):
 		s.resized(r)

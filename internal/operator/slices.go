@@ -246,6 +246,29 @@ func (s *step) growThroughSlice(ctx context.Context, o observation) (bool, error
 	return true, nil
 }
 
+// sliceWait is when a slicing gang that shrank for want of room may ask for a slice again.
+type sliceWait struct {
+	misses int
+	next   time.Time
+}
+
+// sliceMissed notes that a slicing gang shrinks because workers cannot be placed: Kueue's
+// quota may have room where the nodes have none, and a slice asked for at once would bring
+// back workers that cannot be placed either. The next slice waits 1, 2, 4, ... up to 10
+// minutes after each such shrink, as room probes do, until the gang runs at its full size.
+func (s *step) sliceMissed() {
+	if !s.slicing() {
+		return
+	}
+	var w sliceWait
+	if v, ok := s.r.sliceWait.Load(s.job.UID); ok {
+		w = v.(sliceWait)
+	}
+	w.misses++
+	w.next = s.now.Add(min(roomRetryMin<<min(w.misses-1, 10), roomRetryMax))
+	s.r.sliceWait.Store(s.job.UID, w)
+}
+
 // askForSlice asks Kueue for room to grow a slicing gang that runs below spec.workers: a
 // new slice that replaces the current one once admitted. A gang at its full size no
 // longer needs its pending slice.
@@ -255,9 +278,14 @@ func (s *step) askForSlice(ctx context.Context) error {
 		return nil
 	}
 	if st.Workers == 0 {
+		s.r.sliceWait.Delete(s.job.UID) // at its full size: a later shrink waits from the start
 		return s.dropPendingSlice(ctx)
 	}
 	if s.slice.pending != nil || s.slice.growTo > 0 || st.Phase != v1.PhaseRunning || s.restartingInPlace() || s.readmitPending() {
+		return nil
+	}
+	if v, ok := s.r.sliceWait.Load(s.job.UID); ok && s.now.Before(v.(sliceWait).next) {
+		s.requeue(v.(sliceWait).next.Sub(s.now))
 		return nil
 	}
 	from := s.gangSize()
