@@ -49,7 +49,7 @@ func (s *session) run(ctx context.Context) (Result, error) {
 			return d.res, d.err
 		}
 		failed = e.at
-		s.st.Why = fmt.Sprintf("attempt %d failed: %s", a, e.reason)
+		s.st.Why, s.st.Growing = fmt.Sprintf("attempt %d failed: %s", a, e.reason), e.grow
 		if e.grow {
 			s.st.Why = fmt.Sprintf("attempt %d ends: %s", a, e.reason)
 		}
@@ -154,7 +154,7 @@ func (s *session) begin(ctx context.Context, failed time.Time) *done {
 	for _, m := range s.members {
 		m.ended, m.stopped = false, false
 	}
-	s.st.Why = ""
+	s.st.Why, s.st.Growing = "", false
 	s.publish(Running)
 	for node, w := range s.active() {
 		if m := s.members[w]; m != nil {

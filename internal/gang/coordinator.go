@@ -76,8 +76,9 @@ type Status struct {
 	// attempt to end before they join the gang, in order.
 	Joining []int
 	// Why, while it restarts, says why: "attempt 2 failed: rank 1 (worker 1, pid 4242)
-	// exited with code 1".
-	Why string
+	// exited with code 1"; Growing, that the restart is a grow, not a failure.
+	Why     string
+	Growing bool
 }
 
 // Result is how the gang ended.

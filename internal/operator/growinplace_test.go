@@ -119,6 +119,12 @@ func testElasticGrowInPlace(k *cluster) {
 		t.Errorf("status while the readmitted pods start: phase %s, reason %q; want Running, saying they start", st.Phase, st.Reason)
 	}
 	k.servePods(fresh, progress)
+	// Worker 0 stops attempt 2 to grow: a restart that is no failure, told as Normal.
+	progress.set(workload.Summary{Outcome: workload.OutcomeRestarting, Attempt: 2, Restarts: 1, Disruptions: 1, InPlace: 1,
+		Growing: true, Reason: "attempt 2 ends: growing from 2 to 4 workers: workers 2, 3 readmitted"})
+	if kind, _ := k.eventTyped("growin", operator.ReasonRestartingInPlace, "growing from 2 to 4 workers"); kind != corev1.EventTypeNormal {
+		t.Errorf("the grow's RestartingInPlace event is %s; want Normal (a grow, not a failure)", kind)
+	}
 	progress.set(workload.Summary{Outcome: workload.OutcomeRunning, Attempt: 3, Restarts: 1, Disruptions: 1, InPlace: 1,
 		Resized: "resized from 2 to 4 workers: workers 2, 3 readmitted", LastRestart: "attempt 3 grew in place: resized from 2 to 4 workers"})
 	got = k.waitStatus("growin", "attempt 3 running in place with 4", func(st *v1.TrainJobStatus) bool {

@@ -73,7 +73,11 @@ func (s *step) inPlace(sum *workload.Summary) {
 		st.Phase, st.Reason = v1.PhaseRestarting, msg
 		s.condition(v1.CondRestarting, true, ReasonRestartingInPlace, msg)
 		s.condition(v1.CondRunning, false, ReasonRestartingInPlace, msg)
-		s.event(corev1.EventTypeWarning, ReasonRestartingInPlace, msg)
+		kind := corev1.EventTypeWarning
+		if sum.Growing {
+			kind = corev1.EventTypeNormal // a grow, not a failure
+		}
+		s.event(kind, ReasonRestartingInPlace, msg)
 	case sum.Outcome != workload.OutcomeRestarting && s.restartingInPlace():
 		s.condition(v1.CondRestarting, false, ReasonRestartedInPlace, fmt.Sprintf("attempt %d runs in place", st.Attempt))
 	}

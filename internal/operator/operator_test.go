@@ -291,7 +291,13 @@ func (k *cluster) event(name, reason string) string { return k.eventSaying(name,
 // want, and returns its note.
 func (k *cluster) eventSaying(name, reason, want string) string {
 	k.t.Helper()
-	note := ""
+	_, note := k.eventTyped(name, reason, want)
+	return note
+}
+
+// eventTyped is eventSaying, which also returns the event's type (Normal, Warning).
+func (k *cluster) eventTyped(name, reason, want string) (kind, note string) {
+	k.t.Helper()
 	k.eventually("event "+reason+" saying "+want, func() (bool, string) {
 		var l eventsv1.EventList
 		if err := k.c.List(context.Background(), &l, client.InNamespace(k.ns)); err != nil {
@@ -300,14 +306,14 @@ func (k *cluster) eventSaying(name, reason, want string) string {
 		var seen []string
 		for _, e := range l.Items {
 			if e.Regarding.Name == name && e.Reason == reason && strings.Contains(e.Note, want) {
-				note = e.Note
+				kind, note = e.Type, e.Note
 				return true, ""
 			}
 			seen = append(seen, e.Reason+": "+e.Note)
 		}
 		return false, strings.Join(seen, " | ")
 	})
-	return note
+	return kind, note
 }
 
 func testCreation(k *cluster) {

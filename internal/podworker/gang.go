@@ -421,7 +421,7 @@ func (w *worker) gangProgress(sum *workload.Summary) {
 	sum.InPlace, sum.LastRestart = int32(st.InPlace), st.LastRestart
 	sum.Dropped, sum.Resized = st.Dropped, st.Resized
 	if st.State == gang.Restarting {
-		sum.Outcome, sum.Reason = workload.OutcomeRestarting, st.Why
+		sum.Outcome, sum.Reason, sum.Growing = workload.OutcomeRestarting, st.Why, st.Growing
 	}
 }
 

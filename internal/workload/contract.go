@@ -141,6 +141,9 @@ type Summary struct {
 	// and Resized says why it last did.
 	Dropped []int  `json:"dropped,omitempty"`
 	Resized string `json:"resized,omitempty"`
+	// Growing, while the outcome is restarting, says that the gang restarts to grow (a
+	// resize), not after a failure.
+	Growing bool `json:"growing,omitempty"`
 	// Final, in a failed worker's summary, says that the gang failed for good (no
 	// restarts left in place), as the reason of the TrainJob's Failed condition
 	// (WorkerFailed, TooManyDisruptions): the operator must not restart it.
