@@ -180,17 +180,22 @@ func (s *step) resized(r resize) {
 	}
 	newPods(st)
 	if st.Workers > 0 && s.queueName() == "" {
-		// The new pod set keeps the gang's every index, those above its size dropped from
-		// the start (no pod, TRAINYARD_DROPPED_WORKERS), so that it can grow in place.
-		for w := r.to; w < s.job.Spec.WorkerCount(); w++ {
-			st.DroppedWorkers = append(st.DroppedWorkers, int32(w))
-		}
+		s.dropFromStart()
 	}
 	st.Phase, st.WorkersReady, st.AttemptStartTime = v1.PhaseRestarting, 0, nil
 	msg := fmt.Sprintf("resized from %d to %d workers: %s; attempt %d ends and the gang restarts as attempt %d from its latest checkpoint (a resize uses no restart)",
 		r.from, r.to, r.why, n, st.Attempt)
 	s.condition(v1.CondRestarting, true, ReasonResized, msg)
 	s.announceResize(msg)
+}
+
+// dropFromStart has the gang's new pod set keep every index, those above its size
+// dropped from the start (no pod, TRAINYARD_DROPPED_WORKERS in the others), so that the
+// gang can grow in place.
+func (s *step) dropFromStart() {
+	for w := s.gangSize(); w < s.job.Spec.WorkerCount(); w++ {
+		s.job.Status.DroppedWorkers = append(s.job.Status.DroppedWorkers, int32(w))
+	}
 }
 
 // announceResize tells of a resize, in the status's reason, the Running condition and an

@@ -171,9 +171,15 @@ func planRoom(probes []corev1.Pod, missing int, mem roomMemory, checkpoint strin
 // as long as the last, from roomRetryMin up to roomRetryMax.
 func missed(mem roomMemory, now time.Time) roomMemory {
 	mem.misses++
-	mem.next = now.Add(min(roomRetryMin<<min(mem.misses-1, 10), roomRetryMax))
+	mem.next = now.Add(retryAfter(mem.misses))
 	mem.found = shrunk{}
 	return mem
+}
+
+// retryAfter is how long a gang waits to look for room again after misses rounds that
+// found none: twice as long each time, from roomRetryMin up to roomRetryMax.
+func retryAfter(misses int) time.Duration {
+	return min(roomRetryMin<<min(misses-1, 10), roomRetryMax)
 }
 
 // growIntoRoom grows a running gang below its size when its room probes found room, and

@@ -220,9 +220,7 @@ func (s *step) keepEveryIndex() bool {
 	if !s.slicing() || st.Workers == 0 || len(st.DroppedWorkers) > 0 || s.kids.made(s.podsAttempt()) {
 		return false
 	}
-	for w := st.Workers; w < int32(s.job.Spec.WorkerCount()); w++ {
-		st.DroppedWorkers = append(st.DroppedWorkers, w)
-	}
+	s.dropFromStart()
 	return true
 }
 
@@ -265,7 +263,7 @@ func (s *step) sliceMissed() {
 		w = v.(sliceWait)
 	}
 	w.misses++
-	w.next = s.now.Add(min(roomRetryMin<<min(w.misses-1, 10), roomRetryMax))
+	w.next = s.now.Add(retryAfter(w.misses))
 	s.r.sliceWait.Store(s.job.UID, w)
 }
 

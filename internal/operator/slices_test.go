@@ -16,17 +16,17 @@ import (
 	"github.com/trainyard/trainyard/internal/workload"
 )
 
-// slice waits for the namespace's Workload whose name ends with suffix ("" for the first
-// slice, "-2" for the second, ...) and returns it.
-func (k *cluster) slice(suffix string) func() *unstructured.Unstructured {
+// slice returns a getter that waits for the namespace's Workload slice number n (its
+// trainyard.dev/workload-slice annotation) and returns it.
+func (k *cluster) slice(n int) func() *unstructured.Unstructured {
 	return func() *unstructured.Unstructured {
 		k.t.Helper()
 		var wl *unstructured.Unstructured
-		k.eventually("Workload slice "+suffix, func() (bool, string) {
+		k.eventually(fmt.Sprintf("Workload slice %d", n), func() (bool, string) {
 			var names []string
 			for _, w := range k.workloads() {
 				names = append(names, w.GetName())
-				if n := w.GetName(); strings.HasSuffix(n, suffix) && (suffix != "" || !slices.ContainsFunc([]string{"-2", "-3", "-4"}, func(s string) bool { return strings.HasSuffix(n, s) })) {
+				if w.GetAnnotations()["trainyard.dev/workload-slice"] == fmt.Sprint(n) {
 					wl = &w
 					return true, ""
 				}
@@ -57,7 +57,7 @@ func (k *cluster) slicedGang(name string, progress *progressServer) (first, seco
 		j.Annotations = map[string]string{"kueue.x-k8s.io/elastic-job": "true"}
 		j.Spec.Kubernetes.QueueName, j.Spec.MinWorkers = "team-a", ptr(int32(2))
 	})
-	first = k.slice("")
+	first = k.slice(1)
 	if wl := first(); wl.GetAnnotations()["kueue.x-k8s.io/elastic-job"] != "true" {
 		t.Fatalf("the first Workload's annotations %v; want kueue.x-k8s.io/elastic-job true", wl.GetAnnotations())
 	}
@@ -76,7 +76,7 @@ func (k *cluster) slicedGang(name string, progress *progressServer) (first, seco
 	k.waitStatus(name, "running with 2", func(st *v1.TrainJobStatus) bool {
 		return st.Phase == v1.PhaseRunning && st.Workers == 2 && slices.Equal(st.DroppedWorkers, []int32{2, 3})
 	})
-	second = k.slice("-2")
+	second = k.slice(2)
 	wl := second()
 	sets, _, _ := unstructured.NestedSlice(wl.Object, "spec", "podSets")
 	set := sets[0].(map[string]any)
@@ -187,7 +187,7 @@ func testKueueSliceGrow(k *cluster) {
 		c := findCond(wlConds(second()), "Finished")
 		return c != nil && c.Status == metav1.ConditionTrue, fmt.Sprint(c)
 	})
-	third := k.slice("-3")()
+	third := k.slice(3)()
 	sets, _, _ := unstructured.NestedSlice(third.Object, "spec", "podSets")
 	if set := sets[0].(map[string]any); third.GetAnnotations()["kueue.x-k8s.io/workload-slice-replacement-for"] != "" || set["minCount"] != int64(2) {
 		t.Errorf("third slice: annotations %v, minCount %v; want a fresh one for as few as 2", third.GetAnnotations(), set["minCount"])
