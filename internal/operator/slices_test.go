@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
 	"github.com/trainyard/trainyard/internal/operator"
@@ -129,6 +130,34 @@ func testKueueSliceBeside(k *cluster) {
 	time.Sleep(2 * time.Second)
 	if st := k.get("beside").Status; st.Disruptions != 0 || st.Workers != 0 || len(k.pods("beside", 1)) != 4 {
 		t.Errorf("after the annotation was taken off: %+v, %d pods; want the gang untouched on its 4 pods", st, len(k.pods("beside", 1)))
+	}
+
+	// Someone else in the namespace makes a Workload labelled with the job's UID, pending,
+	// that the TrainJob does not control: the operator neither takes it as a slice nor
+	// deletes it.
+	j := k.get("beside")
+	j.Annotations = map[string]string{"kueue.x-k8s.io/elastic-job": "true"}
+	if err := k.c.Update(context.Background(), j); err != nil {
+		t.Fatal(err)
+	}
+	foreign := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+		"metadata": map[string]any{"name": "not-the-jobs", "namespace": k.ns,
+			"labels":      map[string]any{workload.LabelJobUID: string(j.UID)},
+			"annotations": map[string]any{"trainyard.dev/workload-slice": "9"}},
+		"spec": map[string]any{"queueName": "team-a", "podSets": []any{map[string]any{"name": "workers", "count": int64(1),
+			"template": map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"name": "c", "image": "x"}}}}}}}}}
+	if err := k.c.Create(context.Background(), foreign); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second)
+	if st := k.get("beside").Status; st.Disruptions != 0 || st.Workers != 0 || len(k.pods("beside", 1)) != 4 {
+		t.Errorf("beside a foreign Workload: %+v, %d pods; want the gang untouched on its 4 pods", st, len(k.pods("beside", 1)))
+	}
+	var still unstructured.Unstructured
+	still.SetGroupVersionKind(foreign.GroupVersionKind())
+	if err := k.c.Get(context.Background(), client.ObjectKeyFromObject(foreign), &still); err != nil || findCond(wlConds(&still), "Finished") != nil {
+		t.Errorf("the foreign Workload: %v, %v; want it there, untouched", err, still.Object["status"])
 	}
 }
 
