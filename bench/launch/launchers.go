@@ -58,13 +58,17 @@ var launchers = []launcher{
 	{name: "torchrun", argv: torchrunArgv, rank0: torchrunRank0},
 }
 
-// launchersFor are the launchers of trials of kind k: with -server, the server runs
-// plain trials too.
+// launchersFor are the launchers of trials of kind k: with -bare and -server, the bare
+// ranks and the server run plain trials too.
 func (c *config) launchersFor(k trialKind) []launcher {
-	if c.server && k == plainRun {
-		return append(append([]launcher{}, launchers...), serverLauncher)
+	out := append([]launcher{}, launchers...)
+	if c.bare && k == plainRun {
+		out = append(out, bareLauncher)
 	}
-	return launchers
+	if c.server && k == plainRun {
+		out = append(out, serverLauncher)
+	}
+	return out
 }
 
 // trainyardArgv is `trainyard run` with a run folder of its own under dir.

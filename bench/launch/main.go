@@ -49,11 +49,16 @@ type config struct {
 	kinds        []trialKind   // the trial kinds of each measured round (-kinds)
 	rdzv         string        // torchrun's rendezvous: "static" or "c10d" (-torchrun-rdzv)
 	server       bool          // also submit plain runs to a trainyard server --prestart (-server)
+	bare         bool          // also start plain runs' ranks with no launcher (-bare)
+	self         string        // this program, which -bare runs as the bare launcher
 	serverURL    string        // that server's address, once started
 	root         string        // temporary folder of this run
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == bareCommand {
+		os.Exit(runBare(os.Args[2:], os.Stdout, os.Stderr))
+	}
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "bench/launch:", err)
 		os.Exit(1)
@@ -115,6 +120,7 @@ func parseFlags(args []string) (*config, error) {
 	kinds := fs.String("kinds", "run,restart", "the trial kinds of each round: run, restart or both")
 	fs.StringVar(&cfg.rdzv, "torchrun-rdzv", "static", "torchrun's rendezvous: static (--master_port) or c10d (--rdzv-backend c10d)")
 	fs.BoolVar(&cfg.server, "server", false, "also submit each plain run to a `trainyard server --prestart` that the benchmark starts")
+	fs.BoolVar(&cfg.bare, "bare", false, "also start each plain run's ranks with no launcher (the floor: the ranks' own start)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -163,6 +169,9 @@ func (c *config) prepare() error {
 		return fmt.Errorf("check script: %w", err)
 	}
 	c.script = script
+	if c.self, err = os.Executable(); err != nil {
+		return fmt.Errorf("find this program: %w", err)
+	}
 	if c.root, err = os.MkdirTemp("", "trainyard-bench-"); err != nil {
 		return fmt.Errorf("create temporary folder: %w", err)
 	}

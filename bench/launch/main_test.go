@@ -1,7 +1,9 @@
 package main
 
 import (
+	"fmt"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -89,5 +91,32 @@ func TestParseFlagsKindsAndRendezvous(t *testing.T) {
 		if _, err := parseFlags(bad); err == nil || !strings.Contains(err.Error(), "give") {
 			t.Errorf("parseFlags(%q) = %v, want an error saying what to give", bad, err)
 		}
+	}
+}
+
+// The bare launcher starts every rank with torchrun's variables and a store that
+// listens before they start, prefixes their lines as trainyard's console does, and
+// exits 1 when a rank fails.
+func TestRunBare(t *testing.T) {
+	script := `echo "rank=$RANK of $WORLD_SIZE agent_store=$TORCHELASTIC_USE_AGENT_STORE"; ` +
+		`exec 3<>/dev/tcp/$MASTER_ADDR/$MASTER_PORT && echo store-up`
+	var out, errs strings.Builder
+	if code := runBare([]string{"/bin/bash", "-c", script}, &out, &errs); code != 0 {
+		t.Fatalf("exit %d, stderr %q", code, errs.String())
+	}
+	for rank := range ranks {
+		want := fmt.Sprintf("rank=%d of %d agent_store=True", rank, ranks)
+		line := regexp.MustCompile(fmt.Sprintf(`(?m)^\[rank %d pid \d+\] %s$`, rank, want))
+		if !line.MatchString(out.String()) {
+			t.Errorf("no line %q from rank %d in %q", want, rank, out.String())
+		}
+	}
+	if n := strings.Count(out.String(), "] store-up"); n != ranks {
+		t.Errorf("%d ranks reached the store, want %d: %q", n, ranks, out.String())
+	}
+	errs.Reset()
+	if code := runBare([]string{"/bin/bash", "-c", `[ "$RANK" = 0 ] || exit 3`}, &out, &errs); code != 1 ||
+		!strings.Contains(errs.String(), "rank 1: exit status 3") {
+		t.Errorf("a failing rank: exit %d, stderr %q; want 1 and rank 1's status", code, errs.String())
 	}
 }

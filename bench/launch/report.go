@@ -60,7 +60,7 @@ func kindNames(kinds []trialKind) string {
 // and <port> for the values each trial picks.
 func launchTemplates(cfg *config) []string {
 	shown := *cfg
-	shown.trainyard, shown.script = cfg.trainyardArg, cfg.scriptArg
+	shown.trainyard, shown.script, shown.self = cfg.trainyardArg, cfg.scriptArg, ""
 	var out []string
 	for _, k := range cfg.kinds {
 		for _, l := range cfg.launchersFor(k) {
@@ -89,7 +89,7 @@ func printHeader(w io.Writer, info machineInfo) {
 	for _, l := range info.launches {
 		fmt.Fprintf(w, "  %s\n", l)
 	}
-	fmt.Fprintf(w, "%d warm-up round(s), then %d round(s); each round: %s, trainyard then torchrun (then the server)\n",
+	fmt.Fprintf(w, "%d warm-up round(s), then %d round(s); each round: %s, trainyard then torchrun (then the bare ranks and the server, when asked)\n",
 		info.warmup, info.rounds, info.kinds)
 }
 
@@ -179,29 +179,48 @@ func renderReport(info machineInfo, s summary, results []trialResult) string {
 	return b.String()
 }
 
-// writeSummaryTable writes each metric's medians and their ratio; with a server's trials,
-// their medians and ratio too.
+// writeSummaryTable writes each metric's medians and their ratio; with bare ranks' or a
+// server's trials, their medians and ratio to torchrun's too, and with bare ranks what
+// trainyard run adds to their launch.
 func writeSummaryTable(w io.Writer, s summary) {
 	head, rule := "| metric (median over rounds) | trainyard | torchrun | trainyard/torchrun (lower is better) |", "|---|---:|---:|---:|"
-	if s.hasServer() {
-		head, rule = head+" trainyard server --prestart | server/torchrun |", rule+"---:|---:|"
+	extras := s.extraLaunchers()
+	for _, x := range extras {
+		head, rule = head+fmt.Sprintf(" %s | %s/torchrun |", x.title, x.launcher.name), rule+"---:|---:|"
 	}
 	fmt.Fprintln(w, head)
 	fmt.Fprintln(w, rule)
 	for _, m := range s.metrics {
 		ty, tr := m.values["trainyard"], m.values["torchrun"]
 		row := []string{m.name, cell(m, ty), cell(m, tr), ratio(ty, tr)}
-		if s.hasServer() {
-			sv := m.values[serverLauncher.name]
-			row = append(row, cell(m, sv), ratio(sv, tr))
+		for _, x := range extras {
+			v := m.values[x.launcher.name]
+			row = append(row, cell(m, v), ratio(v, tr))
 		}
 		fmt.Fprintf(w, "| %s |\n", strings.Join(row, " | "))
 	}
+	if ty, bare := s.metrics[0].values["trainyard"], s.metrics[0].values[bareLauncher.name]; len(ty) > 0 && len(bare) > 0 {
+		fmt.Fprintf(w, "\ntrainyard run's launch to first step over the bare ranks': %s (%+.0f ms); the bare ranks' over torchrun's: %s\n",
+			ratio(ty, bare), float64(medianDuration(ty)-medianDuration(bare))/float64(time.Millisecond),
+			ratio(bare, s.metrics[0].values["torchrun"]))
+	}
 }
 
-// hasServer reports whether any trial submitted to a server.
-func (s summary) hasServer() bool {
-	return len(s.byRound[serverLauncher.name+" "+plainRun.String()]) > 0
+// extraLauncher is an optional launcher of plain trials, and how the tables name it.
+type extraLauncher struct {
+	launcher launcher
+	title    string
+}
+
+// extraLaunchers are the optional launchers with plain trials in this run, in order.
+func (s summary) extraLaunchers() []extraLauncher {
+	var out []extraLauncher
+	for _, x := range []extraLauncher{{bareLauncher, "bare ranks (no launcher)"}, {serverLauncher, "trainyard server --prestart"}} {
+		if len(s.byRound[x.launcher.name+" "+plainRun.String()]) > 0 {
+			out = append(out, x)
+		}
+	}
+	return out
 }
 
 // ratio is the ratio of the medians of a and b, or "n/a".
@@ -224,9 +243,9 @@ func cell(m *metric, vals []time.Duration) string {
 func writeRawTable(w io.Writer, s summary) {
 	cols := rawColumns
 	head, rule := "| round | first step: trainyard | first step: torchrun | step time: trainyard | step time: torchrun | restart: trainyard | restart: torchrun |", "|---:|---:|---:|---:|---:|---:|---:|"
-	if s.hasServer() {
-		cols = append(append(cols[:0:0], cols...), serverColumns...)
-		head, rule = head+" first step: server | step time: server |", rule+"---:|---:|"
+	for _, x := range s.extraLaunchers() {
+		cols = append(cols[:len(cols):len(cols)], plainColumns(x.launcher.name)...)
+		head, rule = head+fmt.Sprintf(" first step: %s | step time: %s |", x.launcher.name, x.launcher.name), rule+"---:|---:|"
 	}
 	fmt.Fprintln(w, head)
 	fmt.Fprintln(w, rule)
@@ -255,10 +274,13 @@ var rawColumns = []rawColumn{
 	{"torchrun restart", func(r trialResult) string { return seconds(r.recovery) }},
 }
 
-// serverColumns are the raw table's columns of a server's trials.
-var serverColumns = []rawColumn{
-	{"server run", func(r trialResult) string { return seconds(r.firstStep) }},
-	{"server run", func(r trialResult) string { return millis(r.stepTime) }},
+// plainColumns are the raw table's columns of an optional launcher's plain trials.
+func plainColumns(name string) []rawColumn {
+	key := name + " " + plainRun.String()
+	return []rawColumn{
+		{key, func(r trialResult) string { return seconds(r.firstStep) }},
+		{key, func(r trialResult) string { return millis(r.stepTime) }},
+	}
 }
 
 // rawCell is one trial's value, "failed", or "-" when the trial did not run.
