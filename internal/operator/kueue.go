@@ -283,10 +283,12 @@ func (s *step) createWorkload(ctx context.Context) error {
 	if err != nil || wl == nil {
 		return err
 	}
-	if err := s.r.Client.Create(ctx, wl); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := s.r.Client.Create(ctx, wl); apierrors.IsAlreadyExists(err) {
+		return nil // made by a reconcile whose status write was lost: it told of it then
+	} else if err != nil {
 		return fmt.Errorf("create Workload %s: %w", wl.GetName(), err)
 	}
-	s.event(corev1.EventTypeNormal, "WorkloadCreated", fmt.Sprintf("created Kueue Workload %s for %d workers in LocalQueue %q",
+	s.eventNow(corev1.EventTypeNormal, "WorkloadCreated", fmt.Sprintf("created Kueue Workload %s for %d workers in LocalQueue %q",
 		wl.GetName(), s.job.Spec.WorkerCount(), s.queueName()))
 	return nil
 }

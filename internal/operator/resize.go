@@ -354,7 +354,7 @@ func (s *step) kueueSize(ctx context.Context, wl *unstructured.Unstructured) (in
 		}); err != nil {
 			return 0, err
 		}
-		s.event(corev1.EventTypeNormal, "QuotaReclaimed", fmt.Sprintf(
+		s.eventNow(corev1.EventTypeNormal, "QuotaReclaimed", fmt.Sprintf(
 			"gave %d of the %d admitted workers' quota back to Kueue (Workload %s status.reclaimablePods %d): the gang runs with %d",
 			admitted-w, admitted, wl.GetName(), most-w, w))
 		n = w
