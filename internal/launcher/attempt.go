@@ -119,7 +119,7 @@ func (a *attempt) startOne(i int, p Proc, env []string) (*process, error) {
 		}
 		if sp != nil {
 			if err := sp.hand(s.WorkingDir, env, py, args); err != nil {
-				a.l.Logger.Warn("spare not used", "rank", p.Rank, "err", err)
+				a.l.notice("attempt %d: rank %d starts afresh: its prestarted Python did not take it (%v)", a.number, p.Rank, err)
 				sp.kill()
 			} else {
 				rec.PID, rec.Prestarted = sp.os.Pid, true

@@ -329,6 +329,9 @@ func (l *Launcher) RunAttempt(ctx context.Context, n int) (AttemptResult, error)
 	a := &attempt{l: l, number: n, port: port, env: env}
 	res := a.run(ctx)
 	if !l.restartFollows(ctx, res) {
+		if k := l.spares.count(); k > 0 && ctx.Err() != nil && l.KeepSpares != nil {
+			l.notice("attempt %d: its %d prestarted Python(s) are dropped: it stopped for good (%v)", n, k, context.Cause(ctx))
+		}
 		l.spares.drop()
 	}
 	if err := l.endAttempt(res); err != nil {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -208,8 +209,8 @@ func (s *spare) misfit(path string, py pythonRun, p Proc, env []string) string {
 	if s.pooled {
 		a.Device, b.Device = 0, 0
 	}
-	if fmt.Sprint(a) != fmt.Sprint(b) {
-		return fmt.Sprintf("process %+v, the rank's %+v", a, b)
+	if why := procDiff(a, b); why != "" {
+		return why
 	}
 	old, cur := parseEnv(s.env), parseEnv(env)
 	for _, vars := range []map[string]string{old, cur} {
@@ -220,6 +221,19 @@ func (s *spare) misfit(path string, py pythonRun, p Proc, env []string) string {
 		}
 	}
 	return ""
+}
+
+// procDiff names the fields in which a and b differ, with both values, or "".
+func procDiff(a, b Proc) string {
+	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
+	var out []string
+	for i := range va.NumField() {
+		x, y := fmt.Sprint(va.Field(i).Interface()), fmt.Sprint(vb.Field(i).Interface())
+		if x != y {
+			out = append(out, fmt.Sprintf("%s %s, the rank's %s", va.Type().Field(i).Name, x, y))
+		}
+	}
+	return strings.Join(out, "; ")
 }
 
 // gpuChoice reports whether a variable only says which GPUs a process uses: CUDA reads
@@ -263,8 +277,8 @@ func (s *spare) hand(dir string, env []string, py pythonRun, cmdline []string) e
 }
 
 // take removes and returns the spare for index i, if it fits p and env for a command
-// that runs Python as path and py do. A spare that does not fit is killed; for a pooled
-// one, take also says why.
+// that runs Python as path and py do. A spare that does not fit is killed, and take says
+// why.
 func (ss *spares) take(i int, path string, py pythonRun, p Proc, env []string) (*spare, string) {
 	ss.mu.Lock()
 	s := ss.set[i]
@@ -275,10 +289,7 @@ func (ss *spares) take(i int, path string, py pythonRun, p Proc, env []string) (
 	}
 	if why := s.misfit(path, py, p, env); why != "" {
 		s.kill()
-		if s.pooled {
-			return nil, why
-		}
-		return nil, ""
+		return nil, why
 	}
 	return s, ""
 }
