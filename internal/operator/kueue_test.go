@@ -129,6 +129,9 @@ func testKueue(k *cluster) {
 	if !metav1.IsControlledBy(wl, k.get("queued")) {
 		k.t.Errorf("the Workload must be controlled by its TrainJob: %v", wl.GetOwnerReferences())
 	}
+	if note := k.event("queued", "WorkloadCreated"); note != fmt.Sprintf("created Kueue Workload %s for 4 workers in LocalQueue \"team-a\"", wl.GetName()) {
+		k.t.Errorf("WorkloadCreated event %q", note)
+	}
 	q, _, _ := unstructured.NestedString(wl.Object, "spec", "queueName")
 	prio, _, _ := unstructured.NestedInt64(wl.Object, "spec", "priority")
 	sets, _, _ := unstructured.NestedSlice(wl.Object, "spec", "podSets")
