@@ -24,11 +24,20 @@
 // (status.workers 0), to the 3 ranks of the grown attempt in the process group, and says
 // whether workers 0 and 2 kept their pods through it.
 //
+// With -slices it measures a grow through Kueue's workload slices (issue 22): Kueue (with
+// its ElasticJobsViaWorkloadSlices gate) and a ClusterQueue of 4 GPUs; a blocker in the
+// queue holds 2 of them, so an elastic 1:2 gang of 2 GPUs per worker (Kueue's elastic-job
+// annotation) is admitted with 1 worker and asks for more through a second slice. The
+// blocker is released, and the trial times the gang's grow to its 4 ranks in the process
+// group; it alternates with the peer, a 2-worker gang waiting in the same queue for the
+// same quota, timed to its start (slices.go).
+//
 // Usage:
 //
 //	sudo go run ./bench/cluster -assets ./bin -trainyard ./bin/trainyard [-runs 3]
 //	sudo go run ./bench/cluster -assets ./bin -trainyard ./bin/trainyard -inplace -workers 2,8,32 -runs 3
 //	sudo go run ./bench/cluster -assets ./bin -trainyard ./bin/trainyard -shrink -runs 3
+//	sudo go run ./bench/cluster -assets ./bin -trainyard ./bin/trainyard -slices -runs 3
 package main
 
 import (
@@ -44,9 +53,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
 	"github.com/trainyard/trainyard/internal/testcluster"
@@ -69,6 +80,8 @@ func main() {
 	until := flag.String("until", "", "with -inplace: start no trial after this time (RFC 3339), and report what was measured")
 	noRecreate := flag.Bool("no-recreated", false, "with -inplace: measure in place and local only (recreation is slow, and shown before)")
 	shrink := flag.Bool("shrink", false, "measure an elastic 2:3 gang that loses a worker for good instead (issue 22): -runs trials")
+	slicesMode := flag.Bool("slices", false, "measure an elastic gang in a Kueue queue that grows through a workload slice when quota frees, "+
+		"against a queued gang of that size started by the same quota, instead (issue 22): -runs trials of each")
 	flag.Parse()
 	if *noRecreate {
 		restartModes = []restartMode{inPlace, local}
@@ -84,6 +97,9 @@ func main() {
 	}
 	if *shrink {
 		m.shrink, m.script = true, *script
+	}
+	if *slicesMode {
+		m.slices, m.script = true, *script
 	}
 	if *until != "" {
 		if m.until, err = time.Parse(time.RFC3339, *until); err != nil {
@@ -103,6 +119,7 @@ type mode struct {
 	runs    int
 	inplace bool
 	shrink  bool
+	slices  bool
 	sizes   []gangSize
 	script  string
 	until   time.Time
@@ -147,6 +164,12 @@ func run(assets, trainyard string, m mode) error {
 	defer cl.Stop()
 	b := &bench{cl: cl, trainyard: trainyard, shared: "/tmp/trainyard-bench-shared"}
 	_ = os.RemoveAll(b.shared)
+	if m.slices { // before the operator, which looks for Kueue's Workloads when it starts
+		ctrllog.SetLogger(logr.Discard()) // the controller-runtime clients of Kueue's objects log nothing here
+		if err := cl.StartKueue(ctx, assets); err != nil {
+			return err
+		}
+	}
 	if out, err := b.cli("install", "--image", testcluster.TrainyardImage); err != nil {
 		return fmt.Errorf("install: %v: %s", err, out)
 	}
@@ -161,6 +184,9 @@ func run(assets, trainyard string, m mode) error {
 	}
 	if m.shrink {
 		return b.shrinkBench(ctx, m.script, runs)
+	}
+	if m.slices {
+		return b.slicesBench(ctx, m.script, runs)
 	}
 	var submit, floor []time.Duration
 	for i := range runs {
