@@ -43,17 +43,7 @@ const holderClass = "bench-gpu-holder"
 // shrinkBench runs runs trials of the elastic shrink on the node's 4 GPUs and prints each
 // and their medians.
 func (b *bench) shrinkBench(ctx context.Context, script string, runs int) error {
-	src, err := os.ReadFile(script)
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(filepath.Join(b.shared, "code"), 0o755); err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(b.shared, "code", "ddp.py"), src, 0o644); err != nil {
-		return err
-	}
-	if err := standInSMI(filepath.Join(b.shared, "smi"), 4); err != nil {
+	if err := b.stageGPUScript(script); err != nil {
 		return err
 	}
 	never := corev1.PreemptNever
@@ -258,6 +248,22 @@ func (b *bench) deletePod(name string) {
 		_, err := b.cl.Client.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
 	})
+}
+
+// stageGPUScript copies the DDP script to the shared folder's code/ddp.py and writes the
+// stand-in nvidia-smi of the node's 4 GPUs into its smi/, which the trials' workers mount.
+func (b *bench) stageGPUScript(script string) error {
+	src, err := os.ReadFile(script)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Join(b.shared, "code"), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(b.shared, "code", "ddp.py"), src, 0o644); err != nil {
+		return err
+	}
+	return standInSMI(filepath.Join(b.shared, "smi"), 4)
 }
 
 // standInSMI writes an nvidia-smi into dir that lists n GPUs, as the test cluster's tests

@@ -43,17 +43,7 @@ func (b *bench) slicesBench(ctx context.Context, script string, runs int) error 
 	if err := b.sliceQueueObjects(ctx); err != nil {
 		return err
 	}
-	src, err := os.ReadFile(script)
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(filepath.Join(b.shared, "code"), 0o755); err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(b.shared, "code", "ddp.py"), src, 0o644); err != nil {
-		return err
-	}
-	if err := standInSMI(filepath.Join(b.shared, "smi"), 4); err != nil {
+	if err := b.stageGPUScript(script); err != nil {
 		return err
 	}
 	var grew, started, recorded []time.Duration
