@@ -151,7 +151,8 @@ func TestRayQuickstartShardedCheckpoints(t *testing.T) {
 	}{
 		"fit() starts the gang": {run: "quickstart-sharded", topLevel: 1,
 			kept: "] best_checkpoints: checkpoint_000002, checkpoint_000003; the run folder holds: checkpoint_000002, checkpoint_000003\n"},
-		"trainyard run --workers 2": {args: []string{"--workers", "2", "--name", "qs"}, run: "qs", topLevel: 2,
+		// Both ranks' copies of a line are counted: the console must not fold them.
+		"trainyard run --workers 2": {args: []string{"--workers", "2", "--name", "qs", "--fold-logs=false"}, run: "qs", topLevel: 2,
 			kept: "the run folder holds: checkpoint_000001, checkpoint_000002, checkpoint_000003\n"},
 	}
 	for name, tc := range cases {

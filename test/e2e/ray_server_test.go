@@ -145,7 +145,8 @@ func TestRayJobLeasesItsGangsGPUs(t *testing.T) {
 	script := filepath.Join(repoRoot(t), "test", "e2e", "testdata", "ray_server_gang.py")
 	s.raySubmit(t, "ray-gang", python+" "+script+" 2")
 	waiting := s.waitRay(t, "ray-gang", 60*time.Second, func(j rayJob) bool {
-		return j.Status == "RUNNING" && strings.Contains(j.Message, "waits: ")
+		// "waits: not scheduled yet" until the scheduler's next pass says why.
+		return j.Status == "RUNNING" && strings.Contains(j.Message, "waits: ") && !strings.Contains(j.Message, "not scheduled yet")
 	})
 	// Its 2 CPUs (Ray's default of 1 per worker) are counted too: the driver's own is lent.
 	if want := "its gang (2 workers × (1 GPU, 1 CPU)) waits: needs 2 GPUs, 1 free"; !strings.HasPrefix(waiting.Message, want) {
