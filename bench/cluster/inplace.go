@@ -194,17 +194,10 @@ func (b *bench) clusterTrial(ctx, mctx context.Context, mode restartMode, w int,
 	if err := makeMarks(marks); err != nil {
 		return restartResult{}, err
 	}
-	file, err := b.jobFile(b.tinyJob(name, w))
-	if err != nil {
+	if err := b.submit(b.tinyJob(name, w)); err != nil {
 		return restartResult{}, err
 	}
-	if out, err := b.cli("submit", "--kube", "-f", file); err != nil {
-		return restartResult{}, fmt.Errorf("submit: %v: %s", err, out)
-	}
-	defer func() {
-		_, _ = b.cli("delete", "--kube", name)
-		_ = b.settleWithin(ctx, name, 10*time.Minute)
-	}()
+	defer b.remove(ctx, name)
 	r, err := measureRestart(mctx, marks, "/shared/marks/"+name, w, mode == recreated)
 	if err != nil {
 		return r, err
@@ -363,4 +356,15 @@ func readMarks(dir string, w int, since time.Time) map[int]mark {
 		f.Close()
 	}
 	return out
+}
+
+// latestMark is when the last of the ranks' marks was written.
+func latestMark(marks map[int]mark) time.Time {
+	var last time.Time
+	for _, m := range marks {
+		if m.at.After(last) {
+			last = m.at
+		}
+	}
+	return last
 }

@@ -376,3 +376,21 @@ func (b *bench) jobFile(tj *v1.TrainJob) (string, error) {
 	path := filepath.Join(os.TempDir(), tj.Name+".json")
 	return path, os.WriteFile(path, data, 0o600)
 }
+
+// submit submits tj with `trainyard submit --kube -f`.
+func (b *bench) submit(tj *v1.TrainJob) error {
+	file, err := b.jobFile(tj)
+	if err != nil {
+		return err
+	}
+	if out, err := b.cli("submit", "--kube", "-f", file); err != nil {
+		return fmt.Errorf("submit %s: %v: %s", tj.Name, err, out)
+	}
+	return nil
+}
+
+// remove deletes the TrainJob name and waits until its pods are gone.
+func (b *bench) remove(ctx context.Context, name string) {
+	_, _ = b.cli("delete", "--kube", name)
+	_ = b.settleWithin(ctx, name, 10*time.Minute)
+}

@@ -86,22 +86,15 @@ func (b *bench) shrinkTrial(ctx context.Context, name string) (shrinkResult, err
 	tj.Spec.Resources = v1.WorkerResources{GPU: 1, CPU: ptr(resource.MustParse("10m")), Memory: ptr(resource.MustParse("1Gi"))}
 	tj.Spec.Kubernetes.VolumeMounts = append(tj.Spec.Kubernetes.VolumeMounts,
 		corev1.VolumeMount{Name: "shared", MountPath: "/usr/local/bin", SubPath: "smi", ReadOnly: true})
-	file, err := b.jobFile(tj)
-	if err != nil {
-		return r, err
-	}
 	first, err := b.holdGPU(ctx, "holder-1-"+name)
 	if err != nil {
 		return r, err
 	}
 	defer b.deletePod(first)
-	if out, err := b.cli("submit", "--kube", "-f", file); err != nil {
-		return r, fmt.Errorf("submit: %v: %s", err, out)
+	if err := b.submit(tj); err != nil {
+		return r, err
 	}
-	defer func() {
-		_, _ = b.cli("delete", "--kube", name)
-		_ = b.settleWithin(ctx, name, 10*time.Minute)
-	}()
+	defer b.remove(ctx, name)
 	if err := poll(10*time.Minute, "3 ranks in the process group", func() bool { return len(readMarks(marks, 3, time.Time{})) == 3 }); err != nil {
 		return r, err
 	}
@@ -142,10 +135,7 @@ func (b *bench) shrinkTrial(ctx context.Context, name string) (shrinkResult, err
 	}); err != nil {
 		return r, err
 	}
-	last := after[0].at
-	if after[1].at.After(last) {
-		last = after[1].at
-	}
+	last := latestMark(after)
 	r.lost, r.resized = last.Sub(killed), last.Sub(resizedAt)
 	pods, err = b.cl.Client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: workload.LabelJob + "=" + name})
 	if err != nil {
@@ -192,12 +182,7 @@ func (b *bench) growTrial(ctx context.Context, name, marks, second string, befor
 	}); err != nil {
 		return err
 	}
-	var last time.Time
-	for _, m := range after {
-		if m.at.After(last) {
-			last = m.at
-		}
-	}
+	last := latestMark(after)
 	r.freed, r.grown = last.Sub(freed), last.Sub(grewAt)
 	pods, err := b.cl.Client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: workload.LabelJob + "=" + name})
 	if err != nil {

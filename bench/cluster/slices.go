@@ -168,23 +168,22 @@ func (b *bench) sliceTrial(ctx context.Context, name string, elastic bool) (slic
 	if err := os.WriteFile(release, nil, 0o644); err != nil {
 		return r, err
 	}
-	var grewAt time.Time
+	var (
+		grewAt time.Time
+		after  map[int]mark
+	)
 	if err := poll(10*time.Minute, "the gang's 4 ranks in the process group", func() bool {
 		if elastic && grewAt.IsZero() {
 			if st, err := b.status(ctx, name); err == nil && st.Workers == 0 {
 				grewAt = time.Now()
 			}
 		}
-		return len(readMarks(marks, 4, freed)) == 4
+		after = readMarks(marks, 4, freed)
+		return len(after) == 4
 	}); err != nil {
 		return r, err
 	}
-	var last time.Time
-	for _, m := range readMarks(marks, 4, freed) {
-		if m.at.After(last) {
-			last = m.at
-		}
-	}
+	last := latestMark(after)
 	r.freed = last.Sub(freed)
 	if elastic {
 		r.grown = last.Sub(grewAt)
@@ -192,22 +191,4 @@ func (b *bench) sliceTrial(ctx context.Context, name string, elastic bool) (slic
 		r.inPlace = err == nil && string(p.UID) == first
 	}
 	return r, nil
-}
-
-// submit submits tj with `trainyard submit --kube -f`.
-func (b *bench) submit(tj *v1.TrainJob) error {
-	file, err := b.jobFile(tj)
-	if err != nil {
-		return err
-	}
-	if out, err := b.cli("submit", "--kube", "-f", file); err != nil {
-		return fmt.Errorf("submit %s: %v: %s", tj.Name, err, out)
-	}
-	return nil
-}
-
-// remove deletes the TrainJob name and waits until its pods are gone.
-func (b *bench) remove(ctx context.Context, name string) {
-	_, _ = b.cli("delete", "--kube", name)
-	_ = b.settleWithin(ctx, name, 10*time.Minute)
 }
