@@ -120,3 +120,18 @@ func TestRunBare(t *testing.T) {
 		t.Errorf("a failing rank: exit %d, stderr %q; want 1 and rank 1's status", code, errs.String())
 	}
 }
+
+// The bare launcher refuses a command line without a script, and says which Python it
+// could not start; neither starts a rank.
+func TestRunBareRefuses(t *testing.T) {
+	var out, errs strings.Builder
+	if code := runBare([]string{"/usr/bin/python3"}, &out, &errs); code != 2 ||
+		errs.String() != "usage: launch -bare-ranks PYTHON SCRIPT [ARG...]\n" || out.Len() != 0 {
+		t.Errorf("no script: exit %d, stdout %q, stderr %q; want 2 and the usage", code, out.String(), errs.String())
+	}
+	errs.Reset()
+	if code := runBare([]string{"/nonexistent/python", "train.py"}, &out, &errs); code != 1 ||
+		!strings.Contains(errs.String(), "start rank 0: fork/exec /nonexistent/python: no such file or directory") || out.Len() != 0 {
+		t.Errorf("a missing Python: exit %d, stdout %q, stderr %q; want 1 and what could not start", code, out.String(), errs.String())
+	}
+}
