@@ -180,23 +180,21 @@ type step struct {
 // change): what must follow a recorded decision, never precede it.
 func (s *step) afterWrite(f func()) { s.written = append(s.written, f) }
 
-func (s *step) run(ctx context.Context) error {
+func (s *step) run(ctx context.Context) (err error) {
 	st := &s.job.Status
 	st.ObservedGeneration = s.job.Generation
 	st.RunDir = workload.RunDir(s.job)
 	if g := s.job.Spec.Source; g != nil && g.Git != nil && g.Git.Revision != "" {
 		st.SourceCommit = g.Git.Revision
 	}
-	var err error
 	if s.kids, err = s.r.listChildren(ctx, s.job); err != nil {
 		return err
 	}
-	if len(s.kids.probes) > 0 && !s.mayProbe() {
-		s.r.room.Delete(s.job.UID)
-		if err := s.r.dropProbes(ctx, s.kids.probes); err != nil {
-			return err
+	defer func() {
+		if err == nil {
+			s.dropStrayProbes(ctx)
 		}
-	}
+	}()
 	if ok, err := s.admit(ctx); !ok || err != nil {
 		return err
 	}

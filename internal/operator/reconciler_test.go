@@ -250,3 +250,82 @@ func TestPollerDiscardsReadsFromBefore(t *testing.T) {
 		t.Fatalf("took %+v; want the read made after the discard", s)
 	}
 }
+
+// A reconcile that judges a stale TrainJob deletes no room probe: not when its status
+// write conflicts, nor when it writes nothing while the API server holds a newer
+// TrainJob. A reconcile of the latest one deletes a suspended gang's probes.
+func TestStaleReconcileKeepsRoomProbes(t *testing.T) {
+	ctx := context.Background()
+	conflict := true
+	job := newTrainJob()
+	job.Spec.Suspend = true
+	r, _ := fakeReconciler(t, job, &conflict)
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "default", Name: "mnist"}}
+	probe := func() *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "mnist-room-0", Namespace: "default",
+			Labels: map[string]string{LabelRoomProbe: "true", workload.LabelJobUID: string(job.UID)}}}
+	}
+	probed := func() bool {
+		err := r.Client.Get(ctx, client.ObjectKeyFromObject(probe()), &corev1.Pod{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
+		return err == nil
+	}
+	if err := r.Client.Create(ctx, probe()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	if !probed() {
+		t.Fatal("a reconcile whose status write conflicted deleted the room probe")
+	}
+	conflict = false
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	if probed() {
+		t.Fatal("the suspended gang's room probe is left after its status was written")
+	}
+
+	// The cache is one write behind: the step reads the TrainJob as it was, and its status
+	// (suspended) needs no write.
+	var stale v1.TrainJob
+	if err := r.Client.Get(ctx, req.NamespacedName, &stale); err != nil {
+		t.Fatal(err)
+	}
+	newer := stale.DeepCopy()
+	newer.Labels = map[string]string{"touched": "yes"}
+	if err := r.Client.Update(ctx, newer); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Client.Create(ctx, probe()); err != nil {
+		t.Fatal(err)
+	}
+	cached := interceptor.NewClient(r.Client.(client.WithWatch), interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if j, ok := obj.(*v1.TrainJob); ok {
+				stale.DeepCopyInto(j)
+				return nil
+			}
+			return c.Get(ctx, key, obj, opts...)
+		}})
+	behind := &Reconciler{Client: cached, Reader: r.Client, Options: r.Options}
+	res, err := behind.Reconcile(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !probed() {
+		t.Fatal("a reconcile of a stale TrainJob deleted the room probe")
+	}
+	if res.RequeueAfter == 0 {
+		t.Error("the stale reconcile asks for no retry")
+	}
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	if probed() {
+		t.Fatal("the room probe is left after a reconcile of the latest TrainJob")
+	}
+}

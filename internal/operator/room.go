@@ -127,7 +127,8 @@ type roomMemory struct {
 }
 
 // planRoom decides what a gang missing workers does with its live room probes: with none
-// and the retry time passed, create one per missing worker; when all are placed, or some
+// and the retry time passed, create one per missing worker (and the probes of workers
+// lost while none is placed yet); when all are placed, or some
 // after the settle time, grow by as many when growWhen says; when none is placed after
 // the settle time, delete them and try again later, waiting twice as long each time.
 func planRoom(probes []corev1.Pod, missing int, mem roomMemory, checkpoint string, settle, interval time.Duration, now time.Time) (roomPlan, roomMemory) {
@@ -150,8 +151,12 @@ func planRoom(probes []corev1.Pod, missing int, mem roomMemory, checkpoint strin
 	}
 	slices.Sort(p.nodes)
 	p.nodes = slices.Compact(p.nodes)
+	p.grow = min(p.grow, missing) // a worker came back meanwhile
 	settled := !now.Before(oldest.Add(settle))
 	switch {
+	case p.grow == 0 && !settled && len(probes) < missing:
+		// Another worker was lost while the round waits: it gets its probe in the round.
+		return roomPlan{create: missing, wait: growPoll}, mem
 	case p.grow == 0 && settled:
 		mem = missed(mem, now)
 		return roomPlan{drop: true, wait: mem.next.Sub(now)}, mem
@@ -239,6 +244,38 @@ func (s *step) growIntoRoom(ctx context.Context, o observation) (bool, error) {
 		why: room + "; growing " + when})
 	s.afterWrite(func() { _ = s.r.dropProbes(context.WithoutCancel(ctx), probes) })
 	return true, nil
+}
+
+// dropStrayProbes deletes the gang's room probes when the status the step leaves says it
+// may not probe (it finished, is suspended, restarts in place), once that status is
+// written and only if the TrainJob the step judged is still the one the API server holds.
+// A reconcile of a stale TrainJob (the cache behind the operator's own last write) would
+// otherwise delete the probes the gang has just made because it still looks as it did
+// before: its write conflicts, or, when it changes nothing, the API server's copy is newer.
+func (s *step) dropStrayProbes(ctx context.Context) {
+	if len(s.kids.probes) == 0 || s.mayProbe() {
+		return
+	}
+	probes := s.kids.probes
+	s.afterWrite(func() {
+		ctx := context.WithoutCancel(ctx)
+		if !s.current(ctx) {
+			s.requeue(staleRetry)
+			return
+		}
+		s.r.room.Delete(s.job.UID)
+		if err := s.r.dropProbes(ctx, probes); err != nil {
+			s.requeue(staleRetry) // and look again
+		}
+	})
+}
+
+// current reports whether the TrainJob the step judged, as it wrote it, is the API
+// server's latest: nothing was written to it since the step read it.
+func (s *step) current(ctx context.Context) bool {
+	var now v1.TrainJob
+	err := s.r.Reader.Get(ctx, client.ObjectKeyFromObject(s.job), &now)
+	return err == nil && now.ResourceVersion == s.job.ResourceVersion
 }
 
 // askForRoom creates n room probes. Probes the API server refuses (a ResourceQuota they

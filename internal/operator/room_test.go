@@ -92,6 +92,12 @@ func TestPlanRoom(t *testing.T) {
 			want: out{Wait: time.Minute, Misses: 1}},
 		"none placed yet": {probes: []corev1.Pod{probe("", 10*time.Second), probe("", 10*time.Second)},
 			want: out{Wait: 20 * time.Second}},
+		"a worker lost while the round waits: its probe joins the round": {probes: []corev1.Pod{probe("", 10*time.Second)},
+			want: out{Create: 2, Wait: growPoll}},
+		"more placed than missing (a worker came back): grow by the missing": {
+			probes: []corev1.Pod{probe("node-b", time.Minute), probe("node-b", time.Minute), probe("node-b", time.Minute)},
+			mem:    roomMemory{found: shrunk{back: now.Add(-time.Minute), checkpoint: "c1"}}, checkpoint: "c2",
+			want: out{Grow: 2, Drop: true, Nodes: []string{"node-b"}, AtCheckpoint: true}},
 		"none placed after the settle time: drop them, retry in a minute": {probes: []corev1.Pod{probe("", time.Minute), probe("", time.Minute)},
 			want: out{Drop: true, Wait: time.Minute, Misses: 1}},
 		"none placed again: wait twice as long": {probes: []corev1.Pod{probe("", time.Minute)}, mem: roomMemory{misses: 1},
