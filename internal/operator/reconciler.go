@@ -141,6 +141,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	s := &step{r: r, job: &job, old: job.Status.DeepCopy(), now: now()}
 	err := s.run(ctx)
+	if err == nil {
+		s.dropStrayProbes(ctx)
+	}
 	if werr := s.writeStatus(ctx); werr != nil {
 		if apierrors.IsConflict(werr) {
 			return ctrl.Result{RequeueAfter: staleRetry}, err
@@ -180,21 +183,17 @@ type step struct {
 // change): what must follow a recorded decision, never precede it.
 func (s *step) afterWrite(f func()) { s.written = append(s.written, f) }
 
-func (s *step) run(ctx context.Context) (err error) {
+func (s *step) run(ctx context.Context) error {
 	st := &s.job.Status
 	st.ObservedGeneration = s.job.Generation
 	st.RunDir = workload.RunDir(s.job)
 	if g := s.job.Spec.Source; g != nil && g.Git != nil && g.Git.Revision != "" {
 		st.SourceCommit = g.Git.Revision
 	}
+	var err error
 	if s.kids, err = s.r.listChildren(ctx, s.job); err != nil {
 		return err
 	}
-	defer func() {
-		if err == nil {
-			s.dropStrayProbes(ctx)
-		}
-	}()
 	if ok, err := s.admit(ctx); !ok || err != nil {
 		return err
 	}
