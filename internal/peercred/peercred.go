@@ -1,57 +1,93 @@
-// Package peercred tells who owns the other end of a loopback TCP connection, which TCP
-// itself does not say: the kernel's socket tables (/proc/net/tcp and tcp6 of the reading
-// process's network namespace) list each socket's local and remote address and its
-// owner's uid. A server on 127.0.0.1 can so refuse the clients of other local users,
-// which a Unix socket would do with SO_PEERCRED.
+// Package peercred tells who owns the other end of a TCP connection from this machine,
+// which TCP itself does not say. The kernel knows each socket's owner: this package asks it
+// for the client's socket by its exact addresses (sock_diag's INET_DIAG lookup, one
+// socket, whatever the number of connections), or reads its socket tables (/proc/net/tcp
+// and tcp6) where that is not there; both see the reading process's network namespace. A
+// server on this machine can so refuse the clients of other local users, which a Unix
+// socket would do with SO_PEERCRED.
+//
+// A client counts as local when its socket is in those tables or its address is one of
+// this namespace's (the loopback, an interface's). Linux lets a socket bound to the
+// machine's own address (its eth0 address, say) connect to 127.0.0.1, so the loopback is
+// not the only local source. A local client is admitted only when its socket is found
+// connected (ESTABLISHED, with a socket inode): a client that closed at once leaves a row
+// in TIME_WAIT or FIN_WAIT whose uid is 0 and no longer its own, and is refused, as is
+// one whose socket is not found at all.
 package peercred
 
 import (
-	"bufio"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"os"
-	"strconv"
-	"strings"
 )
 
-// ErrNotLoopback is returned for a connection whose peer is not on this machine's
-// loopback: its owner cannot be known.
-var ErrNotLoopback = errors.New("peer not on the loopback")
+// ErrRemote is returned for a connection from another machine (or network namespace): its
+// owner cannot be known here.
+var ErrRemote = errors.New("peer on another machine")
 
-// tables are the kernel's TCP socket tables, IPv4 then IPv6.
-var tables = []string{"/proc/net/tcp", "/proc/net/tcp6"}
+// socket is what the kernel says of a client's socket.
+type socket struct {
+	state uint8 // tcpEstablished, ...
+	uid   int
+	inode uint64
+}
 
-// Owner returns the uid that owns the client end of c, a connection accepted on a
-// loopback address.
+// tcpEstablished is the kernel's TCP_ESTABLISHED.
+const tcpEstablished = 1
+
+// stateNames name the kernel's TCP states (include/net/tcp_states.h).
+var stateNames = map[uint8]string{1: "ESTABLISHED", 2: "SYN_SENT", 3: "SYN_RECV", 4: "FIN_WAIT1", 5: "FIN_WAIT2",
+	6: "TIME_WAIT", 7: "CLOSE", 8: "CLOSE_WAIT", 9: "LAST_ACK", 10: "LISTEN", 11: "CLOSING", 12: "NEW_SYN_RECV"}
+
+// errNotFound is a lookup that found no socket with the addresses asked for.
+var errNotFound = errors.New("no such socket")
+
+// lookup finds the socket whose local and remote addresses are local and remote: the
+// kernel's sock_diag, then its tables. A variable, so that tests can count lookups.
+var lookup = func(local, remote netip.AddrPort) (socket, error) {
+	s, err := diagLookup(local, remote)
+	if errors.Is(err, errNoDiag) {
+		return tableLookup(local, remote)
+	}
+	return s, err
+}
+
+// Owner returns the uid that owns the client end of c, a connection accepted from this
+// machine; ErrRemote when c's client is not on this machine.
 func Owner(c net.Conn) (int, error) {
 	local, ok1 := c.LocalAddr().(*net.TCPAddr)
 	remote, ok2 := c.RemoteAddr().(*net.TCPAddr)
-	if !ok1 || !ok2 || !remote.IP.IsLoopback() {
-		return -1, ErrNotLoopback
+	if !ok1 || !ok2 {
+		return -1, fmt.Errorf("not a TCP connection: %s", c.RemoteAddr())
 	}
 	// The client's socket has the peer's address as its local one and ours as its remote.
-	want := [2]netip.AddrPort{remote.AddrPort(), local.AddrPort()}
-	for _, table := range tables {
-		uid, err := find(table, want)
-		if err == nil {
-			return uid, nil
+	s, err := lookup(unmap(remote.AddrPort()), unmap(local.AddrPort()))
+	switch {
+	case errors.Is(err, errNotFound):
+		isLocal, lerr := localAddress(remote.AddrPort().Addr(), local.AddrPort().Addr())
+		if lerr != nil {
+			return -1, fmt.Errorf("tell whether %s is this machine's: %w", remote, lerr)
 		}
-		if !errors.Is(err, errNotFound) {
-			return -1, err
+		if !isLocal {
+			return -1, ErrRemote
 		}
+		return -1, fmt.Errorf("the client's socket %s is not in this machine's socket tables (it closed?): its owner cannot be told", remote)
+	case err != nil:
+		return -1, fmt.Errorf("find the owner of %s: %w", remote, err)
+	case s.state != tcpEstablished || s.inode == 0:
+		return -1, fmt.Errorf("the client's socket %s is %s, not connected: its owner cannot be told", remote, stateName(s.state))
 	}
-	return -1, fmt.Errorf("find the socket of %s in %s: %w", remote, strings.Join(tables, " and "), errNotFound)
+	return s.uid, nil
 }
 
-// SameUser returns nil when c's client runs as this process's effective user or is not
-// on the loopback (its owner cannot be known there), and an error naming the owner
-// otherwise.
+// SameUser returns nil when c's client runs as this process's effective user or is on
+// another machine (its owner cannot be known there), and an error naming the owner, or
+// saying why it cannot be told, otherwise.
 func SameUser(c net.Conn) error {
 	uid, err := Owner(c)
-	if errors.Is(err, ErrNotLoopback) {
+	if errors.Is(err, ErrRemote) {
 		return nil
 	}
 	if err != nil {
@@ -63,65 +99,30 @@ func SameUser(c net.Conn) error {
 	return nil
 }
 
-var errNotFound = errors.New("no such socket")
-
-// find returns the uid of the socket of table whose local and remote addresses are want.
-func find(table string, want [2]netip.AddrPort) (int, error) {
-	f, err := os.Open(table)
+// localAddress reports whether addr is one of this network namespace's: a loopback
+// address, the address the connection came in on, or an interface's.
+func localAddress(addr, ours netip.Addr) (bool, error) {
+	addr = addr.Unmap()
+	if addr.IsLoopback() || addr == ours.Unmap() || addr.IsUnspecified() {
+		return true, nil
+	}
+	addrs, err := net.InterfaceAddrs()
 	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return -1, errNotFound // no IPv6, say
-		}
-		return -1, err
+		return false, err
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Scan() // the header
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 8 {
-			continue
+	for _, a := range addrs {
+		if p, err := netip.ParsePrefix(a.String()); err == nil && p.Addr().Unmap() == addr {
+			return true, nil
 		}
-		l, err1 := parseAddr(fields[1])
-		r, err2 := parseAddr(fields[2])
-		if err1 != nil || err2 != nil || !same(l, want[0]) || !same(r, want[1]) {
-			continue
-		}
-		uid, err := strconv.Atoi(fields[7])
-		if err != nil {
-			return -1, fmt.Errorf("%s: uid %q: %w", table, fields[7], err)
-		}
-		return uid, nil
 	}
-	if err := sc.Err(); err != nil {
-		return -1, fmt.Errorf("read %s: %w", table, err)
-	}
-	return -1, errNotFound
+	return false, nil
 }
 
-// same compares addresses, an IPv4 one equal to its IPv4-mapped IPv6 form.
-func same(a, b netip.AddrPort) bool {
-	return a.Port() == b.Port() && a.Addr().Unmap() == b.Addr().Unmap()
-}
+func unmap(a netip.AddrPort) netip.AddrPort { return netip.AddrPortFrom(a.Addr().Unmap(), a.Port()) }
 
-// parseAddr reads an address of the kernel's tables: hex of the address in 32-bit words of
-// the machine's byte order (little-endian here), a colon, the port in hex.
-func parseAddr(s string) (netip.AddrPort, error) {
-	host, port, ok := strings.Cut(s, ":")
-	if !ok {
-		return netip.AddrPort{}, fmt.Errorf("address %q", s)
+func stateName(s uint8) string {
+	if n, ok := stateNames[s]; ok {
+		return n
 	}
-	raw, err := hex.DecodeString(host)
-	if err != nil || (len(raw) != 4 && len(raw) != 16) {
-		return netip.AddrPort{}, fmt.Errorf("address %q", s)
-	}
-	for i := 0; i < len(raw); i += 4 { // each 32-bit word is in host (little-endian) order
-		raw[i], raw[i+1], raw[i+2], raw[i+3] = raw[i+3], raw[i+2], raw[i+1], raw[i]
-	}
-	p, err := strconv.ParseUint(port, 16, 16)
-	if err != nil {
-		return netip.AddrPort{}, fmt.Errorf("port %q", port)
-	}
-	addr, _ := netip.AddrFromSlice(raw)
-	return netip.AddrPortFrom(addr, uint16(p)), nil
+	return fmt.Sprintf("in state %d", s)
 }

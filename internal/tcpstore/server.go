@@ -20,6 +20,8 @@ type Server struct {
 	log    *slog.Logger
 	limits Limits
 	admit  func(net.Conn) error
+	// refused and full warn of refused clients, at most once per warnEvery each.
+	refused, full *warner
 
 	mu     sync.Mutex // guards ks, conns, closed
 	ks     keyspace
@@ -34,8 +36,9 @@ type Options struct {
 	Logger *slog.Logger
 	Limits Limits
 	// Admit, when set, decides whether a new client may use the store: an error closes
-	// the connection before it is read, and is logged (peercred.SameUser refuses other
-	// local users' clients).
+	// the connection before it is read, and is logged, at most once per 10 s with the
+	// count of the others (peercred.SameUser refuses other local users' clients). It runs
+	// off the accept loop, for up to 16 clients at once.
 	Admit func(net.Conn) error
 }
 
@@ -50,6 +53,7 @@ func Listen(addr string, opts Options) (*Server, error) {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
+	s.refused, s.full = &warner{log: s.log}, &warner{log: s.log}
 	s.ks = newKeyspace(&s.limits)
 	s.wg.Add(1)
 	go s.accept()
@@ -94,8 +98,15 @@ func (s *Server) Close() error {
 	return err
 }
 
+// maxAdmitting bounds the connections being admitted at once: Admit runs off the accept
+// loop, so that a slow check does not hold up the next client, but a flood of clients
+// waits in the listener's backlog rather than in goroutines.
+const maxAdmitting = 16
+
+// accept accepts clients and hands each to admit.
 func (s *Server) accept() {
 	defer s.wg.Done()
+	slots := make(chan struct{}, maxAdmitting)
 	for {
 		nc, err := s.ln.Accept()
 		if err != nil {
@@ -106,30 +117,43 @@ func (s *Server) accept() {
 			time.Sleep(50 * time.Millisecond) // out of descriptors, say: do not spin
 			continue
 		}
-		if s.admit != nil {
-			if err := s.admit(nc); err != nil {
-				s.log.Warn("rendezvous store: connection refused", "peer", nc.RemoteAddr().String(), "err", err)
-				nc.Close()
-				continue
-			}
-		}
-		s.mu.Lock()
-		if s.closed || len(s.conns) >= s.limits.MaxConns {
-			if !s.closed {
-				s.log.Warn("rendezvous store: connection refused: too many clients (tcpstore.Limits.MaxConns)",
-					"peer", nc.RemoteAddr().String(), "max", s.limits.MaxConns)
-			}
-			s.mu.Unlock()
-			nc.Close()
-			continue
-		}
-		c := newConn(s, nc)
-		s.conns[c] = struct{}{}
-		s.mu.Unlock()
-		s.wg.Add(2)
-		go c.writeLoop()
-		go c.serve()
+		slots <- struct{}{}
+		s.wg.Add(1)
+		go func() {
+			defer func() { <-slots }()
+			s.admitConn(nc)
+		}()
 	}
+}
+
+// admitConn asks Admit whether nc may use the store, then serves it. Refusals are
+// warned of at most once per warnEvery, with the count of those not told: another local
+// user flooding the store must not flood the job's console.
+func (s *Server) admitConn(nc net.Conn) {
+	defer s.wg.Done()
+	if s.admit != nil {
+		if err := s.admit(nc); err != nil {
+			s.refused.warn("rendezvous store: connection refused", "peer", nc.RemoteAddr().String(), "err", err)
+			nc.Close()
+			return
+		}
+	}
+	s.mu.Lock()
+	if s.closed || len(s.conns) >= s.limits.MaxConns {
+		s.mu.Unlock()
+		if !s.closed {
+			s.full.warn("rendezvous store: connection refused: too many clients (tcpstore.Limits.MaxConns)",
+				"peer", nc.RemoteAddr().String(), "max", s.limits.MaxConns)
+		}
+		nc.Close()
+		return
+	}
+	c := newConn(s, nc)
+	s.conns[c] = struct{}{}
+	s.mu.Unlock()
+	s.wg.Add(2)
+	go c.writeLoop()
+	go c.serve()
 }
 
 // conn is one client connection. Its requests are read and handled one at a time by
