@@ -51,9 +51,15 @@ func prestartSetting(job *v1.TrainJob) (bool, error) {
 }
 
 // spareCode is what a spare runs (python -c): import torch, wait for the rank to run on
-// fd 3, take its environment, arguments and folder, and run it. Stdlib only.
+// fd 3, take its environment, arguments and folder, and run it. Stdlib only. Until the
+// rank's script runs, the working folder is not on sys.path (python -c puts it first), so
+// a module planted there (torch.py, json.py) is not imported; the script then gets the
+// sys.path[0] that python would give it, its own folder or, for -m, the working folder.
 const spareCode = `# trainyard: a spare Python, which runs the rank the launcher hands it on fd 3
 import os, sys
+safe_path = getattr(sys.flags, "safe_path", False)  # -P, PYTHONSAFEPATH (3.11+)
+if not safe_path:
+    del sys.path[0]  # -c put the working folder first: import nothing from it (another user's torch.py, say)
 try:
     import torch  # the import a spare saves its rank
 except BaseException:
@@ -88,10 +94,12 @@ if spec["cwd"]:
     os.chdir(spec["cwd"])
 sys.argv = spec["argv"]
 if spec["module"]:
-    sys.path[0] = os.getcwd()
+    if not safe_path:
+        sys.path.insert(0, os.getcwd())
     runpy.run_module(spec["module"], run_name="__main__", alter_sys=True)
 else:
-    sys.path[0] = os.path.dirname(os.path.abspath(sys.argv[0]))
+    if not safe_path:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(sys.argv[0])))
     runpy.run_path(sys.argv[0], run_name="__main__")
 `
 

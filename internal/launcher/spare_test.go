@@ -166,6 +166,45 @@ if os.environ["TRAINYARD_ATTEMPT"] == "1":
 	}
 }
 
+// A spare imports nothing from the working folder before the rank's script runs, as a
+// rank started afresh does not: a torch.py, json.py or runpy.py that another user planted
+// in a world-writable working folder is never run as the job's user.
+func TestSpareImportsNothingPlanted(t *testing.T) {
+	python := "/usr/bin/python3"
+	if _, err := os.Stat(python); err != nil {
+		t.Skipf("needs %s", python)
+	}
+	job := makeJob(t, "").workers(1).restarts(1).obj(t)
+	job.Spec.StoragePath = filepath.Join(t.TempDir(), "results")
+	work := job.Spec.WorkingDir
+	if err := os.Chmod(work, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	marker := filepath.Join(t.TempDir(), "planted")
+	for _, mod := range []string{"torch", "json", "runpy"} {
+		code := fmt.Sprintf("open(%q, 'a').write(%q + '\\n')\n", marker, mod)
+		if err := os.WriteFile(filepath.Join(work, mod+".py"), []byte(code), 0o666); err != nil {
+			t.Fatal(err)
+		}
+	}
+	script := filepath.Join(t.TempDir(), "train.py") // the job's own script, in a folder of its own
+	if err := os.WriteFile(script, []byte(`import os, sys
+print("attempt", os.environ["TRAINYARD_ATTEMPT"], "spare", "torch" in sys.modules, flush=True)
+sys.exit(3 if os.environ["TRAINYARD_ATTEMPT"] == "1" else 0)
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	job.Spec.Command = []string{python, script}
+	h := newHarness(t, job)
+	res, _ := h.run(t, context.Background())
+	if res.Outcome != Succeeded || !strings.Contains(h.out.String(), "attempt 2 spare True") {
+		t.Fatalf("result %+v; want success, attempt 2 on a spare\n%s", res, h.out)
+	}
+	if b, err := os.ReadFile(marker); err == nil {
+		t.Errorf("modules planted in the working folder ran: %q", b)
+	}
+}
+
 // spareChildren lists this process's children that run a spare's code.
 func spareChildren(t *testing.T) []string {
 	t.Helper()
