@@ -1,6 +1,7 @@
 package rundir
 
 import (
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -15,8 +16,9 @@ import (
 )
 
 // MoveAside moves the run folder dir, if there is one, out of the way of a run that
-// starts over: to "<dir>.<time>" (such as fm.20261127-143005, with -2, -3, ... when that
-// is taken), and returns where it went ("" when there was no folder). Nothing is deleted.
+// starts over: to "<dir>.<time>" (such as fm.20261127-143005, with -2 to -9 when that
+// is taken, then a random suffix, so that names another user made beforehand in a shared
+// storage path cannot block it), and returns where it went ("" when there was no folder). Nothing is deleted.
 // It refuses, as Open does, a folder that is a symbolic link or another user's, one in a
 // storage path it does not trust, and one that a trainyard process holds (ErrBusy).
 func MoveAside(dir string, now time.Time) (string, error) {
@@ -31,7 +33,7 @@ func MoveAside(dir string, now time.Time) (string, error) {
 		return "", err
 	}
 	defer f.root.Close()
-	lock, err := openIn(f.root, LockFile, os.O_RDWR, f.perm.File)
+	lock, err := openLock(f.root)
 	if err != nil {
 		return "", fmt.Errorf("lock run folder: %w", err)
 	}
@@ -41,10 +43,7 @@ func MoveAside(dir string, now time.Time) (string, error) {
 	}
 	base := dir + "." + now.Format("20060102-150405")
 	for n := 1; ; n++ {
-		aside := base
-		if n > 1 {
-			aside += "-" + strconv.Itoa(n)
-		}
+		aside := asideName(base, n)
 		err := durable.RenameNoReplace(dir, aside)
 		switch {
 		case err == nil:
@@ -56,4 +55,15 @@ func MoveAside(dir string, now time.Time) (string, error) {
 			return "", fmt.Errorf("move run folder aside: %w", err)
 		}
 	}
+}
+
+// asideName is the n-th name MoveAside tries: base, base-2 to base-9, then base-<random>.
+func asideName(base string, n int) string {
+	switch {
+	case n == 1:
+		return base
+	case n < 10:
+		return base + "-" + strconv.Itoa(n)
+	}
+	return base + "-" + rand.Text()[:8]
 }

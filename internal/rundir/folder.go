@@ -223,6 +223,26 @@ func openIn(root *os.Root, name string, flag int, mode fs.FileMode) (*os.File, e
 	return openExisting(root, name, flag)
 }
 
+// lockMode is the lock file's mode, whatever the folder's: only the run's owner may open
+// it, so that no member of a team folder's group can hold the lock and make a dead run
+// look alive, or block --fresh and --resume. (A group member's reader then cannot tell
+// whether the run's launcher is alive, and shows the run as recorded.)
+const lockMode fs.FileMode = 0o600
+
+// openLock opens the run folder's lock file, making it lockMode (one an older version
+// made 0640 too).
+func openLock(root *os.Root) (*os.File, error) {
+	lock, err := openIn(root, LockFile, os.O_RDWR, lockMode)
+	if err != nil {
+		return nil, err
+	}
+	if err := lock.Chmod(lockMode); err != nil {
+		lock.Close()
+		return nil, err
+	}
+	return lock, nil
+}
+
 // openExisting opens the existing file name in root once checkInside trusts it.
 func openExisting(root *os.Root, name string, flag int) (*os.File, error) {
 	info, err := root.Lstat(name)

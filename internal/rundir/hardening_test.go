@@ -95,7 +95,7 @@ func TestRunFolderSharedWithSetgidStoragePath(t *testing.T) {
 	dir := openWithLog(t, job)
 	setgid := fs.ModeSetgid
 	want := map[string]fs.FileMode{
-		".": 0o750 | setgid, SpecFile: 0o640, RecordFile: 0o640, LockFile: 0o640,
+		".": 0o750 | setgid, SpecFile: 0o640, RecordFile: 0o640, LockFile: 0o600,
 		"logs": 0o750 | setgid, "logs/attempt-1": 0o750 | setgid, "logs/attempt-1/rank-0.log": 0o640,
 	}
 	assertModes(t, dir, want)

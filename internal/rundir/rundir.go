@@ -101,7 +101,7 @@ func Open(job *v1.TrainJob, opts Options) (*Run, error) {
 // process holds it meanwhile).
 func open(dir string, f folder, job *v1.TrainJob, now func() time.Time, rerun bool) (*Run, error) {
 	r := &Run{Dir: dir, root: f.root, opened: f.opened, perm: f.perm, now: now}
-	lock, err := openIn(f.root, LockFile, os.O_RDWR, f.perm.File)
+	lock, err := openLock(f.root)
 	if err != nil {
 		r.Close()
 		return nil, fmt.Errorf("lock run folder: %w", err)
