@@ -119,8 +119,8 @@ func newInstallCommand(g *globals) *cobra.Command {
 	fs.Int32Var(&f.opts.Replicas, "replicas", 1, "operator replicas (one leads; the others stand by)")
 	fs.StringVar(&pullPolicy, "image-pull-policy", string(corev1.PullIfNotPresent), "Always, IfNotPresent or Never")
 	fs.StringVar(&f.opts.WatchNamespace, "watch-namespace", "", "run the TrainJobs of this namespace only, with a Role there (default: every namespace, a ClusterRole)")
-	fs.StringVar(&policy, "pod-policy", string(podpolicy.Default), "restricted: refuse privileged pods, host namespaces and folders, added capabilities,\n"+
-		"and ServiceAccounts and Secrets not labelled trainyard.dev/trainjob-access=true; off: allow anything")
+	fs.StringVar(&policy, "pod-policy", string(podpolicy.Default), "restricted: refuse privileged pods, host namespaces and folders, network volumes, added capabilities,\n"+
+		"unconfined profiles, and ServiceAccounts and Secrets not labelled trainyard.dev/trainjob-access=true; off: allow anything")
 	fs.StringArrayVar(&f.opts.APIServerCIDRs, "api-server-cidr", nil, "where the API server's proxy connects to pods from, for the NetworkPolicies (repeatable;\n"+
 		"default: what the operator finds in the EndpointSlice default/kubernetes)")
 	fs.StringVar(&f.opts.RoomProbeImage, "room-probe-image", "", "image of the operator's room probes (default: the operator's, "+operator.DefaultRoomProbeImage+"; give the pause image your nodes have where they pull nothing)")

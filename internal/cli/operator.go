@@ -138,7 +138,8 @@ func newOperatorCommand(g *globals) *cobra.Command {
 	fs.StringVar(&opts.MetricsAddr, "metrics-bind-address", ":8443", `address of the Prometheus metrics ("0": none)`)
 	fs.BoolVar(&secureMetrics, "metrics-secure", true, "serve metrics over HTTPS to those the API server authenticates and allows to get /metrics; false: plain HTTP to anyone")
 	fs.StringVar(&policy, "pod-policy", string(podpolicy.Default), "what TrainJobs' pods may not do: restricted (no privileged containers, host namespaces, hostPath\n"+
-		"volumes, added capabilities, or ServiceAccounts and Secrets not labelled trainyard.dev/trainjob-access=true) or off")
+		"or network volumes, added capabilities, unconfined profiles, or ServiceAccounts and Secrets not labelled\n"+
+		"trainyard.dev/trainjob-access=true) or off")
 	fs.StringArrayVar(&opts.APIServerCIDRs, "api-server-cidr", nil, "where the API server's proxy connects to pods from, admitted by the NetworkPolicies (repeatable;\n"+
 		"default: the addresses of the EndpointSlice default/kubernetes)")
 	fs.StringVar(&cpuPerGPU, "worker-cpu-per-gpu", workload.DefaultCPUPerGPU, "CPU a worker with GPUs requests per GPU when its TrainJob names none (a request, no limit; \"0\": none)")

@@ -98,7 +98,8 @@ func (f *JobFlags) Bind(fs *pflag.FlagSet) {
 		"(default: one made from "+gitsource.EnvUsername+" and "+gitsource.EnvPassword+" when they are set, owned by the TrainJob);\n"+
 		"the operator uses it only when it is labelled "+v1.LabelTrainJobAccess+"=true")
 	fs.StringVar(&f.PodPolicy, "pod-policy", string(podpolicy.Default), "with --kube: refuse up front what the operator's pod policy refuses (privileged pods,\n"+
-		"host namespaces and folders, added capabilities, ServiceAccounts and Secrets not labelled "+v1.LabelTrainJobAccess+"=true);\n"+
+		"host namespaces and folders, network volumes, added capabilities, unconfined profiles,\n"+
+		"ServiceAccounts and Secrets not labelled "+v1.LabelTrainJobAccess+"=true);\n"+
 		"off: leave it to a cluster whose operator runs with --pod-policy=off")
 }
 

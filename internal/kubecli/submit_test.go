@@ -239,3 +239,42 @@ spec:
 		t.Errorf("a list as a container's name: %v, want an input error naming spec.containers.name", err)
 	}
 }
+
+// submit --kube (and its --dry-run=client, which asks no cluster) refuses the gaps of the
+// security issue too: an Unconfined AppArmor annotation on the pod template, the SELinux
+// type spc_t, a gitRepo volume; each named by its field.
+func TestBuildJobPodPolicyRestricted(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "job.yaml")
+	if err := os.WriteFile(file, []byte(`apiVersion: trainyard.dev/v1alpha1
+kind: TrainJob
+metadata: {name: escape}
+spec:
+  command: [python3, train.py]
+  kubernetes:
+    image: img:1
+    podTemplate:
+      metadata:
+        annotations: {container.apparmor.security.beta.kubernetes.io/worker: unconfined}
+      spec:
+        containers: [{name: worker, securityContext: {seLinuxOptions: {type: spc_t}}, volumeMounts: [{name: code, mountPath: /code}]}]
+        volumes: [{name: code, gitRepo: {repository: "https://git.example.com/x.git"}}]
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := buildJob(t, "--dry-run=client", "-f", file)
+	var in *InputError
+	if !errors.As(err, &in) {
+		t.Fatalf("BuildJob = %v, want an *InputError (exit 2)", err)
+	}
+	for _, want := range []string{"the operator's pod policy (restricted) refuses the job's pods",
+		"spec.kubernetes.podTemplate.metadata.annotations[container.apparmor.security.beta.kubernetes.io/worker]: profile unconfined is refused",
+		"spec.kubernetes.podTemplate.spec.containers[0].securityContext.seLinuxOptions.type: SELinux type spc_t is refused",
+		"spec.kubernetes.podTemplate.spec.volumes[0].gitRepo: gitRepo volumes are refused", "nothing was created"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the refusal lacks %q:\n%v", want, err)
+		}
+	}
+	if _, _, err := buildJob(t, "--dry-run=client", "--pod-policy=off", "-f", file); err != nil {
+		t.Errorf("--pod-policy=off: %v", err)
+	}
+}

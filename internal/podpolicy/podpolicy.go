@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // Level is how much the policy refuses.
@@ -27,8 +28,8 @@ func ParseLevel(s string) (Level, error) {
 	case Restricted, Off:
 		return l, nil
 	}
-	return "", fmt.Errorf("%q: use %s (refuse privileged pods, host namespaces, hostPath volumes, added capabilities, "+
-		"other service accounts and Secrets) or %s", s, Restricted, Off)
+	return "", fmt.Errorf("%q: use %s (refuse privileged pods, host namespaces, hostPath and other node or network volumes, "+
+		"added capabilities, other service accounts and Secrets) or %s", s, Restricted, Off)
 }
 
 // DefaultServiceAccount is the ServiceAccount every namespace has; workers may always
@@ -84,14 +85,16 @@ type References struct {
 	// ServiceAccounts are the pod's service accounts (serviceAccountName, and the
 	// deprecated serviceAccount) that are not the default one.
 	ServiceAccounts []string
-	// Secrets are the Secrets its containers read, sorted, each once.
+	// Secrets are the Secrets the pod reads, sorted, each once: in its containers'
+	// variables, in its volumes (their content, or a volume driver's credentials, for a
+	// refused volume type too) and as imagePullSecrets.
 	Secrets []string
 }
 
 // Referenced returns the pod's References.
 func Referenced(pod *corev1.PodSpec) References {
 	var r References
-	for _, f := range findings(pod) {
+	for _, f := range findings(nil, pod) {
 		if f.secret != "" && !slices.Contains(r.Secrets, f.secret) {
 			r.Secrets = append(r.Secrets, f.secret)
 		}
@@ -104,10 +107,22 @@ func Referenced(pod *corev1.PodSpec) References {
 }
 
 // Check returns what the restricted policy refuses in pod, each named by the pod's own
-// field (spec.containers[0].securityContext.privileged).
+// field (spec.containers[0].securityContext.privileged). It sees no annotations: CheckPod
+// checks them too.
 func Check(pod *corev1.PodSpec, access *Access) Violations {
+	return CheckPod(nil, pod, access)
+}
+
+// CheckPod returns what the restricted policy refuses in a pod with this metadata (nil:
+// none) and spec, each named by the pod's own field: metadata.annotations[KEY] or
+// spec.containers[0].securityContext.privileged.
+func CheckPod(meta *metav1.ObjectMeta, pod *corev1.PodSpec, access *Access) Violations {
+	var annotations map[string]string
+	if meta != nil {
+		annotations = meta.Annotations
+	}
 	var out Violations
-	for _, f := range findings(pod) {
+	for _, f := range findings(annotations, pod) {
 		if f.allowed(access) {
 			continue
 		}
