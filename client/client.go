@@ -169,7 +169,7 @@ type request struct {
 // do sends r and decodes the answer into out: a *string gets the body as text, an
 // io.Writer has it copied to it, anything else non-nil gets it decoded from JSON.
 func (c *Client) do(ctx context.Context, r request, out any) error {
-	resp, err := c.send(ctx, r)
+	resp, _, err := c.send(ctx, r)
 	if err != nil {
 		return err
 	}
@@ -200,28 +200,29 @@ func (c *Client) do(ctx context.Context, r request, out any) error {
 	}
 }
 
-// send builds and sends the HTTP request of r, signed in the client's session. A server
-// that forgot the session (it restarted, or the session expired) is asked for a new one,
-// and the request sent again, once.
-func (c *Client) send(ctx context.Context, r request) (*http.Response, error) {
+// send builds and sends the HTTP request of r, signed in the client's session, and
+// returns the answer and the key the server seals secrets in it with (see authorize). A
+// server that forgot the session (it restarted, or the session expired) is asked for a
+// new one, and the request sent again, once.
+func (c *Client) send(ctx context.Context, r request) (*http.Response, []byte, error) {
 	if c.addrErr != nil {
-		return nil, c.addrErr
+		return nil, nil, c.addrErr
 	}
 	body, err := r.encode()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for try := 0; ; try++ {
-		req, err := c.build(ctx, r, body)
+		req, key, err := c.build(ctx, r, body)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		resp, err := c.http.Do(req)
 		if err != nil {
-			return nil, c.unreachable(ctx, err)
+			return nil, nil, c.unreachable(ctx, err)
 		}
 		if try > 0 || !stale(resp) {
-			return resp, nil
+			return resp, key, nil
 		}
 		resp.Body.Close()
 		c.dropSession(sessionOf(req.Header))
@@ -243,8 +244,9 @@ func (r request) encode() ([]byte, error) {
 	return nil, nil
 }
 
-// build makes the HTTP request of r with body, its headers and its proof.
-func (c *Client) build(ctx context.Context, r request, body []byte) (*http.Request, error) {
+// build makes the HTTP request of r with body, its headers and its proof, and returns
+// the key of its proof (see authorize).
+func (c *Client) build(ctx context.Context, r request, body []byte) (*http.Request, []byte, error) {
 	u := *c.base
 	u.RawPath, u.Path = r.path, mustUnescape(r.path)
 	u.RawQuery = r.query.Encode()
@@ -254,7 +256,7 @@ func (c *Client) build(ctx context.Context, r request, body []byte) (*http.Reque
 	}
 	req, err := http.NewRequestWithContext(ctx, r.method, u.String(), rd)
 	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", r.method, r.path, err)
+		return nil, nil, fmt.Errorf("%s %s: %w", r.method, r.path, err)
 	}
 	c.setHeaders(req.Header)
 	switch {
@@ -263,10 +265,11 @@ func (c *Client) build(ctx context.Context, r request, body []byte) (*http.Reque
 	case body != nil:
 		req.Header.Set("Content-Type", "application/json")
 	}
-	if err := c.authorize(ctx, req.Header, r.method, req.URL.RequestURI(), body); err != nil {
-		return nil, err
+	key, err := c.authorize(ctx, req.Header, r.method, req.URL.RequestURI(), body)
+	if err != nil {
+		return nil, nil, err
 	}
-	return req, nil
+	return req, key, nil
 }
 
 // setHeaders sets the headers every request carries but its proof.

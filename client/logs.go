@@ -210,7 +210,7 @@ func (c *Client) wsConfig(ctx context.Context, id string) (*websocket.Config, er
 		return nil, fmt.Errorf("follow the log of job %s: %w", id, err)
 	}
 	c.setHeaders(cfg.Header)
-	if err := c.authorize(ctx, cfg.Header, http.MethodGet, loc.RequestURI(), nil); err != nil {
+	if _, err := c.authorize(ctx, cfg.Header, http.MethodGet, loc.RequestURI(), nil); err != nil {
 		return nil, fmt.Errorf("follow the log of job %s: %w", id, err)
 	}
 	cfg.TlsConfig = c.tls

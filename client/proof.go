@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"crypto/hmac"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -40,24 +42,25 @@ var ErrNotTheServer = errors.New("not the trainyard server of this token")
 
 // authorize sets the Authorization header of req, whose body is body (nil: none): the
 // token itself for a client WithBearer, else a proof in the current session, which it
-// starts first when there is none.
-func (c *Client) authorize(ctx context.Context, h http.Header, method, requestURI string, body []byte) error {
+// starts first when there is none. It returns the key the server seals secrets in its
+// answer with (auth.Seal): the session's, or auth.BearerKey; nil without a token.
+func (c *Client) authorize(ctx context.Context, h http.Header, method, requestURI string, body []byte) ([]byte, error) {
 	if c.token == "" {
-		return nil
+		return nil, nil
 	}
 	if c.bearer {
 		h.Set("Authorization", "Bearer "+c.token)
-		return nil
+		return auth.BearerKey(c.token), nil
 	}
 	s, err := c.session(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	seq := s.seq.Add(1)
 	hash := auth.BodyHash(body)
 	h.Set("Authorization", auth.Proof{Session: s.id, Nonce: s.nonce, Seq: seq, Body: hash,
 		Sig: auth.Sign(s.key, method, requestURI, seq, hash)}.Header())
-	return nil
+	return s.key, nil
 }
 
 // session returns the current session, starting one when there is none.
@@ -109,13 +112,20 @@ func sessionOf(h http.Header) string {
 }
 
 // challenge starts a session: it sends a fresh nonce and checks that the answer proves
-// the token. Nothing it sends grants anything to whoever answers.
+// the token for the address its connection reached, so that a relay at another address
+// cannot pass the server's proof off as its own. Nothing it sends grants anything to
+// whoever answers.
 func (c *Client) challenge(ctx context.Context) (*session, error) {
 	nonce := auth.NewNonce()
 	data, _ := json.Marshal(auth.ChallengeRequest{ClientNonce: nonce})
 	u := *c.base
 	u.Path = auth.ChallengePath
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(data))
+	var reached atomic.Value // the address the connection reached, as auth.ConnAddr writes it
+	reached.Store("")
+	trace := &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) {
+		reached.Store(auth.ConnAddr(info.Conn.RemoteAddr()))
+	}}
+	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodPost, u.String(), bytes.NewReader(data))
 	if err != nil {
 		return nil, err
 	}
@@ -128,8 +138,14 @@ func (c *Client) challenge(ctx context.Context) (*session, error) {
 	defer resp.Body.Close()
 	var ans auth.ChallengeAnswer
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-	if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &ans) != nil || ans.Session == "" ||
-		!hmac.Equal([]byte(ans.ServerProof), []byte(auth.ServerProof(c.token, nonce, ans.Session))) {
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &ans) != nil || ans.Session == "" {
+		return nil, c.impostor(resp)
+	}
+	addr := reached.Load().(string)
+	if !hmac.Equal([]byte(ans.ServerProof), []byte(auth.ServerProof(c.token, nonce, ans.Session, addr))) {
+		if ans.Address != addr && hmac.Equal([]byte(ans.ServerProof), []byte(auth.ServerProof(c.token, nonce, ans.Session, ans.Address))) {
+			return nil, c.relayed(addr, ans.Address)
+		}
 		return nil, c.impostor(resp)
 	}
 	return &session{id: ans.Session, nonce: nonce, key: auth.SessionKey(c.token, nonce, ans.Session)}, nil
@@ -143,16 +159,44 @@ func (c *Client) impostor(resp *http.Response) error {
 		"the address and the token", ErrNotTheServer, c.base, resp.Status)
 }
 
+// relayed is the error of a server that proved it holds the token, but for the address
+// server, where its connection arrived, not for reached, where the client's went:
+// something in between passes connections on, and could read every answer.
+func (c *Client) relayed(reached, server string) error {
+	return fmt.Errorf("%w: the trainyard server's proof is for %s, where the connection arrived, but this client "+
+		"reached %s (%s): something in between passes the connection on (a program, perhaps another user's, on a "+
+		"port listed for this token; a port forward to another port; an HTTP proxy of $HTTP_PROXY) and could read "+
+		"every answer; nothing that grants access was sent: give the server's own address (--address), forward the "+
+		"same address and port (ssh -L 8265:127.0.0.1:8265), or add the server to $NO_PROXY", ErrNotTheServer, server, reached, c.base)
+}
+
 // SignInLink asks the server for a one-time link that signs a browser in to its dashboard
 // (it works once, for auth.SignInTTL) and returns its URL and when it expires. Like every
-// request of the client, it goes only to a server that proved it holds the token.
+// request of the client, it goes only to a server that proved it holds the token, for the
+// address the client reached; the code comes sealed to the request (auth.Seal), so that
+// only this client can open it.
 func (c *Client) SignInLink(ctx context.Context) (string, time.Time, error) {
-	var link auth.SignInLink
-	if err := c.do(ctx, request{method: http.MethodPost, path: auth.SignInPath, want: http.StatusCreated}, &link); err != nil {
+	resp, key, err := c.send(ctx, request{method: http.MethodPost, path: auth.SignInPath, want: http.StatusCreated})
+	if err != nil {
 		return "", time.Time{}, err
 	}
-	if !strings.HasPrefix(link.Path, "/login#") {
-		return "", time.Time{}, fmt.Errorf("the server answered a sign-in link %q that is not its own", link.Path)
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		return "", time.Time{}, c.refusal(resp)
 	}
-	return c.base.String() + link.Path, link.Expires, nil
+	var ans auth.SealedSignIn
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxErrorBody)).Decode(&ans); err != nil {
+		return "", time.Time{}, fmt.Errorf("POST %s: decode the answer: %w", auth.SignInPath, err)
+	}
+	if ans.Path != auth.LoginPath {
+		return "", time.Time{}, fmt.Errorf("the server answered a sign-in page %q that is not its own", ans.Path)
+	}
+	code, err := auth.OpenSealed(key, ans.SealedCode)
+	if err != nil {
+		return "", time.Time{}, fmt.Errorf("open the sign-in code: %w", err)
+	}
+	if _, err := base64.RawURLEncoding.DecodeString(code); err != nil || code == "" {
+		return "", time.Time{}, errors.New("the server sealed a sign-in code that is not one (unpadded base64url)")
+	}
+	return c.base.String() + ans.Path + "#code=" + code, ans.Expires, nil
 }

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -137,13 +138,114 @@ func TestImpostorLearnsNothing(t *testing.T) {
 	}
 }
 
-// A relay between the client and the real server (it holds the recorded port while the
-// server listens on another) sees every request, yet none of them works a second time.
+// A relay at an address of its own (a port listed for the token that another user holds
+// while the server listens on another) passes the bytes on to the real server, yet gets
+// no session: the server's proof is for the address its connection arrived at, the client
+// checks it against the relay's, and stops after the challenge. Nothing reaches the
+// server's handlers, and the relay sees no proof.
+func TestRelayAtItsOwnAddressGetsNoSession(t *testing.T) {
+	real := newCheckingServer(t)
+	relay := newTCPRelay(t, real.Listener.Addr().String())
+	c := New("http://"+relay.addr, testToken)
+	ctx := context.Background()
+	_, err := c.List(ctx)
+	if !errors.Is(err, ErrNotTheServer) || !strings.Contains(err.Error(), "proof is for "+real.Listener.Addr().String()) {
+		t.Fatalf("List through a relay: %v, want ErrNotTheServer naming the server's own address", err)
+	}
+	if _, _, err := c.SignInLink(ctx); !errors.Is(err, ErrNotTheServer) {
+		t.Errorf("SignInLink through a relay: %v, want ErrNotTheServer", err)
+	}
+	if n := real.passed.Load(); n != 0 {
+		t.Errorf("%d requests through the relay reached the server's handlers", n)
+	}
+	sent := relay.sent()
+	if !bytes.Contains(sent, []byte("POST "+auth.ChallengePath+" ")) {
+		t.Fatal("the relay passed no challenge on; the test proves nothing")
+	}
+	if bytes.Contains(bytes.ToLower(sent), []byte("authorization:")) || bytes.Contains(sent, []byte(testToken)) {
+		t.Errorf("the relay saw a proof or the token:\n%s", sent)
+	}
+	if _, err := New(real.URL, testToken).List(ctx); err != nil {
+		t.Errorf("List at the server's own address: %v", err)
+	}
+}
+
+// tcpRelay listens on a port of its own and passes every connection's bytes on to a
+// target, both ways, recording what clients send.
+type tcpRelay struct {
+	addr string
+	mu   sync.Mutex
+	buf  bytes.Buffer
+}
+
+func newTCPRelay(t *testing.T, target string) *tcpRelay {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	r := &tcpRelay{addr: ln.Addr().String()}
+	go func() {
+		for {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			out, err := net.Dial("tcp", target)
+			if err != nil {
+				in.Close()
+				continue
+			}
+			go func() { _, _ = io.Copy(out, io.TeeReader(in, r)); out.Close() }()
+			go func() { _, _ = io.Copy(in, out); in.Close() }()
+		}
+	}()
+	return r
+}
+
+func (r *tcpRelay) Write(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.buf.Write(p)
+}
+
+// sent returns what clients sent through the relay so far.
+func (r *tcpRelay) sent() []byte {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return bytes.Clone(r.buf.Bytes())
+}
+
+// onPath makes the client reach relay while its connections say they reached real: a
+// relay on the path to the server's own address (a router, say), which the address in
+// the server's proof cannot tell apart; the proofs of the requests must stop it.
+func onPath(relay, real *httptest.Server) Option {
+	to, claimed := relay.Listener.Addr().String(), real.Listener.Addr()
+	return WithDialer(func(ctx context.Context, network, _ string) (net.Conn, error) {
+		var d net.Dialer
+		conn, err := d.DialContext(ctx, network, to)
+		if err != nil {
+			return nil, err
+		}
+		return addrConn{Conn: conn, remote: claimed}, nil
+	})
+}
+
+// addrConn is a connection that names another remote address.
+type addrConn struct {
+	net.Conn
+	remote net.Addr
+}
+
+func (c addrConn) RemoteAddr() net.Addr { return c.remote }
+
+// A relay on the path between the client and the real server sees every request, yet
+// none of them works a second time.
 func TestRelayLearnsNothingReplayable(t *testing.T) {
 	real := newCheckingServer(t)
 	var tp tape
 	relay := newRelay(t, real, func(r *http.Request) { tp.record(r) })
-	c := New(relay.URL, testToken)
+	c := New(real.URL, testToken, onPath(relay, real.Server))
 	ctx := context.Background()
 	if _, err := c.List(ctx); err != nil {
 		t.Fatal(err)
@@ -174,7 +276,7 @@ func TestRelayLearnsNothingReplayable(t *testing.T) {
 	}
 }
 
-// A relay that changes a request on its way (its path, its method, its body, short or
+// A relay on the path that changes a request on its way (its path, its method, its body, short or
 // long) gets it refused: the server acts on none of them.
 func TestRelayCannotChangeRequests(t *testing.T) {
 	changes := map[string]func(r *http.Request){
@@ -201,7 +303,7 @@ func TestRelayCannotChangeRequests(t *testing.T) {
 						change(r)
 					}
 				})
-				if err := do(New(relay.URL, testToken)); err == nil {
+				if err := do(New(real.URL, testToken, onPath(relay, real.Server))); err == nil {
 					t.Error("the changed request succeeded")
 				}
 				if n := real.passed.Load(); n != 0 {

@@ -38,15 +38,20 @@
 // The trainyard CLI never sends the token. It proves that it holds it, and only after the
 // server has proved the same, so that whatever listens on a recorded port when the server
 // is down (another user's program, say) learns nothing it can use, and a relay between the
-// two (one that holds the recorded port while the server listens on another) can neither
-// replay nor change a request:
+// two (one that holds a recorded port while the server listens on another, and passes
+// the bytes on) gets no session at all:
 //
 //  1. The client posts a fresh random nonce to ChallengePath (no token needed). The server
 //     answers a session ID (its issue time, random bytes and a MAC under a key of this
 //     server process, so it is valid at no other process and dies with this one) and
-//     ServerProof: an HMAC-SHA256 under the token of the nonce and the ID. A client that
-//     cannot verify it stops there (client.ErrNotTheServer): it has sent a nonce, nothing
-//     more.
+//     ServerProof: an HMAC-SHA256 under the token of the nonce, the ID and the address
+//     its connection arrived at (ConnAddr of the connection's local end: "ip:port").
+//     The client checks it against the address its own connection reached (the remote
+//     end, read as the connection is made). A relay at another address passes on a proof
+//     for the server's address, which fails there; the client stops and names both
+//     (client.ErrNotTheServer): it has sent a nonce, nothing more. A port forward must
+//     therefore keep the IP address and the port (ssh -L 8265:127.0.0.1:8265 works; a
+//     forward to another port, a NAT, an HTTP proxy or a TLS-terminating proxy do not).
 //  2. Both ends derive the session key, SessionKey, an HMAC under the token of the nonce and
 //     the ID; it never travels. Every request carries "Authorization: Trainyard-Proof
 //     session=..., nonce=..., seq=N, body=<SHA-256>, sig=..." where sig is an HMAC under
@@ -54,13 +59,29 @@
 //  3. The server checks the ID, the signature, that the body is the one signed (at once for
 //     bodies up to 1 MiB; a longer one, a package upload, fails its reader at the end with
 //     ErrBodyMismatch, before the handler acts), and that N was not used in the session
-//     (a window of 1,024 numbers, for requests that overtake each other). It remembers up
-//     to 4,096 sessions that signed a request; a full table forgets the oldest and refuses,
-//     from then on, any session issued no later, so forgetting never reopens a replay.
-//     Sessions last SessionLifetime (an hour); a refused stale session is answered 401 with
-//     WWW-Authenticate: Trainyard-Proof error="stale", and the client starts a new one.
+//     (a window of 1,024 numbers, for requests that overtake each other). N may be at
+//     most 65,536 above the highest number the session used: one further ahead (2^64-1,
+//     say) is refused as stale, so that it never moves the window past the numbers the
+//     client still uses. The server remembers up to 4,096 sessions that signed a request;
+//     a full table forgets the oldest and refuses, from then on, any session issued no
+//     later, so forgetting never reopens a replay. Sessions last SessionLifetime (an
+//     hour); a refused stale session is answered 401 with WWW-Authenticate:
+//     Trainyard-Proof error="stale", and the client starts a new one.
 //
-// Answers are not signed: over a network that others can change, use TLS as well. Ray's
+// # Secrets in answers: the sign-in code
+//
+// Answers are not encrypted, so a secret in one is sealed to the request that asked for
+// it (Seal): AES-256-GCM under a key derived from the request's session key, which only
+// the client that started the session and the server know. A request with the token
+// itself (Bearer) has its answer sealed under BearerKey, derived from the token. The one
+// secret the API answers is a dashboard sign-in code (SignInPath, SealedSignIn): the
+// client opens it (OpenSealed) and only then makes the link, LoginPath + "#code=...",
+// which it prints or hands to the browser on its own machine. Whoever sees the answer on
+// the way sees a sealed code that signs nobody in; the code itself crosses the network
+// only from the browser to the dashboard, once.
+//
+// Answers are not signed, nor encrypted but for sealed secrets: over a network that others
+// can read or change, use TLS as well. Ray's
 // clients, curl and the server's own dashboard in process send the token itself (Bearer,
 // below), as Ray's protocol has it.
 //

@@ -94,6 +94,7 @@ func Middleware(token string, opts Options, next http.Handler) http.Handler {
 		now = time.Now
 	}
 	proofs := newProver(token, now)
+	bearerKey := BearerKey(token)
 	// refuse answers a refusal: msg as JSON, or rayText as Ray writes it on Ray's paths.
 	refuse := func(w http.ResponseWriter, r *http.Request, status int, msg, rayText string) {
 		if opts.OnRefuse != nil {
@@ -120,12 +121,12 @@ func Middleware(token string, opts Options, next http.Handler) http.Handler {
 			proofs.challenge(w, r)
 			return
 		}
-		if handled, err := checkProof(r, proofs); handled {
+		if key, handled, err := checkProof(r, proofs); handled {
 			if err != nil {
 				refuseProof(w, r, err, refuse)
 				return
 			}
-			next.ServeHTTP(w, r)
+			next.ServeHTTP(w, withRequestKey(r, key))
 			return
 		}
 		if status, msg := checkToken(r, want); status != 0 {
@@ -137,24 +138,25 @@ func Middleware(token string, opts Options, next http.Handler) http.Handler {
 			refuse(w, r, status, msg, rayText)
 			return
 		}
-		next.ServeHTTP(w, r)
+		next.ServeHTTP(w, withRequestKey(r, bearerKey))
 	})
 }
 
-// checkProof checks a request signed in a session (ProofScheme); handled is false when
-// its Authorization header is of another scheme.
-func checkProof(r *http.Request, proofs *prover) (handled bool, err error) {
+// checkProof checks a request signed in a session (ProofScheme) and returns the session's
+// key; handled is false when its Authorization header is of another scheme.
+func checkProof(r *http.Request, proofs *prover) (key []byte, handled bool, err error) {
 	for _, v := range r.Header.Values(HeaderAuthorization) {
 		p, ok, err := parseProof(v)
 		if !ok {
 			continue
 		}
 		if err != nil {
-			return true, err
+			return nil, true, err
 		}
-		return true, proofs.verify(r, p)
+		key, err := proofs.verify(r, p)
+		return key, true, err
 	}
-	return false, nil
+	return nil, false, nil
 }
 
 // refuseProof refuses a signed request: 401 asking for a new session when it was stale,

@@ -9,6 +9,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -37,6 +39,8 @@ const (
 	labelSession = "trainyard proof v1 session"
 	labelRequest = "trainyard proof v1 request"
 	labelID      = "trainyard proof v1 id"
+	labelBearer  = "trainyard proof v1 bearer"
+	labelSeal    = "trainyard proof v1 seal"
 )
 
 // ChallengeRequest is the body of POST ChallengePath.
@@ -49,9 +53,14 @@ type ChallengeRequest struct {
 type ChallengeAnswer struct {
 	// Session is the session's ID, issued by this server process.
 	Session string `json:"session"`
-	// ServerProof is ServerProof(token, clientNonce, session): only a holder of the token
-	// can compute it.
+	// ServerProof is ServerProof(token, clientNonce, session, Address): only a holder of
+	// the token can compute it, and it verifies only at the address the server's
+	// connection arrived at.
 	ServerProof string `json:"serverProof"`
+	// Address is where the challenge's connection arrived at the server, as ConnAddr
+	// writes it. The client checks the proof against the address it reached, not this
+	// one; a proof for another address tells it that something passed the connection on.
+	Address string `json:"address"`
 	// Expires is when the server stops accepting the session.
 	Expires time.Time `json:"expires"`
 }
@@ -71,9 +80,25 @@ func mac(key []byte, parts ...string) []byte {
 }
 
 // ServerProof is what the server answers a client's nonce with in session: proof that it
-// holds token, bound to both.
-func ServerProof(token, nonce, session string) string {
-	return base64.RawURLEncoding.EncodeToString(mac([]byte(token), labelServer, nonce, session))
+// holds token, bound to both and to addr, the address (ConnAddr) its connection arrived
+// at. The client verifies it with the address its own connection reached: a relay on
+// another address that passes the connection on cannot pass the proof off as its own.
+func ServerProof(token, nonce, session, addr string) string {
+	return base64.RawURLEncoding.EncodeToString(mac([]byte(token), labelServer, nonce, session, addr))
+}
+
+// ConnAddr writes an end of a connection as both ends of it compare it: "ip:port" with
+// IPv4-mapped IPv6 addresses as IPv4 and without an IPv6 zone (the server's LocalAddr,
+// the client's RemoteAddr); any other address (net.Pipe's) as its String; "" for nil.
+func ConnAddr(a net.Addr) string {
+	if a == nil {
+		return ""
+	}
+	ap, err := netip.ParseAddrPort(a.String())
+	if err != nil {
+		return a.String()
+	}
+	return netip.AddrPortFrom(ap.Addr().Unmap().WithZone(""), ap.Port()).String()
 }
 
 // SessionKey is the key both ends derive for a session; it never travels.

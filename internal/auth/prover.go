@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"net"
 	"net/http"
 	"sync"
 	"time"
@@ -22,6 +23,11 @@ const maxSessions = 4096
 
 // replayWindow is how many requests of a session may arrive out of order.
 const replayWindow = 1024
+
+// maxSeqJump is how far above the highest number a session used so far a request's number
+// may be. A number further ahead (2^64-1, say) is refused as stale rather than let move
+// the window past every number the client will still use.
+const maxSeqJump = 1 << 16
 
 // eagerBody is how much of a signed body the middleware reads before passing the request
 // on; a longer one (a package upload) is checked when its reader reaches the end.
@@ -52,12 +58,13 @@ type window struct {
 	seen   [replayWindow / 64]uint64
 }
 
-// use marks seq used; false when it was, or is too old to tell.
+// use marks seq used; false when it was, or is too old to tell. The caller has checked
+// that seq is at most maxSeqJump above top.
 func (w *window) use(seq uint64) bool {
 	switch {
 	case seq > w.top:
-		for s := w.top + 1; s <= seq && s <= w.top+replayWindow; s++ {
-			w.clear(s)
+		for i := uint64(1); i <= min(seq-w.top, replayWindow); i++ {
+			w.clear(w.top + i)
 		}
 		w.top = seq
 	case w.top-seq >= replayWindow:
@@ -89,7 +96,10 @@ func (p *prover) challenge(w http.ResponseWriter, r *http.Request) {
 	}
 	now := p.now()
 	id := issueID(p.idKey, now)
-	ans := ChallengeAnswer{Session: id, ServerProof: ServerProof(p.token, req.ClientNonce, id), Expires: now.Add(SessionLifetime).UTC()}
+	local, _ := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	addr := ConnAddr(local)
+	ans := ChallengeAnswer{Session: id, ServerProof: ServerProof(p.token, req.ClientNonce, id, addr), Address: addr,
+		Expires: now.Add(SessionLifetime).UTC()}
 	data, _ := json.Marshal(ans)
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
@@ -103,24 +113,25 @@ type staleError struct{ msg string }
 func (e *staleError) Error() string { return e.msg }
 
 // verify checks a request signed in a session and, when it has a body, arranges for the
-// body to be checked against its hash: at once for a short one, at its end otherwise.
-func (p *prover) verify(r *http.Request, pr Proof) error {
+// body to be checked against its hash: at once for a short one, at its end otherwise. It
+// returns the session's key, which seals secrets in the answer (Seal).
+func (p *prover) verify(r *http.Request, pr Proof) ([]byte, error) {
 	id, ok := checkID(p.idKey, pr.Session)
 	if !ok {
-		return &staleError{"unknown session (the server restarted, or it is another server's): start a new one"}
+		return nil, &staleError{"unknown session (the server restarted, or it is another server's): start a new one"}
 	}
 	if age := p.now().Sub(id.issued); age > SessionLifetime || age < -time.Minute {
-		return &staleError{"the session expired: start a new one"}
+		return nil, &staleError{"the session expired: start a new one"}
 	}
 	key := SessionKey(p.token, pr.Nonce, pr.Session)
 	want := Sign(key, r.Method, r.RequestURI, pr.Seq, pr.Body)
 	if !hmac.Equal([]byte(want), []byte(pr.Sig)) {
-		return errors.New("the request's proof does not match it: it was changed on the way, or signed with another token")
+		return nil, errors.New("the request's proof does not match it: it was changed on the way, or signed with another token")
 	}
 	if err := p.checkBody(r, pr.Body); err != nil {
-		return err
+		return nil, err
 	}
-	return p.remember(pr.Session, id.issued, pr.Seq)
+	return key, p.remember(pr.Session, id.issued, pr.Seq)
 }
 
 // remember records seq as used in the session. When the table is full it forgets the
@@ -137,6 +148,10 @@ func (p *prover) remember(session string, issued time.Time, seq uint64) error {
 		p.makeRoom()
 		w = &window{issued: issued}
 		p.live[session] = w
+	}
+	if seq > w.top && seq-w.top > maxSeqJump {
+		return &staleError{fmt.Sprintf("the request's number %d is more than %d above the session's highest, %d: start a new session",
+			seq, maxSeqJump, w.top)}
 	}
 	if !w.use(seq) {
 		return errors.New("this request was already received (a replay): each signed request is accepted once")

@@ -2,8 +2,11 @@ package auth
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
+	"math"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -27,7 +30,7 @@ func startSession(t *testing.T, h http.Handler) testSession {
 	if err := json.Unmarshal(w.Body.Bytes(), &ans); err != nil || w.Code != 200 {
 		t.Fatalf("challenge: %d %s", w.Code, w.Body)
 	}
-	if ans.ServerProof != ServerProof(serverToken, nonce, ans.Session) {
+	if ans.ServerProof != ServerProof(serverToken, nonce, ans.Session, "") {
 		t.Fatal("the server's proof does not prove the token")
 	}
 	return testSession{id: ans.Session, nonce: nonce, key: SessionKey(serverToken, nonce, ans.Session)}
@@ -35,6 +38,11 @@ func startSession(t *testing.T, h http.Handler) testSession {
 
 // signed sends a request signed in s with seq and returns its status.
 func (s testSession) signed(h http.Handler, method, target string, seq uint64, body []byte) int {
+	return s.send(h, method, target, seq, body).Code
+}
+
+// send sends a request signed in s with seq and returns the answer.
+func (s testSession) send(h http.Handler, method, target string, seq uint64, body []byte) *httptest.ResponseRecorder {
 	r := localRequest(method, target, bytes.NewReader(body))
 	if body == nil {
 		r = localRequest(method, target, nil)
@@ -44,7 +52,7 @@ func (s testSession) signed(h http.Handler, method, target string, seq uint64, b
 		Sig: Sign(s.key, method, r.RequestURI, seq, hash)}.Header())
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, r)
-	return w.Code
+	return w
 }
 
 func reading() http.Handler {
@@ -70,6 +78,100 @@ func TestProofReplayWindow(t *testing.T) {
 		if got := s.signed(h, "GET", "/api/v1/jobs", st.seq, nil); got != st.want {
 			t.Errorf("seq %d: %d, want %d", st.seq, got, st.want)
 		}
+	}
+}
+
+// A number far ahead of the session's (the largest, 2^64-1, say) is refused as stale, and
+// the session goes on with its own numbers.
+func TestProofSeqFarAhead(t *testing.T) {
+	h := Middleware(serverToken, Options{}, reading())
+	s := startSession(t, h)
+	steps := []struct {
+		seq  uint64
+		want int
+	}{
+		{1, 200}, {math.MaxUint64, 401}, {2, 200}, {2 + maxSeqJump + 1, 401}, {3, 200},
+		{3 + maxSeqJump, 200}, {4, 403}, {3 + maxSeqJump - 1, 200},
+	}
+	for _, st := range steps {
+		if got := s.signed(h, "GET", "/api/v1/jobs", st.seq, nil); got != st.want {
+			t.Errorf("seq %d: %d, want %d", st.seq, got, st.want)
+		}
+	}
+}
+
+// The server proves the token for the address its connection arrived at, the one the
+// client reached: a proof passed on by a relay at another address does not verify there.
+func TestProofCoversAddress(t *testing.T) {
+	h := Middleware(serverToken, Options{}, reading())
+	cases := map[string]struct {
+		local net.Addr
+		want  string
+	}{
+		"IPv4":        {&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 8265}, "127.0.0.1:8265"},
+		"IPv4-mapped": {&net.TCPAddr{IP: net.ParseIP("::ffff:127.0.0.1"), Port: 8265}, "127.0.0.1:8265"},
+		"IPv6 zone":   {&net.TCPAddr{IP: net.ParseIP("fe80::1"), Zone: "eth0", Port: 8265}, "[fe80::1]:8265"},
+	}
+	for name, tc := range cases {
+		nonce := NewNonce()
+		body, _ := json.Marshal(ChallengeRequest{ClientNonce: nonce})
+		r := localRequest("POST", ChallengePath, bytes.NewReader(body))
+		r = r.WithContext(context.WithValue(r.Context(), http.LocalAddrContextKey, tc.local))
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		var ans ChallengeAnswer
+		if err := json.Unmarshal(w.Body.Bytes(), &ans); err != nil || w.Code != 200 {
+			t.Fatalf("%s: challenge: %d %s", name, w.Code, w.Body)
+		}
+		if ans.Address != tc.want || ConnAddr(tc.local) != tc.want {
+			t.Errorf("%s: address %q (ConnAddr %q), want %q", name, ans.Address, ConnAddr(tc.local), tc.want)
+		}
+		if ans.ServerProof != ServerProof(serverToken, nonce, ans.Session, tc.want) {
+			t.Errorf("%s: the proof does not verify at the server's own address", name)
+		}
+		for _, relay := range []string{"127.0.0.1:9000", "127.0.0.2:8265", "[::1]:8265", ""} {
+			if ans.ServerProof == ServerProof(serverToken, nonce, ans.Session, relay) {
+				t.Errorf("%s: the proof verifies at %q too", name, relay)
+			}
+		}
+	}
+}
+
+// A secret the server seals in its answer (a sign-in code) opens only with the key of
+// the request that asked: its session's, or, for a request with the token itself, the
+// token's.
+func TestSealedToTheRequest(t *testing.T) {
+	h := Middleware(serverToken, Options{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sealed, err := Seal(r.Context(), "the secret")
+		if err != nil {
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		_, _ = io.WriteString(w, sealed)
+	}))
+	s, other := startSession(t, h), startSession(t, h)
+	w := s.send(h, "POST", SignInPath, 1, nil)
+	sealed := w.Body.String()
+	if w.Code != 200 || strings.Contains(sealed, "the secret") {
+		t.Fatalf("sealed answer: %d %q", w.Code, sealed)
+	}
+	if got, err := OpenSealed(s.key, sealed); err != nil || got != "the secret" {
+		t.Errorf("opened with the session's key: %q, %v", got, err)
+	}
+	for name, key := range map[string][]byte{"another session's key": other.key, "the token's key": BearerKey(serverToken)} {
+		if got, err := OpenSealed(key, sealed); err == nil {
+			t.Errorf("opened with %s: %q", name, got)
+		}
+	}
+	r := localRequest("POST", SignInPath, nil)
+	r.Header.Set("Authorization", "Bearer "+serverToken)
+	w = httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	if got, err := OpenSealed(BearerKey(serverToken), w.Body.String()); w.Code != 200 || err != nil || got != "the secret" {
+		t.Errorf("sealed to a Bearer request: %d, opened %q, %v", w.Code, got, err)
+	}
+	if _, err := Seal(context.Background(), "x"); err == nil {
+		t.Error("sealed to a request that passed no check")
 	}
 }
 

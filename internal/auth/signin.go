@@ -9,8 +9,11 @@ import (
 )
 
 // SignInPath is the native API's endpoint that makes a one-time sign-in link to the
-// dashboard: POST, with the token's proof, answered with a SignInLink.
+// dashboard: POST, with the token's proof, answered with a SealedSignIn.
 const SignInPath = "/api/v1/signin-links"
+
+// LoginPath is the dashboard's sign-in page; a link adds "#code=" and the code.
+const LoginPath = "/login"
 
 // SignInTTL is how long a sign-in code may be used, once.
 const SignInTTL = 2 * time.Minute
@@ -18,7 +21,21 @@ const SignInTTL = 2 * time.Minute
 // maxCodes bounds the codes waiting to be used; the oldest goes first.
 const maxCodes = 64
 
-// SignInLink is the answer of POST SignInPath.
+// SealedSignIn is the answer of POST SignInPath: a sign-in code sealed (Seal) to the
+// request that asked for it, so that only the client that signed that request can open
+// it; a relay that sees the answer cannot use it. The client opens it with OpenSealed and
+// makes the link: Path + "#code=" + the code.
+type SealedSignIn struct {
+	// Path is the dashboard's sign-in page, LoginPath.
+	Path string `json:"path"`
+	// SealedCode is the code, sealed to the request.
+	SealedCode string `json:"sealedCode"`
+	// Expires is when the code stops working.
+	Expires time.Time `json:"expires"`
+}
+
+// SignInLink is a sign-in link made where nobody else sees it (trainyard dashboard prints
+// it in its terminal).
 type SignInLink struct {
 	// Path is the link's path on the server, with the code in its fragment, which the
 	// browser keeps to itself: "/login#code=...".
@@ -78,7 +95,7 @@ func (s *SignIns) Issue() (code string, expires time.Time) {
 // Link returns the sign-in link of a new code.
 func (s *SignIns) Link() SignInLink {
 	code, exp := s.Issue()
-	return SignInLink{Path: "/login#code=" + code, Expires: exp.UTC()}
+	return SignInLink{Path: LoginPath + "#code=" + code, Expires: exp.UTC()}
 }
 
 // Redeem reports whether code is a code issued and not yet used nor expired, and uses it.

@@ -16,9 +16,12 @@ import (
 const openLong = `Open the job server's dashboard in a browser, signed in, with a one-time sign-in link.
 
 The link's code works once, within 2 minutes, and only at the server that made it: this
-command asks for it only after the server has proved that it holds the token (the
-token itself is never sent), so a program that stands in for the server on its port
-learns nothing. The dashboard never asks for the token on plain HTTP.
+command asks for it only after the server has proved that it holds the token for the
+address this command reached (the token itself is never sent), and the server answers
+the code sealed to this command's session, which opens it; so a program that stands in
+for the server on its port, or passes its bytes on from another port, learns nothing.
+A right code always signs in, whatever wrong ones were tried before. The dashboard
+never asks for the token on plain HTTP.
 
 The link opens in $BROWSER, else xdg-open, when there is a display ($DISPLAY or
 $WAYLAND_DISPLAY); otherwise, or with --print, it is printed: open it in the browser

@@ -38,7 +38,9 @@ is read from --token-file, else taken from $TRAINYARD_TOKEN, else read from the 
 the server writes it to ($TRAINYARD_TOKEN_FILE, else ~/.config/trainyard/token), so on
 the server's machine the token is found without being given. A token found that way is
 sent only to the addresses of the servers that use that file (its .servers file beside
-it); give --token-file or $TRAINYARD_TOKEN to send a token elsewhere.`
+it); give --token-file or $TRAINYARD_TOKEN to send a token elsewhere. Whatever the
+token, the server must prove it holds it for the address this command reached: through
+a port forward, keep the address and port (ssh -L 8265:127.0.0.1:8265 gpu-box).`
 
 // bind registers the flags on fs.
 func (o *remoteOptions) bind(fs *pflag.FlagSet) {

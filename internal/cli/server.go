@@ -45,17 +45,20 @@ Every request needs the server's token. It is made at the first start and kept i
 where the CLI on this machine finds it; the server adds the address it listens on to
 <token file>.servers, and the CLI uses the token it finds by itself only for those
 addresses. The trainyard CLI never sends the token: the server first proves that it
-holds it (an HMAC of a fresh nonce), then the CLI signs each request with a key derived
-from it, so a program that stands in for the server on its port learns nothing, and a
-relay can neither replay nor change a request. Ray's clients and curl send the token
+holds it (an HMAC of a fresh nonce and of the address the connection arrived at), then
+the CLI signs each request with a key derived from it, so a program that stands in for
+the server on its port learns nothing, a relay on another port gets no session (a port
+forward must keep the address and port: ssh -L 8265:127.0.0.1:8265), and one on the path
+can neither replay nor change a request. Ray's clients and curl send the token
 itself ("Authorization: Bearer <token>", as Ray's protocol has it). The server listens
 on loopback unless told otherwise; listening elsewhere without --tls-cert/--tls-key
 prints a warning. Requests must name the server in Host (localhost, its address, or an
 --allow-host), which keeps web pages out (DNS rebinding).
 
 The dashboard is on the same port, at / (http://127.0.0.1:8265/): sign in with a
-one-time link from 'trainyard open' (the token is never typed into a page served over
-plain HTTP; over TLS the page also takes it), then see the jobs, a job's attempts, live
+one-time link from 'trainyard open' (its code comes sealed to the CLI's session; the
+token is never typed into a page served over plain HTTP; over TLS the page also takes
+it, five wrong tries a minute per address), then see the jobs, a job's attempts, live
 log and metric curves, compare runs, watch the GPUs, and stop jobs. The session cookie
 (HttpOnly, SameSite=Strict, named for the port) ends when you sign out, after 12 hours,
 or when the server restarts.

@@ -4,9 +4,11 @@
 //
 // Its data comes from a Backend: the job server's native API through its Go client
 // (`trainyard server` serves the dashboard at / on its own port, reaching its API in
-// process). Sign-in takes the server's token once and sets an HttpOnly, SameSite=Strict
-// session cookie holding a MAC of an issue time under the token (never the token
-// itself); every state-changing request carries a CSRF token derived from the session,
-// and its Origin, when sent, must be the page's own. The pages load nothing from outside
-// the server.
+// process). Sign-in takes a one-time code from a sign-in link (or the token, over TLS
+// only) and sets an HttpOnly, SameSite=Strict session cookie holding a random session ID
+// (never the token); every state-changing request carries a CSRF token derived from the
+// session, and its Origin, when sent, must be the page's own. A right code always signs
+// in, whatever failed before from the same address (every local user's is 127.0.0.1);
+// five failures a minute from one address slow down its other tries, the token's above
+// all. The pages load nothing from outside the server.
 package dashboard

@@ -49,8 +49,10 @@ func (h *Handler) loginPage(w http.ResponseWriter, r *http.Request) {
 }
 
 // login signs a browser in with a one-time code (from a sign-in link), or with the token
-// over TLS, and sets the session cookie. Repeated failures from one client are slowed
-// down (see throttle).
+// over TLS, and sets the session cookie. A right code always signs in: it is checked
+// first, so that failures from the same address (every local user's is 127.0.0.1) never
+// lock its owner out, and 256 random bits need no throttle. Repeated failures from one
+// client slow down everything else it tries, the token above all (see throttle).
 func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
 	data := h.loginData(r, r.PostFormValue("next"))
@@ -58,31 +60,33 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusForbidden, "This sign-in did not come from the dashboard's own page.")
 		return
 	}
-	client := clientOf(r)
-	if wait := h.throttle.blocked(client); wait > 0 {
-		w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds()+0.999)))
-		h.render(w, http.StatusTooManyRequests, "login.html", page{Title: "Sign in", Data: data,
-			Message: "Too many failed sign-ins from this address: wait " + strconv.Itoa(int(wait.Seconds()+0.999)) + " s and try again."})
-		return
-	}
-	if msg := h.checkSignIn(r); msg != "" {
-		h.throttle.fail(client)
-		h.render(w, http.StatusForbidden, "login.html", page{Title: "Sign in", Data: data, Message: msg})
-		return
+	if code := strings.TrimSpace(r.PostFormValue("code")); code == "" || !h.cfg.SignIns.Redeem(code) {
+		client := clientOf(r)
+		if wait := h.throttle.blocked(client); wait > 0 {
+			secs := strconv.Itoa(int(wait.Seconds() + 0.999))
+			w.Header().Set("Retry-After", secs)
+			h.render(w, http.StatusTooManyRequests, "login.html", page{Title: "Sign in", Data: data,
+				Message: "Too many failed sign-ins from this address: wait " + secs + " s and try again, or open a new sign-in link, which always works. " +
+					h.cfg.SignInHelp})
+			return
+		}
+		if msg := h.checkSignIn(r); msg != "" {
+			h.throttle.fail(client)
+			h.render(w, http.StatusForbidden, "login.html", page{Title: "Sign in", Data: data, Message: msg})
+			return
+		}
 	}
 	h.log.Info("dashboard: signed in", "client", r.RemoteAddr)
 	h.sessions.setCookie(w, r, h.sessions.issue())
 	http.Redirect(w, r, data.Next, http.StatusSeeOther)
 }
 
-// checkSignIn returns why the sign-in form's code or token does not sign in, or "".
+// checkSignIn returns why the sign-in form's token does not sign in, or "": its code,
+// if any, did not (login tried it first).
 func (h *Handler) checkSignIn(r *http.Request) string {
 	code, token := strings.TrimSpace(r.PostFormValue("code")), strings.TrimSpace(r.PostFormValue("token"))
 	switch {
 	case code != "":
-		if h.cfg.SignIns.Redeem(code) {
-			return ""
-		}
 		return "That sign-in link was used already or has expired (links work once, for 2 minutes). " + h.cfg.SignInHelp
 	case token != "" && r.TLS == nil:
 		return "This dashboard does not take the token over plain HTTP, where another program could stand in for it. " + h.cfg.SignInHelp

@@ -192,6 +192,33 @@ func TestSignIn(t *testing.T) {
 	}
 }
 
+// Failed sign-ins from one address (another local user's, all from 127.0.0.1) never stop
+// a right code from it: a code is checked first, and is 256 random bits that no number
+// of tries guesses. Guesses of the token are still slowed down.
+func TestSignInCodeNotLockedOut(t *testing.T) {
+	signIns := auth.NewSignIns(nil)
+	token := "secret-token-secret-token-secret-token"
+	h, err := New(Config{Backend: emptyBackend{}, Token: token, SignIns: signIns, CookieName: CookieName("8265"),
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2*failFree; i++ {
+		signInForm(h, url.Values{"code": {"made-up"}}, false)
+		signInForm(h, url.Values{"token": {"wrong"}}, true)
+	}
+	if w := signInForm(h, url.Values{"code": {"made-up"}}, false); w.Code != http.StatusTooManyRequests {
+		t.Errorf("a wrong code after %d failures: %d, want 429", 4*failFree, w.Code)
+	}
+	code, _ := signIns.Issue()
+	if w := signInForm(h, url.Values{"code": {code}}, false); w.Code != http.StatusSeeOther {
+		t.Errorf("a right code after %d failures from its address: %d %s, want 303", 4*failFree, w.Code, w.Body)
+	}
+	if w := signInForm(h, url.Values{"token": {token}}, true); w.Code != http.StatusTooManyRequests {
+		t.Errorf("the token after %d failures: %d, want 429", 4*failFree, w.Code)
+	}
+}
+
 // A read-only dashboard answers Stop and Delete with 405, and logs are never cached.
 func TestReadOnlyAndNoStore(t *testing.T) {
 	h, err := New(Config{Backend: logBackend{}, ReadOnly: true})

@@ -14,7 +14,9 @@ const (
 	maxClients = 4096
 )
 
-// throttle slows down repeated failed sign-ins, per client address, and keeps the log
+// throttle slows down repeated failed sign-ins, per client address: it bounds guesses
+// of the token. A right one-time code passes it (login checks codes first), so that
+// another user's failures from the same address never lock anyone out. It keeps the log
 // short: it logs a client's first failure of a window, and at the window's end how many
 // there were in all.
 type throttle struct {

@@ -28,14 +28,21 @@ var jobID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 // keys hold at most 32 KiB.
 const maxRayIDBytes = 16 << 10
 
-// newRayID returns a Ray submission's ID: any string, as Ray takes (its folders are
-// named by jobs.FolderName), or a new one when it is empty.
+// newRayID returns a Ray submission's ID: any string that can be one segment of a URL's
+// path, as Ray takes (its folders are named by jobs.FolderName), or a new one when it is
+// empty. "." and ".." are dropped from paths by clients and servers, and Ray's clients
+// put the ID in the path unescaped, so an ID with "/" would name something else: no URL
+// could name such a job again, to read its status, stop it or delete it.
 func newRayID(id string) (string, error) {
 	switch {
 	case id == "":
 		return jobs.NewID(), nil
 	case len(id) > maxRayIDBytes:
 		return "", invalid("submission_id is %d bytes long; this server keeps IDs of at most %d bytes", len(id), maxRayIDBytes)
+	case id == "." || id == ".." || strings.Contains(id, "/"):
+		return "", invalid("submission_id %q: no URL could name the job again (\".\" and \"..\" are dropped from paths, "+
+			"and \"/\" splits them); give an ID without \"/\" that is not \".\" or \"..\", such as raysubmit_fPOmfwdHK5QGnJKC, "+
+			"or none for a new one", truncate(id, 200))
 	}
 	return id, nil
 }

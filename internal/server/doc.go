@@ -40,8 +40,9 @@
 // the bytes as written, without the console log's "trainyard:" lines and rank prefixes,
 // which the native API and the CLI keep.
 //
-// A submission_id is any string, as Ray takes (up to 16 KiB, the store's bound); in a URL
-// it is path-escaped, and Ray's endpoints unescape it. No path is built from it: the job's
+// A submission_id is any string, as Ray takes (up to 16 KiB, the store's bound), but ".",
+// ".." and any with "/", which no URL could name again (400); in a URL it is
+// path-escaped, and Ray's endpoints unescape it. No path is built from it: the job's
 // run folder and spec file are named jobs.FolderName(id), the ID itself when it is a valid
 // run name, else its safe characters and a hash. The native API keeps its rule for IDs.
 //

@@ -9,14 +9,16 @@ import (
 	"testing"
 
 	"github.com/trainyard/trainyard/internal/jobs"
+	"github.com/trainyard/trainyard/internal/store"
 )
 
-// Ray takes any string as submission_id. Each works through every endpoint, with the ID
-// escaped in URLs, and names no path: the run folder and the spec file are named by
+// Ray takes almost any string as submission_id. Each works through every endpoint, with
+// the ID escaped in URLs, and names no path: the run folder and the spec file are named by
 // jobs.FolderName, inside the storage path and the state folder.
 func TestRayAnySubmissionID(t *testing.T) {
 	e := newEnv(t)
-	ids := []string{"../../etc", "a/b", "has space", "ünïcødé ジョブ", "100%", "q?x=1#f", strings.Repeat("long-", 2000)}
+	ids := []string{"raysubmit_fPOmfwdHK5QGnJKC", "...", "..a", `a\b`, "has space", "ünïcødé ジョブ", "100%", "q?x=1#f",
+		strings.Repeat("long-", 2000)}
 	runs := filepath.Join(e.dir, "runs")
 	for _, id := range ids {
 		got := e.raySubmitJob(map[string]any{"entrypoint": "echo ran", "submission_id": id})
@@ -56,6 +58,24 @@ func TestRayAnySubmissionID(t *testing.T) {
 	runEntries, _ := os.ReadDir(runs)
 	if len(runEntries) != len(ids) {
 		t.Errorf("%d run folders, want %d", len(runEntries), len(ids))
+	}
+}
+
+// An ID that no URL could name again ("." and ".." are dropped from paths, and Ray's
+// clients put the ID in the path unescaped, so "/" splits it) is refused with what to do.
+func TestRaySubmissionIDNotAPathSegment(t *testing.T) {
+	e := newEnv(t)
+	for _, id := range []string{".", "..", "/", "a/b", "../../etc", "a/"} {
+		for _, field := range []string{"submission_id", "job_id"} {
+			r := e.request("POST", "/api/jobs/", jsonBody(t, map[string]any{"entrypoint": "true", field: id}))
+			wantStatus(t, r, http.StatusBadRequest)
+			if msg := errorMessage(t, r); !strings.Contains(msg, "no URL could name the job") {
+				t.Errorf("%s %q: message %q", field, id, msg)
+			}
+		}
+	}
+	if n, _ := e.svc.List(store.Filter{}); len(n) != 0 {
+		t.Errorf("%d jobs were made", len(n))
 	}
 }
 

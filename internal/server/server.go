@@ -180,14 +180,21 @@ func (s *Server) nativeRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST "+auth.SignInPath, s.signInLink)
 }
 
-// signInLink answers POST /api/v1/signin-links with a one-time sign-in link to the
-// dashboard (201); the request has passed the token's checks, like every other.
+// signInLink answers POST /api/v1/signin-links with a one-time sign-in code to the
+// dashboard (201), sealed to the request (auth.Seal), which has passed the token's
+// checks, like every other: only the client that signed it can open the code.
 func (s *Server) signInLink(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.SignIns == nil {
 		s.writeError(w, r, native, refuse(errNoEndpoint, "this server has no dashboard to sign in to"))
 		return
 	}
-	link := s.cfg.SignIns.Link()
+	code, expires := s.cfg.SignIns.Issue()
+	sealed, err := auth.Seal(r.Context(), code)
+	if err != nil {
+		s.cfg.SignIns.Redeem(code) // drop it unused
+		s.writeError(w, r, native, err)
+		return
+	}
 	s.log.Info("made a dashboard sign-in link", "client", r.RemoteAddr, "user_agent", r.UserAgent())
-	writeJSON(w, http.StatusCreated, link)
+	writeJSON(w, http.StatusCreated, auth.SealedSignIn{Path: auth.LoginPath, SealedCode: sealed, Expires: expires.UTC()})
 }
