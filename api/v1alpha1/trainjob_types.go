@@ -33,6 +33,11 @@ type TrainJob struct {
 
 // TrainJobSpec is what the user asks for. Zero values are replaced by defaults
 // (see internal/jobspec.Default).
+//
+// What the operator's pod policy reads (spec.kubernetes.podTemplate, serviceAccountName
+// and volumes, spec.source.git.credentialsSecret) cannot change once the TrainJob exists;
+// workers, suspend and the rest may.
+// +kubebuilder:validation:XValidation:rule="(has(self.source) && has(self.source.git) && has(self.source.git.credentialsSecret)) == (has(oldSelf.source) && has(oldSelf.source.git) && has(oldSelf.source.git.credentialsSecret)) && (!has(self.source) || !has(self.source.git) || !has(self.source.git.credentialsSecret) || self.source.git.credentialsSecret == oldSelf.source.git.credentialsSecret)",message="spec.source.git.credentialsSecret is immutable: the operator's pod policy checked the Secret when the TrainJob was created; delete the TrainJob and create it again to change it",fieldPath=".source.git.credentialsSecret"
 type TrainJobSpec struct {
 	// Workers is the number of workers in the gang (torchrun's nodes). Default 1.
 	// +kubebuilder:validation:Minimum=1
@@ -185,6 +190,15 @@ type WorkerResources struct {
 
 // KubernetesSpec is the part of a job that only matters on Kubernetes: how each worker's
 // pod is made and scheduled.
+//
+// What the operator's pod policy reads of it is frozen once the TrainJob exists: the pod
+// template and the service account (added, changed or removed), and the volumes once set.
+// The rules are a second line: the operator checks every pod it creates against the
+// policy, so what they let through (a template whose top-level keys are swapped, since CEL
+// compares a schemaless object's values key by key) makes no pod.
+// +kubebuilder:validation:XValidation:rule="has(self.podTemplate) == has(oldSelf.podTemplate) && (!has(self.podTemplate) || self.podTemplate == oldSelf.podTemplate)",message="spec.kubernetes.podTemplate is immutable: the operator's pod policy checked the pods it shapes when the TrainJob was created; delete the TrainJob and create it again to change it",fieldPath=".podTemplate"
+// +kubebuilder:validation:XValidation:rule="has(self.serviceAccountName) == has(oldSelf.serviceAccountName) && (!has(self.serviceAccountName) || self.serviceAccountName == oldSelf.serviceAccountName)",message="spec.kubernetes.serviceAccountName is immutable: the operator's pod policy checked it when the TrainJob was created; delete the TrainJob and create it again to change it",fieldPath=".serviceAccountName"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.volumes) || has(self.volumes) && self.volumes == oldSelf.volumes",message="spec.kubernetes.volumes is immutable once set: the operator's pod policy checked them when the workers' pods were made; delete the TrainJob and create it again to change them",fieldPath=".volumes"
 type KubernetesSpec struct {
 	// Image is the container image of the workers; it needs the job's command (and torch),
 	// not Trainyard, whose binary an init container brings.

@@ -3,6 +3,7 @@ package operator
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -16,11 +17,18 @@ import (
 	"github.com/trainyard/trainyard/internal/workload"
 )
 
-// The operator's pod policy (internal/podpolicy): before anything of an attempt is
-// created (its NetworkPolicy, Service and Job, and the job's TensorBoard), the worker
-// pod it would run is checked. A job the policy refuses fails with ReasonPodPolicy, its
-// condition and Event naming the fields, and nothing is created; a job whose Secret does
-// not exist yet waits for it.
+// The operator's pod policy (internal/podpolicy) is checked before every pod the operator
+// creates, on the TrainJob as the reconcile reads it: checkPods passes an attempt's pods, a
+// lost worker's replacement, the room probes, and the pod templates the operator hands on
+// (the TensorBoard's Deployment, a Kueue Workload's). So a spec edited after admission, or
+// a ServiceAccount or Secret no longer open to TrainJobs, brings no pod the policy has not
+// passed. A job the policy refuses fails with ReasonPodPolicy, its condition and Event
+// naming the fields, and those pods are not created.
+//
+// Before anything of an attempt is created (its NetworkPolicy, Service and pods, and the
+// job's TensorBoard), admit checks the worker pod it would run, and a job whose Secret
+// does not exist yet waits for it. The CRD freezes the fields the policy reads
+// (api/v1alpha1), so the API server refuses such an edit first.
 
 // secretWait is how often a job that waits for a Secret or ServiceAccount looks again.
 const secretWait = 5 * time.Second
@@ -39,24 +47,19 @@ func (s *step) needsAdmission() bool {
 // admit checks the job against the pod policy. It returns false when the job may not go
 // on now: it failed, or it waits (and is looked at again).
 func (s *step) admit(ctx context.Context) (bool, error) {
-	level := s.r.Options.PodPolicy
-	if level == "" {
-		level = podpolicy.Default
-	}
-	if !s.needsAdmission() || level == podpolicy.Off {
+	if !s.needsAdmission() || s.r.Options.podPolicy() == podpolicy.Off {
 		return true, nil
 	}
 	a, err := workload.Render(s.job, max(1, int(s.job.Status.Attempt)), s.r.Options.renderOptions())
 	if err != nil {
 		return false, s.fail(v1.ReasonInvalidPodTemplate, err.Error())
 	}
-	pod := &a.Template.Spec
-	access, waits, err := s.r.access(ctx, s.job, podpolicy.Referenced(pod), s.now)
+	vs, waits, err := s.policy(ctx, &a.Template.Spec)
 	if err != nil {
 		return false, err
 	}
-	if vs := podpolicy.CheckTrainJob(s.job, pod, access); len(vs) > 0 {
-		return false, s.fail(v1.ReasonPodPolicy, fmt.Sprintf("the operator's pod policy (%s) refuses the job's pods, so nothing was created: %v", level, vs))
+	if len(vs) > 0 {
+		return false, s.refuse(vs)
 	}
 	if len(waits) == 0 {
 		return true, nil
@@ -72,6 +75,72 @@ func (s *step) admit(ctx context.Context) (bool, error) {
 	}
 	s.requeue(secretWait)
 	return false, nil
+}
+
+// checkPods checks pods, which the step is about to create or hand on in a template,
+// against the pod policy, as the TrainJob asks for them now. Every pod the operator
+// creates goes through it first. It returns false when the policy refuses one of them:
+// then the job failed (or, finished already, an Event says so) and the caller creates
+// nothing. A Secret that does not exist is let through here: the pod waits for it.
+func (s *step) checkPods(ctx context.Context, pods ...*corev1.PodSpec) (bool, error) {
+	vs, _, err := s.policy(ctx, pods...)
+	if err != nil {
+		return false, err
+	}
+	if len(vs) > 0 {
+		return false, s.refuse(vs)
+	}
+	return true, nil
+}
+
+// policy returns what the pod policy refuses in pods, each violation once, and the
+// Secrets they would wait for.
+func (s *step) policy(ctx context.Context, pods ...*corev1.PodSpec) (podpolicy.Violations, []string, error) {
+	if s.r.Options.podPolicy() == podpolicy.Off {
+		return nil, nil, nil
+	}
+	var refs podpolicy.References
+	for _, p := range pods {
+		r := podpolicy.Referenced(p)
+		refs.ServiceAccounts = appendNew(refs.ServiceAccounts, r.ServiceAccounts...)
+		refs.Secrets = appendNew(refs.Secrets, r.Secrets...)
+	}
+	access, waits, err := s.r.access(ctx, s.job, refs, s.now)
+	if err != nil {
+		return nil, nil, err
+	}
+	var out podpolicy.Violations
+	seen := map[string]bool{}
+	for _, p := range pods {
+		for _, v := range podpolicy.CheckTrainJob(s.job, p, access) {
+			if !seen[v.String()] {
+				seen[v.String()] = true
+				out = append(out, v)
+			}
+		}
+	}
+	return out, waits, nil
+}
+
+// refuse fails the job for the violations vs: ReasonPodPolicy, its condition and Event
+// naming the fields. A job that finished already keeps its phase and gets the Event alone.
+func (s *step) refuse(vs podpolicy.Violations) error {
+	msg := fmt.Sprintf("the operator's pod policy (%s) refuses the job's pods, so none was created: %v", s.r.Options.podPolicy(), vs)
+	if s.job.Status.Phase.Finished() {
+		s.event(corev1.EventTypeWarning, v1.ReasonPodPolicy, msg)
+		return nil
+	}
+	return s.fail(v1.ReasonPodPolicy, msg)
+}
+
+// appendNew appends those of items that list does not hold yet.
+func appendNew(list []string, items ...string) []string {
+	for _, it := range items {
+		if !slices.Contains(list, it) {
+			list = append(list, it)
+		}
+	}
+	return list
 }
 
 // access looks up the ServiceAccounts and Secrets the job's pods use, and returns those

@@ -296,11 +296,14 @@ func (s *step) createWorkload(ctx context.Context) error {
 // newWorkload renders slice number slice of the TrainJob's Workload (1, and the only one,
 // without workload slices), asking for spec.workers and, through Kueue's partial
 // admission, as few as least. It returns nil when the job failed (a pod template that
-// does not apply).
+// does not apply, or pods the pod policy refuses: the template is the workers' pod).
 func (s *step) newWorkload(ctx context.Context, slice, least int) (*unstructured.Unstructured, error) {
 	a, err := workload.Render(s.job, s.podsAttempt(), s.r.Options.renderOptions())
 	if err != nil {
 		return nil, s.fail(v1.ReasonInvalidPodTemplate, err.Error())
+	}
+	if ok, err := s.checkPods(ctx, &a.Template.Spec); !ok || err != nil {
+		return nil, err
 	}
 	tmpl, err := runtime.DefaultUnstructuredConverter.ToUnstructured(a.Template)
 	if err != nil {

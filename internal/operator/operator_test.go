@@ -101,6 +101,7 @@ func TestOperator(t *testing.T) {
 		{"a clone that fails", testCloneFails},
 		{"workers that cloned different commits", testSplitClone},
 		{"pod policy", testPodPolicy},
+		{"pod spec frozen after admission", testFrozenPodSpec},
 		{"network policy", testNetworkPolicy},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -61,6 +61,14 @@ type Options struct {
 	WorkerPerGPU *workload.PerGPU
 }
 
+// podPolicy is PodPolicy, defaulted.
+func (o *Options) podPolicy() podpolicy.Level {
+	if o.PodPolicy == "" {
+		return podpolicy.Default
+	}
+	return o.PodPolicy
+}
+
 // perGPU is WorkerPerGPU, defaulted.
 func (o *Options) perGPU() workload.PerGPU {
 	if o.WorkerPerGPU == nil {

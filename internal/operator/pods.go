@@ -113,22 +113,31 @@ func deletionKey(uid types.UID) string { return deletionPrefix + string(uid) }
 func countedKey(uid types.UID) string  { return countedPrefix + string(uid) }
 
 // createPods creates the attempt's pods that do not exist: every worker's at first, a
-// lost worker's replacement later. It returns how many it created.
+// lost worker's replacement later, once the pod policy passed them all (checkPods). It
+// returns how many it created: none when the policy refused them (the job failed).
 func (s *step) createPods(ctx context.Context, a *workload.Attempt, missing []int) (int, error) {
-	made := 0
+	var pods []*corev1.Pod
+	var specs []*corev1.PodSpec
 	for _, i := range missing {
 		p := a.Pod(i)
-		if s.r.expect.pending(s.job.UID, p.Name, s.now) {
-			continue
+		if !s.r.expect.pending(s.job.UID, p.Name, s.now) {
+			pods, specs = append(pods, p), append(specs, &p.Spec)
 		}
+	}
+	if len(pods) == 0 {
+		return 0, nil
+	}
+	if ok, err := s.checkPods(ctx, specs...); !ok || err != nil {
+		return 0, err
+	}
+	for made, p := range pods {
 		err := s.r.Client.Create(ctx, p)
 		if err != nil && !apierrors.IsAlreadyExists(err) {
 			return made, fmt.Errorf("create pod %s: %w", p.Name, err)
 		}
 		s.r.expect.add(s.job.UID, p.Name, s.now)
-		made++
 	}
-	return made, nil
+	return len(pods), nil
 }
 
 // replace deletes the pods of workers that are lost, so that their replacements (same

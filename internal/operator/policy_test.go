@@ -2,10 +2,12 @@ package operator_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -111,6 +113,43 @@ func testPodPolicy(k *cluster) {
 	}
 	k.create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "later", Namespace: k.ns, Labels: open}})
 	k.attempt("submitted", 1)
+}
+
+// A job admitted benign cannot be edited to escape afterwards: the API server refuses a
+// pod template made privileged, with the host's PIDs and root folder, and a volume made a
+// hostPath, naming the field. A worker OOM-killed later is replaced as admitted.
+func testFrozenPodSpec(k *cluster) {
+	ctx := context.Background()
+	k.newJob("benign", 2, func(j *v1.TrainJob) {
+		j.Spec.Kubernetes.Volumes = []corev1.Volume{{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+	})
+	pods := k.runAll("benign", 1)
+	for field, change := range map[string]func(*v1.KubernetesSpec){
+		"spec.kubernetes.podTemplate": func(s *v1.KubernetesSpec) { s.PodTemplate = &runtime.RawExtension{Raw: []byte(escapeTemplate)} },
+		"spec.kubernetes.volumes": func(s *v1.KubernetesSpec) {
+			s.Volumes[0].VolumeSource = corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}
+		},
+	} {
+		j := k.get("benign")
+		patch := client.MergeFrom(j.DeepCopy())
+		change(j.Spec.Kubernetes)
+		if err := k.c.Patch(ctx, j, patch); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), field+": Invalid value") ||
+			!strings.Contains(err.Error(), field+" is immutable") {
+			k.t.Errorf("editing %s of a running job: %v; want it refused as Invalid, naming the field", field, err)
+		}
+	}
+	k.setPod(pods[1], func(st *corev1.PodStatus) {
+		exited(137, "")(st)
+		st.ContainerStatuses[0].State.Terminated.Reason = "OOMKilled"
+	})
+	k.eventually("worker 1's pod replaced", func() (bool, string) {
+		var p corev1.Pod
+		err := k.c.Get(ctx, client.ObjectKeyFromObject(pods[1]), &p)
+		return err == nil && p.UID != pods[1].UID, fmt.Sprintf("%v (uid %s)", err, p.UID)
+	})
+	if p := k.attempt("benign", 1)[1]; p.Spec.HostPID || len(p.Spec.Volumes) != len(pods[1].Spec.Volumes) {
+		k.t.Errorf("the replacement's host PID %v, volumes %+v; want worker 1's pod as admitted", p.Spec.HostPID, p.Spec.Volumes)
+	}
 }
 
 // Before its first attempt's pods, a job gets a NetworkPolicy that it owns, selecting its

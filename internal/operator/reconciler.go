@@ -274,8 +274,8 @@ func (s *step) create(ctx context.Context) error {
 		return fmt.Errorf("create Service %s: %w", a.Service.Name, err)
 	}
 	made := s.podIndexes() // all but the workers dropped from the start (resized)
-	if _, err := s.createPods(ctx, a, made); err != nil {
-		return err
+	if _, err := s.createPods(ctx, a, made); err != nil || st.Phase.Finished() {
+		return err // or the pod policy refused them (admit passed the same spec)
 	}
 	msg := fmt.Sprintf("attempt %d: created Service %s and %d worker pod(s)", n, a.Service.Name, len(made))
 	if q := s.queueName(); q != "" {

@@ -211,7 +211,8 @@ func (s *step) growIntoRoom(ctx context.Context, o observation) (bool, error) {
 		s.requeue(plan.wait)
 	}
 	if plan.create > 0 {
-		return false, s.askForRoom(ctx, plan.create, mem)
+		err := s.askForRoom(ctx, plan.create, mem)
+		return st.Phase.Finished(), err // finished: the pod policy refused the probes
 	}
 	if plan.grow == 0 {
 		if plan.drop {
@@ -304,21 +305,30 @@ func (s *step) mayProbe() bool {
 	return st.Phase == v1.PhaseRunning && st.Workers > 0 && s.queueName() == "" && !s.restartingInPlace()
 }
 
-// createProbes creates n room probes shaped like the current attempt's worker 0.
+// createProbes creates n room probes shaped like the current attempt's worker 0, once the
+// pod policy passed them (checkPods; when it refuses them, the job failed).
 func (s *step) createProbes(ctx context.Context, n int) error {
 	a, err := s.render(ctx, s.podsAttempt())
 	if err != nil {
 		return err
 	}
 	worker := a.Pod(0)
+	probes := make([]*corev1.Pod, n)
+	specs := make([]*corev1.PodSpec, n)
 	for i := range n {
 		name := fmt.Sprintf("%s-room-%d", s.job.Name, i)
 		if len(name) > 63 {
 			name = fmt.Sprintf("room-%s-%d", s.job.UID, i)
 		}
-		p := roomProbe(worker, name, s.r.Options.roomProbeImage(), s.r.Options.RoomProbePriorityClass)
+		probes[i] = roomProbe(worker, name, s.r.Options.roomProbeImage(), s.r.Options.RoomProbePriorityClass)
+		specs[i] = &probes[i].Spec
+	}
+	if ok, err := s.checkPods(ctx, specs...); !ok || err != nil {
+		return err
+	}
+	for _, p := range probes {
 		if err := s.r.Client.Create(ctx, p); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("create room probe %s: %w", name, err)
+			return fmt.Errorf("create room probe %s: %w", p.Name, err)
 		}
 	}
 	return nil

@@ -15,7 +15,7 @@ import (
 // tensorBoard creates the job's TensorBoard Deployment and Service, once, when it asks for
 // one: from the job's creation until ttlSecondsAfterFinished has passed (users look at the
 // curves after training). A TensorBoard that cannot be rendered is a warning, not a failure
-// of the training.
+// of the training; one whose pod the pod policy refuses fails the job, as its workers would.
 func (s *step) tensorBoard(ctx context.Context) error {
 	k := s.job.Spec.Kubernetes
 	if k == nil || k.TensorBoard == nil || s.ttlPassed() {
@@ -29,6 +29,12 @@ func (s *step) tensorBoard(ctx context.Context) error {
 		s.event(corev1.EventTypeWarning, "TensorBoardNotCreated", err.Error())
 		s.r.tensorboards.Store(s.job.UID, false)
 		return nil
+	}
+	if ok, err := s.checkPods(ctx, &tb.Deployment.Spec.Template.Spec); !ok || err != nil {
+		if err == nil {
+			s.r.tensorboards.Store(s.job.UID, false) // the job failed, or had finished: not asked again
+		}
+		return err
 	}
 	np := workload.RenderTensorBoardNetworkPolicy(s.job, s.r.network())
 	for _, obj := range []client.Object{np, tb.Service, tb.Deployment} {

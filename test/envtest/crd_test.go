@@ -10,6 +10,7 @@ package envtest_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +21,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainyard/trainyard/api/v1alpha1"
@@ -133,6 +135,10 @@ func TestTrainJobCRD(t *testing.T) {
 		}
 	})
 
+	t.Run("FrozenPodFields", func(t *testing.T) {
+		testFrozenPodFields(ctx, t, c, ns.Name)
+	})
+
 	t.Run("StatusSubresource", func(t *testing.T) {
 		job := validJob(ns.Name, "status")
 		if err := c.Create(ctx, job); err != nil {
@@ -210,4 +216,76 @@ func TestTrainJobCRD(t *testing.T) {
 			t.Errorf("CRD not established: %+v", crd.Status.Conditions)
 		}
 	})
+}
+
+// What the operator's pod policy checked at admission cannot be edited afterwards: the
+// pod template and the service account (added, changed or removed), the volumes once set,
+// the git credentials. The refusal names the field. What the operator and the CLI change
+// on a live job (workers, suspend, labels, the priority class) may change. (A template
+// whose top-level keys change, metadata alone to spec alone, passes: CEL compares a
+// schemaless object's values by key. The operator's check before every pod refuses it.)
+func testFrozenPodFields(ctx context.Context, t *testing.T, c client.Client, ns string) {
+	template := func(raw string) func(*v1alpha1.TrainJob) {
+		return func(j *v1alpha1.TrainJob) { j.Spec.Kubernetes.PodTemplate = &runtime.RawExtension{Raw: []byte(raw)} }
+	}
+	for name, tc := range map[string]struct {
+		bare   bool // the job has no pod template, volume, service account or git source
+		change func(*v1alpha1.TrainJob)
+		field  string // "": allowed
+	}{
+		"privileged template": {false, template(`{"metadata": {"labels": {"team": "a"}}, "spec": {"hostPID": true,
+			"containers": [{"name": "worker", "securityContext": {"privileged": true}}], "volumes": [{"name": "host", "hostPath": {"path": "/"}}]}}`),
+			"spec.kubernetes.podTemplate"},
+		"template label":   {false, template(`{"metadata": {"labels": {"team": "b"}}}`), "spec.kubernetes.podTemplate"},
+		"template removed": {false, func(j *v1alpha1.TrainJob) { j.Spec.Kubernetes.PodTemplate = nil }, "spec.kubernetes.podTemplate"},
+		"template added":   {true, template(`{"spec": {"hostNetwork": true}}`), "spec.kubernetes.podTemplate"},
+		"hostpath volume": {false, func(j *v1alpha1.TrainJob) {
+			j.Spec.Kubernetes.Volumes[0].VolumeSource = corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}
+		}, "spec.kubernetes.volumes"},
+		"volumes removed":         {false, func(j *v1alpha1.TrainJob) { j.Spec.Kubernetes.Volumes = nil }, "spec.kubernetes.volumes"},
+		"service account":         {false, func(j *v1alpha1.TrainJob) { j.Spec.Kubernetes.ServiceAccountName = "default" }, "spec.kubernetes.serviceAccountName"},
+		"service account added":   {true, func(j *v1alpha1.TrainJob) { j.Spec.Kubernetes.ServiceAccountName = "kube-proxy" }, "spec.kubernetes.serviceAccountName"},
+		"git credentials":         {false, func(j *v1alpha1.TrainJob) { j.Spec.Source.Git.CredentialsSecret = "ci-token" }, "spec.source.git.credentialsSecret"},
+		"git credentials removed": {false, func(j *v1alpha1.TrainJob) { j.Spec.Source = nil }, "spec.source.git.credentialsSecret"},
+		"workers and suspend": {false, func(j *v1alpha1.TrainJob) {
+			j.Spec.Workers, j.Spec.Suspend = ptr(int32(3)), true
+		}, ""},
+		"labels, priority class and image": {false, func(j *v1alpha1.TrainJob) {
+			j.Labels = map[string]string{"kueue.x-k8s.io/queue-name": "team-b"}
+			j.Spec.Kubernetes.PriorityClassName, j.Spec.Kubernetes.Image = "team-high", "other:1"
+		}, ""},
+		"same template, spaced differently": {false, template(`{ "metadata" : { "labels" : { "team" : "a" } } }`), ""},
+		"volumes added":                     {true, func(j *v1alpha1.TrainJob) { j.Spec.Kubernetes.Volumes = []corev1.Volume{{Name: "runs"}} }, ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			job := validJob(ns, strings.NewReplacer(" ", "-", ",", "").Replace(name))
+			if !tc.bare {
+				k := job.Spec.Kubernetes
+				k.PodTemplate = &runtime.RawExtension{Raw: []byte(`{"metadata": {"labels": {"team": "a"}}}`)}
+				k.ServiceAccountName = "trainer"
+				k.Volumes = []corev1.Volume{{Name: "runs", VolumeSource: corev1.VolumeSource{
+					PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "runs"}}}}
+				job.Spec.Source = &v1alpha1.SourceSpec{Git: &v1alpha1.GitSource{URL: "https://git.example.com/r.git", CredentialsSecret: "team-git"}}
+			}
+			if err := c.Create(ctx, job); err != nil {
+				t.Fatal(err)
+			}
+			tc.change(job)
+			err := c.Update(ctx, job)
+			if tc.field == "" {
+				if err != nil {
+					t.Errorf("refused: %v", err)
+				}
+				return
+			}
+			if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tc.field+" is immutable") {
+				t.Fatalf("want an Invalid error saying %s is immutable, got %v", tc.field, err)
+			}
+			var status apierrors.APIStatus
+			if !errors.As(err, &status) || status.Status().Details == nil ||
+				!slices.ContainsFunc(status.Status().Details.Causes, func(c metav1.StatusCause) bool { return c.Field == tc.field }) {
+				t.Errorf("no cause names %s: %v", tc.field, err)
+			}
+		})
+	}
 }
