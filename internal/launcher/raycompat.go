@@ -28,20 +28,23 @@ const rayProbe = `import sys; sys.path[:1] = [p for p in sys.path[:1] if p]; imp
 // one that has ray, so that nothing is offered to it.
 const rayProbeTimeout = 60 * time.Second
 
-// offerRay reports whether the workers get the ray compatibility package (l.RayCompat):
-// only when the job runs Python (the command is a Python interpreter, or a script whose
-// #! line names one, such as torchrun) and that Python, with the workers' environment
-// and working folder, cannot import ray. A shell command (sh -c "python3 train.py", as
-// Ray's job entrypoints are run) counts as Python when its first word is. A folder on PYTHONPATH comes before
-// site-packages, so offering the package to a Python that has Ray would shadow it; the
-// probe asks the job's own Python once, before the first attempt.
+// offerRay reports whether the workers get the ray compatibility package (l.RayCompat).
+// When the job's command says which Python it runs (a Python interpreter, a script whose
+// #! line names one, such as torchrun, or a shell command whose first word is one: sh -c
+// "python3 train.py"), that Python, with the workers' environment and working folder, is
+// asked once, before the first attempt, and the package is offered only when it cannot
+// import ray: a folder on PYTHONPATH comes before site-packages. Any other command (a
+// shell command line such as "cd src && python train.py", bash -c, a wrapper script,
+// which Ray's job entrypoints often are) gets the package too, since any Python it starts
+// may run a Ray Train script: the package then defers to a real Ray by itself, where the
+// Python that imports it has one (python/compat/ray/_real.py).
 func (l *Launcher) offerRay(ctx context.Context) (bool, error) {
 	argv := pythonArgv(l.path)
 	if argv == nil {
 		argv = shellPythonArgv(l.Job, l.path)
 	}
 	if argv == nil {
-		return false, nil
+		return true, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, rayProbeTimeout)
 	defer cancel()

@@ -168,3 +168,73 @@ func TestShellPythonArgv(t *testing.T) {
 		})
 	}
 }
+
+// Every entrypoint form Ray's jobs use finds ray: where the launcher cannot tell which
+// Python the command runs (a shell command line, bash -c, a wrapper script), the workers
+// get Trainyard's ray, which imports a real Ray in its place where the Python that
+// imports it has one, unless TRAINYARD_RAY=trainyard.
+func TestRayCompatForEveryEntrypoint(t *testing.T) {
+	if _, err := os.Stat(systemPython); err != nil {
+		t.Skipf("no %s", systemPython)
+	}
+	compat, err := filepath.Abs(filepath.Join("..", "..", "python", "compat"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const show = `python3 -P -c "import ray; print('ray is', getattr(ray, 'WHO', None) or ray.__version__)"`
+	cases := map[string]struct {
+		command        []string
+		inSitePackages bool // a real Ray in the user's site-packages
+		inWorkdir      bool // a ray/ someone planted in the working folder
+		env            []v1.EnvVar
+		want           string
+	}{
+		"cd && python":          {command: []string{"/bin/sh", "-c", "cd sub && " + show}, want: "2.40.0+trainyard"},
+		"bash -c":               {command: []string{"/bin/bash", "-c", "bash -c " + shellQuote(show)}, want: "2.40.0+trainyard"},
+		"a wrapper script":      {command: []string{"./run.sh"}, want: "2.40.0+trainyard"},
+		"a real Ray, cd":        {command: []string{"/bin/sh", "-c", "cd sub && " + show}, inSitePackages: true, want: "user"},
+		"a real Ray, a wrapper": {command: []string{"./run.sh"}, inSitePackages: true, want: "user"},
+		"a real Ray, TRAINYARD_RAY=trainyard": {command: []string{"./run.sh"}, inSitePackages: true,
+			env: []v1.EnvVar{{Name: "TRAINYARD_RAY", Value: "trainyard"}}, want: "2.40.0+trainyard"},
+		// The package never takes a ray/ of the working folder for a real Ray.
+		"a planted ray/, cd && python -P": {command: []string{"/bin/sh", "-c", "cd sub && " + show}, inWorkdir: true, want: "2.40.0+trainyard"},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Setenv("PYTHONPATH", "")
+			b := makeJob(t, "")
+			job := b.job
+			dir := job.Spec.WorkingDir
+			if err := os.Mkdir(filepath.Join(dir, "sub"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "run.sh"), []byte("#!/bin/sh\nexec "+show+"\n"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			job.Spec.Command, job.Spec.Env = c.command, c.env
+			user := fakeRay(t, "user")
+			if c.inSitePackages {
+				t.Setenv("PYTHONUSERBASE", userBase(t, user))
+			}
+			if c.inWorkdir {
+				for _, d := range []string{dir, filepath.Join(dir, "sub")} {
+					planted := fakeRay(t, "planted")
+					if err := os.Rename(filepath.Join(planted, "ray"), filepath.Join(d, "ray")); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			b.obj(t)
+			h := newHarness(t, job)
+			h.l.ExtraEnv = map[string]string{"PYTHONPATH": t.TempDir()} // the trainyard helper's folder
+			h.l.RayCompat = compat
+			res, _ := h.run(t, context.Background())
+			if res.Outcome != Succeeded || !strings.Contains(h.out.String(), "ray is "+c.want) {
+				t.Errorf("outcome %s, want ray is %s; output:\n%s", res.Outcome, c.want, h.out)
+			}
+		})
+	}
+}
+
+// shellQuote quotes s for a POSIX shell.
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -140,6 +141,21 @@ class DriverTest(unittest.TestCase):
         with environment(TRAINYARD_RUN_NAME="a" * 45, TRAINYARD_STORAGE_PATH="/runs"):
             storage, name = _driver._run_place(RunConfig())
         self.assertEqual((storage, name), ("/runs", "a" * 39 + "-train"))
+
+    def test_default_run_name_of_any_submission_id(self) -> None:
+        """Ray's default submission IDs (capitals, '_') give a valid name of their own."""
+        valid = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+        names = {}
+        for driver in ("raysubmit_fPOmfwdHK5QGnJKC", "raysubmit_fpomfwdhk5qgnjkc", "rayjob-x-123",
+                       "9lives", "__", "Ünïcode_id", "x" * 60, "a_" * 30):
+            name = _driver.default_name(driver)
+            self.assertRegex(name, valid, driver)
+            self.assertLessEqual(len(name), _driver.MAX_NAME, driver)
+            self.assertTrue(name.endswith("-train"), name)
+            names[driver] = name
+        self.assertEqual(names["rayjob-x-123"], "rayjob-x-123-train")  # a valid name is kept
+        self.assertRegex(names["raysubmit_fPOmfwdHK5QGnJKC"], r"^raysubmit-fpomfwdhk5qgnjkc-[0-9a-f]{6}-train$")
+        self.assertEqual(len(set(names.values())), len(names), names)  # never shared
 
     def test_worker_loads_the_loop_with_the_drivers_folders_last_on_its_path(self) -> None:
         with tempfile.TemporaryDirectory() as folder:

@@ -265,3 +265,57 @@ func TestRayGangsCPUsAreCounted(t *testing.T) {
 		t.Errorf("trainyard run of a gang larger than the machine: exit %d, want it run, saying %q:\n%s", code, msg, out)
 	}
 }
+
+// raySubmitDefault submits an entrypoint through the Ray API as `ray job submit` does
+// when given no --submission-id, and returns the ID the server chose.
+func (s *jobServer) raySubmitDefault(t *testing.T, entrypoint string) string {
+	t.Helper()
+	code, body := s.ray(t, http.MethodPost, "/api/jobs/", map[string]any{"entrypoint": entrypoint, "runtime_env": map[string]any{}})
+	var resp struct {
+		SubmissionID string `json:"submission_id"`
+	}
+	if code != http.StatusOK || json.Unmarshal(body, &resp) != nil || !strings.HasPrefix(resp.SubmissionID, "raysubmit_") {
+		t.Fatalf("POST /api/jobs/ %q: %d %s; want a raysubmit_ ID", entrypoint, code, body)
+	}
+	return resp.SubmissionID
+}
+
+// Ray Train scripts run through every entrypoint form Ray's job clients send, with the
+// ID the server chooses (raysubmit_ and mixed case, which is no run name): a shell command
+// line (cd && python), bash -c, a wrapper shell script, python -m. Each finds ray, and its
+// gang of 2 trains.
+func TestRayEntrypointForms(t *testing.T) {
+	needPlainTorch(t)
+	dir := t.TempDir()
+	s := newJobServer(t, dir)
+	s.restartWith(t, s.env, "PYTHONPATH=", "PYTHONUSERBASE="+t.TempDir())
+	defer s.stopJobs(t)
+	src, err := os.ReadFile(filepath.Join(repoRoot(t), "test", "e2e", "testdata", "ray_server_gang.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	project := filepath.Join(dir, "project")
+	if err := os.MkdirAll(filepath.Join(project, "pkg"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(project, "train.py"), string(src))
+	writeFile(t, filepath.Join(project, "pkg", "__init__.py"), "")
+	writeFile(t, filepath.Join(project, "pkg", "train.py"), string(src))
+	writeFile(t, filepath.Join(project, "run.sh"), "#!/bin/sh\nset -e\ncd \"$(dirname \"$0\")\"\nexec "+python+" train.py \"$@\"\n")
+	forms := map[string]string{
+		"cd && python": fmt.Sprintf("cd %s && %s train.py 2 gpu=0", project, python),
+		"bash -c":      fmt.Sprintf("bash -c 'cd %s; %s train.py 2 gpu=0'", project, python),
+		"a wrapper":    fmt.Sprintf("%s/run.sh 2 gpu=0", project),
+		"python -m":    fmt.Sprintf("cd %s && %s -m pkg.train 2 gpu=0", project, python),
+	}
+	ids := map[string]string{}
+	for name, entrypoint := range forms {
+		ids[name] = s.raySubmitDefault(t, entrypoint)
+	}
+	for name, id := range ids {
+		j := s.waitRay(t, id, 300*time.Second, func(j rayJob) bool { return j.Status != "RUNNING" && j.Status != "PENDING" })
+		if logs := s.rayLogs(t, id); j.Status != "SUCCEEDED" || strings.Count(logs, "GANG rank=") != 2 {
+			t.Errorf("%s (%s): %+v, want SUCCEEDED with a gang of 2; log:\n%s", name, id, j, logs)
+		}
+	}
+}

@@ -164,9 +164,11 @@ def _launch(trainer: Any, loop: bytes, storage: str, name: str, folder: str, fol
         "argv": list(sys.argv),
         "result_file": result_file,
     })
-    argv = command(trainer, storage, name) + ["--", sys.executable, "-c", WORKER_BOOT, spec]
-    print(f"ray.train: launching a gang of {_workers(trainer.scaling_config)}: {' '.join(argv)}",
-          file=sys.stderr, flush=True)
+    flags = command(trainer, storage, name)
+    argv = flags + ["--", sys.executable, "-c", WORKER_BOOT, spec]
+    shown = ["trainyard"] + flags[1:]  # not the worker's boot code: the loop is Trainyard's to run
+    print(f"ray.train: launching a gang of {_workers(trainer.scaling_config)} worker(s) in run {name!r}: "
+          f"{' '.join(shown)}", file=sys.stderr, flush=True)
     code = subprocess.call(argv, env=_child_env())
     run_dir = os.path.join(storage, name)
     if code != 0:
@@ -185,6 +187,11 @@ def failure(name: str, run_dir: str, code: int, dir_fd: int) -> Exception:
     from ray.train import TrainingFailedError  # pylint: disable=import-outside-toplevel
 
     where = f"run {name!r}, folder {run_dir}, exit code {code}"
+    if code == 2:  # trainyard run's exit code for bad input: nothing was started
+        return TrainingFailedError(
+            f"TorchTrainer.fit(): Trainyard refused to start the training gang ({where}): its message, "
+            "above, says which setting (ScalingConfig, RunConfig) to change"
+        )
     records = _worker_errors(name, run_dir, dir_fd)
     if not records:
         return TrainingFailedError(
@@ -305,11 +312,26 @@ def _workers(sc: Any) -> str:
 def _run_place(rc: Any) -> tuple[str, str]:
     """Return (storage path, run name) of the gang's run."""
     storage = rc.storage_path or os.environ.get("TRAINYARD_STORAGE_PATH") or os.getcwd()
-    name = rc.name
-    if not name:
-        base = os.environ.get("TRAINYARD_RUN_NAME") or "ray"
-        name = base[: MAX_NAME - len("-train")] + "-train"
+    name = rc.name or default_name(os.environ.get("TRAINYARD_RUN_NAME") or "ray")
     return os.path.expanduser(storage), name
+
+
+def default_name(driver: str) -> str:
+    """Return the gang's run name for a RunConfig without one: ``<driver's run name>-train``,
+    made a Trainyard run name (1 to 45 lower-case letters, digits and '-', starting with a
+    letter). A driver name it had to change (Ray's default submission IDs, such as
+    ``raysubmit_fPOmfwdHK5QGnJKC``, have capitals and '_') gets a short hash of itself, so
+    that two names that differ only there never share a run."""
+    import hashlib  # pylint: disable=import-outside-toplevel
+    import re  # pylint: disable=import-outside-toplevel
+
+    base = re.sub(r"-+", "-", re.sub(r"[^a-z0-9-]", "-", driver.lower())).strip("-")
+    if not base[:1].isalpha() or not base[:1].isascii():
+        base = ("ray-" + base).rstrip("-")
+    suffix = "-train"
+    if base != driver:
+        suffix = "-" + hashlib.sha256(driver.encode()).hexdigest()[:6] + suffix
+    return base[: MAX_NAME - len(suffix)].rstrip("-") + suffix
 
 
 def _child_env() -> dict[str, str]:
