@@ -29,6 +29,10 @@ type Meta struct {
 	Rank      int       `json:"rank"`
 	Metrics   Metrics   `json:"metrics,omitempty"`
 	Time      time.Time `json:"time"`
+	// Reporters are the ranks that had made the checkpoint's report when it was committed
+	// (with a folder or without): a later attempt in which one of them fails before that
+	// report commits no checkpoint without its part. Empty in older manifests.
+	Reporters []int `json:"reporters,omitempty"`
 }
 
 // Metrics are the values a report carried, by name. In JSON, values that are not finite

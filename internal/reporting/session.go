@@ -50,6 +50,10 @@ type Session struct {
 	iteration int         // the run's last iteration (rank 0's reports, across attempts)
 	base      int         // the run's last iteration when this attempt began
 	ranks     map[int]int // reports per rank in this attempt
+	// reporters are the ranks known to report: those that reported in an attempt of this
+	// session, and those of the checkpoint an attempt resumed from (Meta.Reporters). One
+	// that misses a checkpoint's report keeps it from being committed (see endGroups).
+	reporters map[int]bool
 	// collisionTold is set once the user was told of files that several ranks wrote.
 	collisionTold atomic.Bool
 	here          []int // the ranks that report to this session (ranksOf), as of the attempt's start
@@ -239,6 +243,9 @@ func (s *Session) AttemptEnv(attempt int) (map[string]string, error) {
 		env["TRAINYARD_CHECKPOINT"] = latest.Dir
 		s.preemption.Resumes(latest.Name)
 		m := latest.Manifest.Meta
+		s.mu.Lock()
+		s.knowReporters(m.Reporters...)
+		s.mu.Unlock()
 		s.notice("attempt %d: resuming from %s (iteration %d, saved in attempt %d)", attempt, latest.Name, m.Iteration, m.Attempt)
 	}
 	var base int
@@ -366,6 +373,7 @@ func (s *Session) Report(rep Report) (Reply, error) {
 		}
 	}
 	s.ranks[0] = step
+	s.knowReporters(0)
 	s.rank0.step, s.rank0.metrics, s.rank0.at = step, rep.Metrics, now
 	if g := s.groups[step]; g != nil {
 		g.metrics, res.Checkpoint = rep.Metrics, g.name
@@ -397,10 +405,21 @@ func (s *Session) reportOther(rep Report) (Reply, error) {
 		reply.Checkpoint = name
 	}
 	s.ranks[rep.Rank] = step
+	s.knowReporters(rep.Rank)
 	if s.secondary {
 		return reply, nil
 	}
 	return reply, s.commitReady()
+}
+
+// knowReporters adds ranks to those known to report. s.mu is held.
+func (s *Session) knowReporters(ranks ...int) {
+	if s.reporters == nil {
+		s.reporters = map[int]bool{}
+	}
+	for _, r := range ranks {
+		s.reporters[r] = true
+	}
 }
 
 // record writes a result to the results files and TensorBoard; a failure is a notice, not

@@ -120,7 +120,7 @@ func TestSessionRankZeroCheckpoint(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Verify: %v", err)
 	}
-	wantMeta := checkpoint.Meta{Iteration: 1, Attempt: 1, Rank: 0, Metrics: checkpoint.Metrics{"loss": 0.5, "step": 10}}
+	wantMeta := checkpoint.Meta{Iteration: 1, Attempt: 1, Rank: 0, Metrics: checkpoint.Metrics{"loss": 0.5, "step": 10}, Reporters: []int{0}}
 	if diff := cmp.Diff(wantMeta, m.Meta, cmpopts.IgnoreFields(checkpoint.Meta{}, "Time")); diff != "" {
 		t.Errorf("manifest meta (-want +got):\n%s", diff)
 	}

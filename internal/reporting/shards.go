@@ -107,22 +107,31 @@ func (s *Session) submit(g *shardGroup) error {
 	for i, r := range ranks {
 		shards[i] = g.shards[r]
 	}
-	meta := checkpoint.Meta{Iteration: s.base + g.step, Attempt: s.attempt, Rank: ranks[0], Metrics: g.metrics, Time: g.time}
+	var reporters []int
+	for _, r := range s.here {
+		if s.ranks[r] >= g.step {
+			reporters = append(reporters, r)
+		}
+	}
+	meta := checkpoint.Meta{Iteration: s.base + g.step, Attempt: s.attempt, Rank: ranks[0], Metrics: g.metrics, Time: g.time,
+		Reporters: reporters}
 	return s.committer.SubmitMerged(g.index, shards, meta)
 }
 
 // endGroups settles the checkpoints still waiting for ranks when an attempt's processes
-// are gone. One whose missing ranks never reported in the attempt is committed: those
-// ranks do not report at all (a script where only rank 0 does). One that a rank that did
-// report never completed is dropped with a notice, as a checkpoint without that rank's
-// files would be incomplete (Ray never registers it either). s.mu is held.
+// are gone. One whose missing ranks never report is committed: a script where only rank 0
+// does. One that a rank known to report never completed is dropped with a notice, as a
+// checkpoint without that rank's files would be incomplete (Ray never registers it
+// either): a rank that reported in this attempt, in an earlier attempt of this run, or
+// in the checkpoint this attempt resumed from (a rank that failed before its first report
+// of a resumed attempt). s.mu is held.
 func (s *Session) endGroups() {
 	late := false
 	for _, step := range slices.Sorted(maps.Keys(s.groups)) {
 		g := s.groups[step]
 		var reported []int
 		for _, r := range s.missing(step) {
-			if s.ranks[r] > 0 {
+			if s.ranks[r] > 0 || s.reporters[r] {
 				reported = append(reported, r)
 			}
 		}

@@ -2,9 +2,12 @@ package reporting
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -106,13 +109,15 @@ func TestSessionMergesRanksCheckpoints(t *testing.T) {
 		t.Errorf("notices (-want +got):\n%s", d)
 	}
 
-	// Attempt 2: rank 1 never reports at all; rank 0's checkpoint is committed at the end.
+	// Attempt 2: rank 1, which reported in attempt 1, fails before its first report of
+	// this attempt: rank 0's part alone is not a checkpoint.
 	mustReport(t, s, Report{Rank: 0, Metrics: loss(0.1), Checkpoint: shardDir(t, dir, 0, "e", map[string]string{"model.pt": "five"})})
 	closeSession(t, s)
-	if files, _ := committedFiles(t, dir, "checkpoint_000005"); files["model.pt"] != "five" {
-		t.Errorf("checkpoint_000005: %v", files)
+	if _, err := os.Stat(filepath.Join(dir, "checkpoint_000005")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("checkpoint_000005 (rank 1 failed before its report of the resumed attempt): %v; want none", err)
 	}
-	if got := n.take(); len(got) != 1 || got[0][:len("warning: some ranks never called report()")] != "warning: some ranks never called report()" {
+	if got := n.take(); len(got) != 1 || got[0] != "warning: the checkpoint of iteration 5 (checkpoint_000005) is not kept: "+
+		"rank(s) 1 never made that report, so their part of it is missing" {
 		t.Errorf("notices at the end: %q", got)
 	}
 	for _, rank := range []string{"rank-0", "rank-1"} {
@@ -122,6 +127,56 @@ func TestSessionMergesRanksCheckpoints(t *testing.T) {
 				t.Errorf("left in %s: %s (%d entries)", rank, e.Name(), len(sub))
 			}
 		}
+	}
+}
+
+// A run whose other ranks never report (only rank 0 does) has rank 0's checkpoints
+// committed when the attempt's processes are gone, with a warning.
+func TestSessionCommitsWhenOnlyRankZeroReports(t *testing.T) {
+	dir, job := newRunDir(t)
+	two := int32(2)
+	job.Spec.Workers = &two
+	s, n := startSession(t, job, dir)
+	attemptEnv(t, s, 1)
+	mustReport(t, s, Report{Rank: 0, Metrics: map[string]float64{"loss": 1}, Checkpoint: shardDir(t, dir, 0, "a", map[string]string{"model.pt": "one"})})
+	closeSession(t, s)
+	files, meta := committedFiles(t, dir, "checkpoint_000001")
+	if files["model.pt"] != "one" || !slices.Equal(meta.Reporters, []int{0}) {
+		t.Errorf("checkpoint_000001: %v, reporters %v; want rank 0's model, reported by rank 0", files, meta.Reporters)
+	}
+	if got := n.take(); len(got) != 1 || !strings.HasPrefix(got[0], "warning: some ranks never called report()") {
+		t.Errorf("notices at the end: %q", got)
+	}
+}
+
+// A run continued by another process (trainyard run --resume, a server restarted) knows
+// from the checkpoint it resumes from which ranks report: one of them that fails before
+// its first report keeps rank 0's part from being committed alone.
+func TestSessionKnowsReportersOfTheCheckpointItResumes(t *testing.T) {
+	dir, job := newRunDir(t)
+	two := int32(2)
+	job.Spec.Workers = &two
+	s, _ := startSession(t, job, dir)
+	attemptEnv(t, s, 1)
+	for rank := range 2 {
+		mustReport(t, s, Report{Rank: rank, Checkpoint: shardDir(t, dir, rank, "a", map[string]string{fmt.Sprintf("shard-%d.pt", rank): "one"})})
+	}
+	closeSession(t, s)
+	if _, meta := committedFiles(t, dir, "checkpoint_000001"); !slices.Equal(meta.Reporters, []int{0, 1}) {
+		t.Fatalf("checkpoint_000001's reporters: %v; want [0 1]", meta.Reporters)
+	}
+
+	s, n := startSession(t, job, dir) // the next process of the run
+	if env := attemptEnv(t, s, 2); env["TRAINYARD_CHECKPOINT"] != filepath.Join(dir, "checkpoint_000001") {
+		t.Fatalf("attempt 2 resumes from %q", env["TRAINYARD_CHECKPOINT"])
+	}
+	mustReport(t, s, Report{Rank: 0, Checkpoint: shardDir(t, dir, 0, "b", map[string]string{"shard-0.pt": "two"})})
+	closeSession(t, s) // rank 1 died before its first report
+	if _, err := os.Stat(filepath.Join(dir, "checkpoint_000002")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("checkpoint_000002, without rank 1's shard: %v; want none", err)
+	}
+	if got := n.take(); len(got) != 2 || !strings.Contains(got[1], "rank(s) 1 never made that report") {
+		t.Errorf("notices: %q", got)
 	}
 }
 

@@ -228,3 +228,25 @@ func TestFullStorage(t *testing.T) {
 		}
 	}
 }
+
+// A rank that fails before its first report of a resumed attempt leaves rank 0's part of
+// that report uncommitted: the next attempt resumes from the last checkpoint that holds
+// every rank's shard, and each rank finds its own.
+func TestNoPartialShardedCheckpoint(t *testing.T) {
+	storage, dir := t.TempDir(), t.TempDir()
+	script := filepath.Join(repoRoot(t), "test", "e2e", "testdata", "shard_fault.py")
+	code, out := run(t, dir, nil, "run", "--storage-path", storage, "--name", "shards", "--workers", "2",
+		"--max-restarts", "2", "--", python, script, filepath.Join(dir, "rank0-reported"))
+	if code != 0 {
+		t.Fatalf("exit %d; want the run to succeed in attempt 3:\n%s", code, out)
+	}
+	for _, want := range []string{
+		"rank 1 attempt 3: resumed from checkpoint_000002 at iteration 3",
+		"is not kept: rank(s) 1 never made that report",
+		"rank 1 done",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("want %q in the output:\n%s", want, out)
+		}
+	}
+}
