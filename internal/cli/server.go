@@ -202,6 +202,9 @@ func (o *serverOptions) check() (warning string, err error) {
 	if o.stateDir, err = expandHome(o.stateDir); err != nil {
 		return "", err
 	}
+	if jobspec.IsURI(o.storage) {
+		return "", fmt.Errorf("--storage-path %q is %s", o.storage, jobspec.StorageURIRule)
+	}
 	if o.storage, err = expandHome(o.storage); err != nil {
 		return "", err
 	}

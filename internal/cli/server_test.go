@@ -114,3 +114,11 @@ func TestServerRefusesUntrustedStorage(t *testing.T) {
 		t.Errorf("error %v, want one naming --storage-path and chmod +t", err)
 	}
 }
+
+// A storage path that is a URI is refused when the server starts: it is no folder.
+func TestServerRefusesStorageURI(t *testing.T) {
+	opts := serverOptions{address: "127.0.0.1:8265", stateDir: t.TempDir(), storage: "s3://bucket/runs"}
+	if _, err := opts.check(); err == nil || !strings.Contains(err.Error(), `--storage-path "s3://bucket/runs" is a URI`) {
+		t.Errorf("error %v, want one saying --storage-path is a URI", err)
+	}
+}

@@ -77,7 +77,9 @@ func Default(job *v1.TrainJob, env Env) error {
 	if s.StoragePath == "" {
 		s.StoragePath = DefaultStoragePath
 	}
-	s.StoragePath = absPath(s.StoragePath, env)
+	if !IsURI(s.StoragePath) { // s3://bucket is no folder: Validate says so
+		s.StoragePath = absPath(s.StoragePath, env)
+	}
 	if s.RunName == "" {
 		s.RunName = job.Name
 	}
@@ -108,6 +110,14 @@ func absPath(p string, env Env) string {
 	}
 	return filepath.Clean(p)
 }
+
+// uriScheme matches the start of a URI: a scheme (RFC 3986) and "://".
+var uriScheme = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*://`)
+
+// IsURI reports whether p is a URI (s3://bucket/prefix, gs://..., file://...) rather than
+// a path: Trainyard keeps runs in folders, and a URI taken as a path would become a local
+// folder named "s3:".
+func IsURI(p string) bool { return uriScheme.MatchString(p) }
 
 var nonName = regexp.MustCompile(`[^a-z0-9-]+`)
 

@@ -50,6 +50,10 @@ func (e *Invalid) Error() string {
 	return "invalid job:\n  " + strings.Join(lines, "\n  ")
 }
 
+// StorageURIRule says why a storage path that is a URI is refused, and what to give instead.
+const StorageURIRule = "a URI: Trainyard keeps runs in a folder, and object storage (s3://, gs://) is not supported yet; " +
+	"give a folder that every worker shares (a PersistentVolumeClaim on Kubernetes, an NFS mount)"
+
 // Validate checks a defaulted job. It returns nil or an *Invalid listing every problem.
 func Validate(job *v1.TrainJob) error {
 	var errs field.ErrorList
@@ -96,8 +100,11 @@ func validateSpec(s *v1.TrainJobSpec, p *field.Path) field.ErrorList {
 		errs = append(errs, field.Invalid(p.Child("processGroupTimeoutSeconds"), *t, "must be between 1 and 86400 seconds"))
 	}
 	errs = append(errs, validateCheckpoints(&s.Checkpoints, p.Child("checkpoints"))...)
-	if s.StoragePath == "" {
+	switch {
+	case s.StoragePath == "":
 		errs = append(errs, field.Required(p.Child("storagePath"), "the folder that holds runs"))
+	case IsURI(s.StoragePath):
+		errs = append(errs, field.Invalid(p.Child("storagePath"), s.StoragePath, StorageURIRule))
 	}
 	if !runName.MatchString(s.RunName) {
 		errs = append(errs, field.Invalid(p.Child("runName"), s.RunName,

@@ -177,6 +177,14 @@ func TestValidateRejects(t *testing.T) {
 			mutate: func(j *v1.TrainJob) { j.Spec.StoragePath = "" },
 			want:   "invalid job: spec.storagePath: Required value: the folder that holds runs",
 		},
+		"storagePath s3://": {
+			mutate: func(j *v1.TrainJob) { j.Spec.StoragePath = "s3://my-bucket/experiments" },
+			want:   `invalid job: spec.storagePath: Invalid value: "s3://my-bucket/experiments": ` + StorageURIRule,
+		},
+		"storagePath gs://": {
+			mutate: func(j *v1.TrainJob) { j.Spec.StoragePath = "gs://b" },
+			want:   `invalid job: spec.storagePath: Invalid value: "gs://b": ` + StorageURIRule,
+		},
 		"runName ../x": {
 			mutate: func(j *v1.TrainJob) { j.Spec.RunName = "../x" },
 			want:   `invalid job: spec.runName: Invalid value: "../x": ` + runNameMessage,

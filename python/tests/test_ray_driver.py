@@ -142,6 +142,12 @@ class DriverTest(unittest.TestCase):
             storage, name = _driver._run_place(RunConfig())
         self.assertEqual((storage, name), ("/runs", "a" * 39 + "-train"))
 
+    def test_storage_uri_is_refused(self) -> None:
+        """s3:// is refused at fit(), not taken for a folder named 's3:'."""
+        for uri in ("s3://my-bucket/experiments", "gs://b/p"):
+            with self.assertRaisesRegex(ValueError, "is a URI: Trainyard keeps runs in a folder"):
+                _driver._run_place(RunConfig(storage_path=uri))
+
     def test_default_run_name_of_any_submission_id(self) -> None:
         """Ray's default submission IDs (capitals, '_') give a valid name of their own."""
         valid = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")

@@ -312,6 +312,12 @@ def _workers(sc: Any) -> str:
 def _run_place(rc: Any) -> tuple[str, str]:
     """Return (storage path, run name) of the gang's run."""
     storage = rc.storage_path or os.environ.get("TRAINYARD_STORAGE_PATH") or os.getcwd()
+    if isinstance(storage, str) and "://" in storage:
+        raise ValueError(
+            f"RunConfig(storage_path={storage!r}) is a URI: Trainyard keeps runs in a folder, and object storage "
+            "(s3://, gs://) is not supported yet; give a folder that every worker shares (a PersistentVolumeClaim "
+            "on Kubernetes, an NFS mount), or leave storage_path out for the run's own folder"
+        )
     name = rc.name or default_name(os.environ.get("TRAINYARD_RUN_NAME") or "ray")
     return os.path.expanduser(storage), name
 
