@@ -56,7 +56,8 @@ every line either way: the rank logs, and the console's lines, unfolded, in
 
 When a worker exits non-zero or dies, every other worker's process group gets
 SIGTERM, then SIGKILL after --grace-period; with --max-restarts K the whole gang
-starts again, up to K times, with a fresh rendezvous port. A restart's ranks start
+starts again, up to K times, on the same rendezvous port, whose store is emptied
+first (no key or client of the failed attempt reaches the next). A restart's ranks start
 from spares: once a rank has printed something, one more Python per rank imports
 torch and waits, so a restart does not import it again (about 120 MB per rank with
 torch 1.13 on CPU; --env TRAINYARD_PRESTART=0 turns them off). Spares are for a
