@@ -182,7 +182,11 @@ func jobFields(v view, d client.JobDetail) [][2]string {
 			fields = append(fields, [2]string{"Code", src.Describe(commit)})
 		}
 	}
-	return append(fields, [2]string{"Run dir", orDash(j.RunDir)})
+	fields = append(fields, [2]string{"Run dir", orDash(j.RunDir)})
+	if d.GangRunDir != "" {
+		fields = append(fields, [2]string{"Gang run", d.GangRunDir + " (its TorchTrainer.fit(): the results and checkpoints below)"})
+	}
+	return fields
 }
 
 // preemptions says how many times the server preempted the job, and for which job the

@@ -78,6 +78,7 @@ A run or job that is not found exits 1.`,
 
 // printResults prints the results of the run folder dir: a table, or JSON.
 func printResults(g *globals, dir, output string) error {
+	dir = rundir.ResultsDir(dir) // a Ray Train driver's run: its gang's
 	rows, err := reporting.ReadResults(dir)
 	if err != nil {
 		return err
@@ -212,7 +213,7 @@ func summarize(dir string) runSummary {
 	s.Status, s.Reason, s.Created, s.Updated, s.Finished = rec.Phase, rec.Reason, rec.Created, rec.Updated, rec.Finished
 	s.Attempts, s.Restarts, s.Preemptions = len(rec.Attempts), rec.Restarts(), rec.Preemptions
 	s.DurationSeconds = rec.RunningTime(time.Now()).Round(time.Millisecond).Seconds()
-	last, ok, err := reporting.LastResult(dir)
+	last, ok, err := reporting.LastResult(rundir.ResultsDir(dir))
 	switch {
 	case err != nil:
 		s.Error = err.Error()

@@ -204,6 +204,10 @@ type JobDetail struct {
 	Results *Result `json:"results,omitempty"`
 	// Checkpoints names the committed checkpoints, oldest first.
 	Checkpoints []string `json:"checkpoints,omitempty"`
+	// GangRunDir is the run folder of the gang a Ray Train driver in the job launched, whose
+	// results and checkpoints Results and Checkpoints are (rundir.GangRun); empty for
+	// other jobs.
+	GangRunDir string `json:"gangRunDir,omitempty"`
 }
 
 // Run is what happened to a job's run: its attempts, each with its ranks.

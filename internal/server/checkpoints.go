@@ -10,6 +10,7 @@ import (
 
 	"github.com/trainyard/trainyard/internal/checkpoint"
 	"github.com/trainyard/trainyard/internal/reporting"
+	"github.com/trainyard/trainyard/internal/rundir"
 )
 
 // checkpoints answers GET /api/v1/jobs/{id}/checkpoints: every checkpoint the job
@@ -25,7 +26,7 @@ func (s *Server) checkpoints(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, native, err)
 		return
 	}
-	out, err := CheckpointList(j.RunDir, spec.Spec.Checkpoints.ScoreMetric)
+	out, err := CheckpointList(rundir.ResultsDir(j.RunDir), spec.Spec.Checkpoints.ScoreMetric)
 	if err != nil {
 		s.writeError(w, r, native, fmt.Errorf("job %s: %w", j.ID, err))
 		return

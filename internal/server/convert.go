@@ -128,14 +128,18 @@ func toDetail(j *store.Job) (JobDetail, error) {
 	if rec, err := rundir.ReadRecord(j.RunDir); err == nil {
 		d.Run = RunOf(rec)
 	}
-	last, ok, err := reporting.LastResult(j.RunDir)
+	results := j.RunDir
+	if gang, ok := rundir.GangRun(j.RunDir); ok {
+		results, d.GangRunDir = gang, gang
+	}
+	last, ok, err := reporting.LastResult(results)
 	if err != nil {
 		return JobDetail{}, fmt.Errorf("job %s: %w", j.ID, err)
 	}
 	if ok {
 		d.Results = ResultOf(last)
 	}
-	d.Checkpoints, err = CheckpointNames(j.RunDir)
+	d.Checkpoints, err = CheckpointNames(results)
 	if err != nil {
 		return JobDetail{}, fmt.Errorf("job %s: %w", j.ID, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/trainyard/trainyard/internal/reporting"
+	"github.com/trainyard/trainyard/internal/rundir"
 )
 
 // DefaultResultPoints is how many results GET /api/v1/jobs/{id}/results returns at most
@@ -44,7 +45,7 @@ func (s *Server) results(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, native, invalid("max %d: at most %d", limit, MaxResultPoints))
 		return
 	}
-	out, err := ReadResultList(j.RunDir, after, limit)
+	out, err := ReadResultList(rundir.ResultsDir(j.RunDir), after, limit)
 	if err != nil {
 		s.writeError(w, r, native, fmt.Errorf("job %s: %w", j.ID, err))
 		return

@@ -318,4 +318,12 @@ func TestRayEntrypointForms(t *testing.T) {
 			t.Errorf("%s (%s): %+v, want SUCCEEDED with a gang of 2; log:\n%s", name, id, j, logs)
 		}
 	}
+	// One job is one run: after it ended, get and results show its gang's results.
+	id := ids["cd && python"]
+	if code, out := s.cli(t, "get", id); code != 0 || !strings.Contains(out, "Gang run:") || !strings.Contains(out, "Last result: iteration 1") {
+		t.Errorf("get %s after it ended: exit %d, want its gang's run and last result:\n%s", id, code, out)
+	}
+	if code, out := s.cli(t, "results", id, "-o", "json"); code != 0 || !strings.Contains(out, `"step":1`) {
+		t.Errorf("results %s: exit %d, want its gang's report (step 1):\n%s", id, code, out)
+	}
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/trainyard/trainyard/internal/dashboard"
 	"github.com/trainyard/trainyard/internal/kubecli"
 	"github.com/trainyard/trainyard/internal/logstream"
+	"github.com/trainyard/trainyard/internal/rundir"
 	"github.com/trainyard/trainyard/internal/server"
 	"github.com/trainyard/trainyard/internal/shell"
 	"github.com/trainyard/trainyard/internal/workload"
@@ -201,7 +202,7 @@ func (s *Source) Results(ctx context.Context, ref string, opts client.ResultOpti
 	}
 	if dir := t.Status.RunDir; dir != "" {
 		if st, err := os.Stat(dir); err == nil && st.IsDir() {
-			return server.ReadResultList(dir, opts.After, max(opts.Max, server.DefaultResultPoints))
+			return server.ReadResultList(rundir.ResultsDir(dir), opts.After, max(opts.Max, server.DefaultResultPoints))
 		}
 	}
 	s.lastResult(t)

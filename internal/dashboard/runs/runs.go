@@ -80,10 +80,14 @@ func (s *Source) run(name string) (client.JobDetail, error) {
 	}
 	j.Restarts, j.Preemptions = rec.Restarts(), rec.Preemptions
 	d.Job = j
-	if last, ok, err := reporting.LastResult(dir); err == nil && ok {
+	results := dir
+	if gang, ok := rundir.GangRun(dir); ok {
+		results, d.GangRunDir = gang, gang
+	}
+	if last, ok, err := reporting.LastResult(results); err == nil && ok {
 		d.Results = server.ResultOf(last)
 	}
-	d.Checkpoints, _ = server.CheckpointNames(dir)
+	d.Checkpoints, _ = server.CheckpointNames(results)
 	return d, nil
 }
 
@@ -310,7 +314,7 @@ func (s *Source) Results(_ context.Context, ref string, opts client.ResultOption
 	if err != nil {
 		return client.ResultList{}, err
 	}
-	return server.ReadResultList(d.Job.RunDir, opts.After, cmp.Or(opts.Max, server.DefaultResultPoints))
+	return server.ReadResultList(rundir.ResultsDir(d.Job.RunDir), opts.After, cmp.Or(opts.Max, server.DefaultResultPoints))
 }
 
 // Checkpoints lists every checkpoint a run committed, kept or deleted.
@@ -323,7 +327,7 @@ func (s *Source) Checkpoints(_ context.Context, ref string) (client.Checkpoints,
 	if d.Spec != nil {
 		metric = d.Spec.Spec.Checkpoints.ScoreMetric
 	}
-	return server.CheckpointList(d.Job.RunDir, metric)
+	return server.CheckpointList(rundir.ResultsDir(d.Job.RunDir), metric)
 }
 
 // Node returns this machine's GPUs (NVML through nvidia-smi), none allocated: local runs

@@ -169,8 +169,9 @@ def _launch(trainer: Any, loop: bytes, storage: str, name: str, folder: str, fol
     shown = ["trainyard"] + flags[1:]  # not the worker's boot code: the loop is Trainyard's to run
     print(f"ray.train: launching a gang of {_workers(trainer.scaling_config)} worker(s) in run {name!r}: "
           f"{' '.join(shown)}", file=sys.stderr, flush=True)
-    code = subprocess.call(argv, env=_child_env())
     run_dir = os.path.join(storage, name)
+    _write_gang(run_dir, folder_fd)
+    code = subprocess.call(argv, env=_child_env())
     if code != 0:
         raise failure(name, run_dir, code, folder_fd)
     return _result(run_dir, result_name, folder_fd)
@@ -361,6 +362,21 @@ def _remove(name: str, dir_fd: int) -> None:
         os.remove(name, dir_fd=dir_fd)
     except FileNotFoundError:
         pass
+
+
+#: The file of the driver's folder that names the run of its (latest) gang: the job's
+#: results, checkpoints and curves are that run's (Go: rundir.GangRun).
+GANG_FILE = "gang.json"
+
+
+def _write_gang(run_dir: str, dir_fd: int) -> None:
+    """Name the gang's run folder in the driver's folder (GANG_FILE, 0600)."""
+    import json  # pylint: disable=import-outside-toplevel
+
+    _remove(GANG_FILE, dir_fd)
+    fd = os.open(GANG_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=dir_fd)
+    with os.fdopen(fd, "w") as f:
+        json.dump({"run": os.path.abspath(os.path.expanduser(run_dir))}, f)
 
 
 def _write_private(name: str, dir_fd: int, value: Any) -> None:
