@@ -91,3 +91,55 @@ func TestReadmeTrainingAPISnippet(t *testing.T) {
 		}
 	}
 }
+
+// numberWords are the counts a heading may spell out.
+var numberWords = map[string]int{"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10}
+
+// A README heading that counts commands ("## Three commands") lists that many in the
+// shell block under it, and no paragraph of the README starts halfway through a sentence
+// ("and ...", "or ...").
+func TestReadmeSaysWhatItLists(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(repoRoot(t), "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(data), "\n")
+	headings := 0
+	for i, line := range lines {
+		if i > 0 && lines[i-1] == "" {
+			for _, word := range []string{"and ", "or ", "but ", "so "} {
+				if strings.HasPrefix(line, word) {
+					t.Errorf("README.md:%d: a paragraph starts with %q: %s", i+1, word, line)
+				}
+			}
+		}
+		fields := strings.Fields(line)
+		if len(fields) != 3 || fields[0] != "##" || fields[2] != "commands" {
+			continue
+		}
+		want, ok := numberWords[strings.ToLower(fields[1])]
+		if !ok {
+			continue
+		}
+		headings++
+		got, j := 0, i+1
+		for j < len(lines) && lines[j] != "```sh" && !strings.HasPrefix(lines[j], "#") {
+			j++
+		}
+		if j == len(lines) || lines[j] != "```sh" {
+			t.Errorf("README.md:%d: %q has no shell block under it", i+1, line)
+			continue
+		}
+		for j++; j < len(lines) && lines[j] != "```"; j++ {
+			if s := strings.TrimSpace(lines[j]); s != "" && !strings.HasPrefix(s, "#") {
+				got++
+			}
+		}
+		if got != want {
+			t.Errorf("README.md:%d: %q, but the shell block under it has %d commands", i+1, line, got)
+		}
+	}
+	if headings == 0 {
+		t.Error(`README.md has no "## <number> commands" heading`)
+	}
+}
