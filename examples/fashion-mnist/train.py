@@ -274,26 +274,28 @@ def save_for_preemption(model, optimizer, ctx, state, step_in_epoch, steps):
     state["saved_for_preemption"] = True
 
 
-def save_checkpoint(model, optimizer, epoch, step_in_epoch=None):
+def save_checkpoint(model, optimizer, epoch, step_in_epoch=None, accuracy=None):
     """Write model, optimizer and epoch into a fresh checkpoint folder (rank 0).
     step_in_epoch marks a checkpoint taken in the middle of epoch (a
     preemption) after that many of its steps, 0 included; None, one taken
-    once epoch was done."""
+    once epoch was done, with its test accuracy."""
     folder = trainyard.new_checkpoint_dir()
     module = getattr(model, "module", model)
     torch.save({"model": module.state_dict(),
                 "optimizer": optimizer.state_dict(), "epoch": epoch,
-                "step_in_epoch": step_in_epoch},
+                "step_in_epoch": step_in_epoch, "test_accuracy": accuracy},
                os.path.join(folder, "checkpoint.pt"))
     return folder
 
 
-def load_checkpoint(model, optimizer, ctx):
+def load_checkpoint(model, optimizer, ctx, epochs):
     """Resume from the latest committed checkpoint; return the epoch to
-    continue at and the steps of it already done."""
+    continue at, the steps of it already done, and the checkpoint's name and
+    test accuracy (None when it has none: saved mid-epoch, or by an older
+    version of this script)."""
     folder = trainyard.get_checkpoint()
     if folder is None:
-        return 1, 0
+        return 1, 0, None, None
     state = torch.load(os.path.join(folder, "checkpoint.pt"),
                        map_location=ctx["device"])
     getattr(model, "module", model).load_state_dict(state["model"])
@@ -302,13 +304,18 @@ def load_checkpoint(model, optimizer, ctx):
     if done is not None:  # saved at a preemption, after `done` steps of epoch (maybe 0)
         log0(ctx, f"resuming from {name}: epoch {epoch} at step {done}, "
                   f"continuing at step {done + 1}")
-        return epoch, done
-    log0(ctx, f"resuming from {name}: epoch {epoch} done, continuing at {epoch + 1}")
-    return epoch + 1, 0
+        return epoch, done, name, None
+    if epoch >= epochs:
+        log0(ctx, f"resumed from {name}, the checkpoint of epoch {epoch}: "
+                  f"training had already finished (--epochs {epochs})")
+    else:
+        log0(ctx, f"resuming from {name}: epoch {epoch} done, continuing at {epoch + 1}")
+    return epoch + 1, 0, name, state.get("test_accuracy")
 
 
 def fit(args, ctx):
-    """Build model and data, train for args.epochs; return final accuracy."""
+    """Build model and data, train for args.epochs; return the final accuracy
+    and, when there was nothing left to train, the checkpoint it is of."""
     torch.manual_seed(args.seed)
     model = trainyard.prepare_model(build_model())
     # Same initial weights everywhere, but distinct dropout masks per rank.
@@ -319,8 +326,11 @@ def fit(args, ctx):
                                 momentum=MOMENTUM)
     state = {"args": args, "step": 0, "last": START_TIME, "epoch": 0,
              "saved_for_preemption": False}
-    accuracy = 0.0
-    first, skip = load_checkpoint(model, optimizer, ctx)
+    first, skip, name, accuracy = load_checkpoint(model, optimizer, ctx, args.epochs)
+    if first > args.epochs:  # resumed after the last epoch: nothing left to train
+        if accuracy is None:  # a checkpoint without it: measure it
+            _, accuracy = evaluate(model, test_loader, loss_fn, ctx)
+        return accuracy, name
     for epoch in range(first, args.epochs + 1):
         started = time.monotonic()
         train_loader.set_epoch(epoch)
@@ -331,11 +341,12 @@ def fit(args, ctx):
         log0(ctx, f"epoch {epoch}/{args.epochs}: train_loss={train_loss:.4f} "
                   f"test_loss={test_loss:.4f} test_accuracy={accuracy:.2f}% "
                   f"time={time.monotonic() - started:.1f}s")
-        folder = save_checkpoint(model, optimizer, epoch) if ctx["rank"] == 0 else None
+        folder = (save_checkpoint(model, optimizer, epoch, accuracy=accuracy)
+                  if ctx["rank"] == 0 else None)
         trainyard.report({"epoch": epoch, "train_loss": train_loss,
                           "test_loss": test_loss, "accuracy": accuracy},
                          checkpoint=folder)
-    return accuracy
+    return accuracy, None
 
 
 def main(argv=None):
@@ -344,8 +355,9 @@ def main(argv=None):
     ctx = setup_distributed()
     try:
         log0(ctx, startup_line(ctx))
-        accuracy = fit(args, ctx)
-        log0(ctx, f"done: final test_accuracy={accuracy:.2f}%")
+        accuracy, resumed = fit(args, ctx)
+        of = f" (of {resumed}; nothing was left to train)" if resumed else ""
+        log0(ctx, f"done: final test_accuracy={accuracy:.2f}%{of}")
     finally:
         if ctx["distributed"] and dist.is_initialized():
             dist.destroy_process_group()

@@ -31,7 +31,8 @@ const (
 
 // exitCodesHelp says the exit codes in the help of the trainyard command.
 const exitCodesHelp = `Exit codes: 0 done, 1 failed (the job, or reaching what runs it; a job that is not
-found), 2 bad input (nothing was done), 130 interrupted.`
+found), 2 bad input (nothing was done), 130 interrupted. A mistyped flag is answered with
+the nearest ones: "unknown flag: --worker; did you mean --workers?".`
 
 // exitError carries an exit code out of a command.
 type exitError struct {
@@ -185,12 +186,13 @@ func wrapFlags(template string) string {
 		"{{.InheritedFlags.FlagUsages", "{{wrappedFlagUsages .InheritedFlags").Replace(template)
 }
 
-// flagHint is what a flag error adds for a user who reached for another command's flag.
+// flagHint is what a flag error adds: for a user who reached for another command's
+// flag, what c has instead; for a mistyped flag, the nearest flags of c.
 func flagHint(c *cobra.Command, err error) string {
 	if c.Name() == "run" && strings.Contains(err.Error(), "unknown flag: --working-dir") {
 		return "; run starts the workers in --workdir, a folder of this machine; --working-dir is submit's, which uploads a folder to a server"
 	}
-	return ""
+	return suggestFlag(c, err)
 }
 
 // Main runs trainyard with args and returns its exit code.

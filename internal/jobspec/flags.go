@@ -65,7 +65,7 @@ var flagFields = map[string]string{
 // Bind registers the flags on fs.
 func (f *Flags) Bind(fs *pflag.FlagSet) {
 	f.fs = fs
-	fs.StringVarP(&f.File, "file", "f", "", "read the job from this YAML file (flags given too override it)")
+	fs.StringVarP(&f.File, "file", "f", "", "read the job from this YAML file (flags given too override it); numbers and true/false in its command, args and env values are taken as their text, as args: [--epochs, 3]")
 	f.Workers = Workers{Max: 1}
 	fs.Var(&f.Workers, "workers", "number of workers in the gang; MIN:MAX for an elastic gang: it may run with as few as MIN workers (with --kube: as many as Kueue admits through --queue, and fewer for workers the cluster cannot place)")
 	// Defaults that depend on other flags are said in the text, and the flag's own

@@ -86,6 +86,9 @@ func Parse(data []byte) (*v1.TrainJob, error) {
 	if js, err = elasticWorkers(js); err != nil {
 		return nil, err
 	}
+	if js, err = scalarStrings(data, js); err != nil {
+		return nil, err
+	}
 	var job v1.TrainJob
 	strict, err := json.UnmarshalStrict(js, &job, json.DisallowDuplicateFields, json.DisallowUnknownFields)
 	if err != nil {

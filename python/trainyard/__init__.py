@@ -9,19 +9,20 @@ A typical script::
     import torch, trainyard
 
     trainyard.init_process_group()                  # nccl with CUDA, else gloo
-    model = trainyard.prepare_model(MyModel())      # on this rank's device, in DDP
+    net = MyModel()
+    model = trainyard.prepare_model(net)            # on this rank's device; DDP if 2+ ranks
     loader = trainyard.prepare_data_loader(loader)  # sharded across ranks
     start = 0
     if (ckpt := trainyard.get_checkpoint()) is not None:
         state = torch.load(f"{ckpt}/state.pt")
-        model.load_state_dict(state["model"])
+        net.load_state_dict(state["model"])       # net: the model without DDP around it
         start = state["epoch"] + 1
     for epoch in range(start, epochs):
         ...
         folder = None
         if trainyard.get_context().rank == 0:   # replicas: one copy is enough
             folder = trainyard.new_checkpoint_dir()
-            torch.save({"model": model.state_dict(), "epoch": epoch}, f"{folder}/state.pt")
+            torch.save({"model": net.state_dict(), "epoch": epoch}, f"{folder}/state.pt")
         trainyard.report({"loss": loss, "epoch": epoch}, checkpoint=folder)
 
 Every rank may pass a folder: the folders of the same report are merged into one

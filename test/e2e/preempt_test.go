@@ -118,7 +118,7 @@ import train, torch
 m = train.build_model(); o = torch.optim.SGD(m.parameters(), lr=0.1)
 for step in (None, 0, 40):
     os.environ["TRAINYARD_CHECKPOINT"] = train.save_checkpoint(m, o, 7, step)
-    print("got", step, train.load_checkpoint(m, o, {"rank": 1, "device": "cpu"}))
+    print("got", step, train.load_checkpoint(m, o, {"rank": 1, "device": "cpu"}, 10)[:2])
 `
 	cmd := exec.Command(python, "-c", script, filepath.Join(repoRoot(t), "examples", "fashion-mnist"))
 	cmd.Env = append(os.Environ(), "PYTHONPATH="+filepath.Join(repoRoot(t), "python"))

@@ -150,3 +150,44 @@ func processGone(pid int) bool {
 	}
 	return false
 }
+
+// The example resumed when its last epoch is done (the same command again, with
+// --resume) trains nothing and says so: it resumed from the checkpoint of that epoch,
+// training had finished, and the final accuracy is that checkpoint's, never 0.00%.
+func TestExampleResumedAfterLastEpoch(t *testing.T) {
+	needTorch(t)
+	storage := t.TempDir()
+	script := filepath.Join(repoRoot(t), "examples", "fashion-mnist", "train.py")
+	args := func(flags ...string) []string {
+		args := append([]string{"run", "--storage-path", storage, "--name", "done", "--workers", "2"}, flags...)
+		return append(args, "--", python, script, "--epochs", "1", "--train-subset", "2000", "--test-subset", "1000")
+	}
+	code, out := run(t, repoRoot(t), nil, args()...)
+	if code != 0 {
+		t.Fatalf("first run: exit %d\n%s", code, out)
+	}
+	acc := accuracies(out)
+	if len(acc) != 1 {
+		t.Fatalf("first run: accuracies %v, want 1 epoch:\n%s", acc, out)
+	}
+	final := "done: final test_accuracy=" + strconv.FormatFloat(acc[0], 'f', 2, 64) + "%"
+	if !strings.Contains(out, final+"\n") {
+		t.Errorf("first run lacks %q:\n%s", final, out)
+	}
+
+	code, out = run(t, repoRoot(t), nil, args("--resume")...)
+	if code != 0 {
+		t.Fatalf("second run: exit %d\n%s", code, out)
+	}
+	for _, want := range []string{
+		"resumed from checkpoint_000001, the checkpoint of epoch 1: training had already finished (--epochs 1)",
+		final + " (of checkpoint_000001; nothing was left to train)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("second run lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "test_accuracy=0.00%") || strings.Contains(out, "epoch 1/1:") {
+		t.Errorf("second run trained, or said 0.00%%:\n%s", out)
+	}
+}
