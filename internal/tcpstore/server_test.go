@@ -6,6 +6,7 @@ import (
 	"net"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -244,6 +245,7 @@ func TestUnreadRepliesBounded(t *testing.T) {
 	c := dial(t, s, legacy)
 	big := strings.Repeat("x", 8<<20)
 	c.set("big", big)
+	c.get("big") // the server has admitted the client (off its accept loop) and serves it
 	const gets = 20 // 160 MiB of replies
 	for range gets {
 		c.write(c.query(opGet), str("big"))
@@ -253,8 +255,10 @@ func TestUnreadRepliesBounded(t *testing.T) {
 			t.Fatal("the server still holds the client's replies after 30 s")
 		}
 	}
+	// The server closed the connection: a FIN, or a reset when it had not read all the
+	// client's requests by then (the kernel then drops what the client had yet to read).
 	n, err := io.Copy(io.Discard, c.r)
-	if err != nil {
+	if err != nil && !errors.Is(err, syscall.ECONNRESET) {
 		t.Fatalf("reading the replies: %v", err)
 	}
 	if n >= gets*int64(len(big)) {
