@@ -245,7 +245,8 @@ func TestUnreadRepliesBounded(t *testing.T) {
 	c := dial(t, s, legacy)
 	big := strings.Repeat("x", 8<<20)
 	c.set("big", big)
-	c.get("big") // the server has admitted the client (off its accept loop) and serves it
+	// The server has admitted the client (off its accept loop) and serves it.
+	c.get("big")
 	const gets = 20 // 160 MiB of replies
 	for range gets {
 		c.write(c.query(opGet), str("big"))
