@@ -82,8 +82,8 @@ type Launcher struct {
 	// sameFailed says why the run stopped without restarting after a failure that
 	// sameFailure found to be the script's.
 	sameFailed string
-	heardMu  sync.Mutex
-	heard    map[int]time.Time // the last line or report of each rank on this machine
+	heardMu    sync.Mutex
+	heard      map[int]time.Time // the last line or report of each rank on this machine
 	// preempted is why the gang was preempted ("" when it was not); set by an attempt's
 	// supervise, read once the attempt ended.
 	preempted string
