@@ -93,6 +93,26 @@ func Install(opts Options) (dir string, cleanup func(), err error) {
 	return installTemp(opts.Dir, names)
 }
 
+// InstallCached installs into the cache as Install does and returns the folder to put
+// on PYTHONPATH, for use outside a run (trainyard python-path): it fails, saying why,
+// where Install would fall back to a temporary folder that its caller removes.
+func InstallCached(opts Options) (string, error) {
+	names, version, err := contents()
+	if err != nil {
+		return "", err
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	dir, err := installCached(opts.Dir, names, version, logger)
+	if err != nil {
+		return "", fmt.Errorf("install the trainyard Python helper into the cache: %w (the cache folder and the trainyard "+
+			"folder in it must be real folders of yours that only you can write)", err)
+	}
+	return dir, nil
+}
+
 // installCached installs into <base>/trainyard/python-<version>, base being dir or the
 // user's cache folder, and returns that folder.
 func installCached(dir string, names []string, version string, logger *slog.Logger) (string, error) {

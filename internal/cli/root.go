@@ -166,7 +166,7 @@ On Kubernetes:
 	root.AddCommand(newRunCommand(g), newResultsCommand(g), newTensorBoardCommand(g), newDashboardCommand(g), newOpenCommand(g), newDevicesCommand(g), newVersionCommand(g))
 	root.AddCommand(newServerCommand(g), newSubmitCommand(g), newListCommand(g), newGetCommand(g), newLogsCommand(g), newStopCommand(g), newDeleteCommand(g), newTopCommand(g), newDataCommand(g))
 	root.AddCommand(newInstallCommand(g), newUninstallCommand(g), newOperatorCommand(g))
-	root.AddCommand(newWorkerCommand(g), newCopySelfCommand(g))
+	root.AddCommand(newWorkerCommand(g), newCopySelfCommand(g), newPythonPathCommand(g))
 	markFailures(root)
 	addCompletions(root)
 	return root

@@ -57,7 +57,10 @@ every line either way: the rank logs, and the console's lines, unfolded, in
 When a worker exits non-zero or dies, every other worker's process group gets
 SIGTERM, then SIGKILL after --grace-period; with --max-restarts K the whole gang
 starts again, up to K times, on the same rendezvous port, whose store is emptied
-first (no key or client of the failed attempt reaches the next). A restart's ranks start
+first (no key or client of the failed attempt reaches the next). When every rank fails
+the same way before any report (the same exit code and last line, such as an
+ImportError), the gang is not restarted: that is the script, not a fault (--env
+TRAINYARD_RESTART_SAME_FAILURE=1 restarts it anyway). A restart's ranks start
 from spares: once a rank has printed something, one more Python per rank imports
 torch and waits, so a restart does not import it again (about 120 MB per rank with
 torch 1.13 on CPU; --env TRAINYARD_PRESTART=0 turns them off). Spares are for a
@@ -240,7 +243,7 @@ func runJob(ctx context.Context, g *globals, flags *jobspec.Flags, opts runOptio
 	if job.Spec.MinWorkerCount() < max(job.Spec.WorkerCount(), opts.maxWorkers) {
 		l.Resize = followResizes(sig.ctx, job, g.logger())
 	}
-	session.OnActivity(l.TouchRank)
+	session.OnActivity(l.ReportedBy)
 
 	res, err := l.Run(ctx)
 	closeErr := session.Close()

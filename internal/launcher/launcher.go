@@ -78,8 +78,12 @@ type Launcher struct {
 	rayPath  string       // RayCompat when the workers get it, else ""
 	kill     killFunc     // signals processes and groups: syscall.Kill unless a test sets it
 	activity atomic.Int64 // unix nanoseconds of the last line or report of any rank
-	heardMu  sync.Mutex
-	heard    map[int]time.Time // the last line or report of each rank on this machine
+	reports  atomic.Int64 // reports of the current attempt's ranks (ReportedBy)
+	// sameFailed says why the run stopped without restarting after a failure that
+	// sameFailure found to be the script's.
+	sameFailed string
+	heardMu    sync.Mutex
+	heard      map[int]time.Time // the last line or report of each rank on this machine
 	// preempted is why the gang was preempted ("" when it was not); set by an attempt's
 	// supervise, read once the attempt ended.
 	preempted string
@@ -224,6 +228,11 @@ func (l *Launcher) Run(ctx context.Context) (Result, error) {
 		if n == last {
 			break
 		}
+		if why := l.sameFailure(n); why != "" {
+			l.sameFailed = why
+			l.notice("attempt %d failed: %s", n, why)
+			break
+		}
 		l.notice("attempt %d failed: %s; gang stopped in %s; restarting the gang (restart %d of %d)",
 			n, res.Reason, res.Teardown.Round(time.Millisecond), l.restartsUsed(n, first), l.Job.Spec.MaxRestarts)
 	}
@@ -281,6 +290,10 @@ func (l *Launcher) finalReason(res AttemptResult, n, last int) string {
 		}
 		return fmt.Sprintf("interrupted in attempt %d", n)
 	}
+	if l.sameFailed != "" {
+		return fmt.Sprintf("%s in attempt %d; not restarted: every rank failed the same way before any report "+
+			"(%s=1 restarts it anyway)", res.Reason, n, SameFailureEnv)
+	}
 	return fmt.Sprintf("%s in attempt %d of %d; no restarts left (max restarts %d)",
 		res.Reason, n, last, l.Job.Spec.MaxRestarts)
 }
@@ -327,6 +340,7 @@ func (l *Launcher) RunAttempt(ctx context.Context, n int) (AttemptResult, error)
 		return AttemptResult{}, err
 	}
 	a := &attempt{l: l, number: n, port: port, env: env}
+	l.reports.Store(0)
 	res := a.run(ctx)
 	if !l.restartFollows(ctx, res) {
 		if k := l.spares.count(); k > 0 && ctx.Err() != nil && l.KeepSpares != nil {

@@ -93,6 +93,20 @@ os.environ.update(spec["env"])
 if spec["cwd"]:
     os.chdir(spec["cwd"])
 sys.argv = spec["argv"]
+
+
+def excepthook(kind, value, tb, show=sys.excepthook):
+    # A traceback starts at the rank's own code, as a rank started afresh shows it: not
+    # at this program's frame and runpy's (<frozen runpy>).
+    while tb is not None and (tb.tb_frame.f_code.co_filename in ("<string>", "<frozen runpy>")
+                              or tb.tb_frame.f_code.co_filename.endswith("runpy.py")):
+        tb = tb.tb_next
+    if isinstance(value, BaseException):
+        value.__traceback__ = tb  # what Python prints, whatever tb says
+    show(kind, value, tb)
+
+
+sys.excepthook = excepthook
 if spec["module"]:
     if not safe_path:
         sys.path.insert(0, os.getcwd())

@@ -188,9 +188,11 @@ func TestSpareImportsNothingPlanted(t *testing.T) {
 		}
 	}
 	script := filepath.Join(t.TempDir(), "train.py") // the job's own script, in a folder of its own
-	if err := os.WriteFile(script, []byte(`import os, sys
+	if err := os.WriteFile(script, []byte(`import os, sys, time
 print("attempt", os.environ["TRAINYARD_ATTEMPT"], "spare", "torch" in sys.modules, flush=True)
-sys.exit(3 if os.environ["TRAINYARD_ATTEMPT"] == "1" else 0)
+if os.environ["TRAINYARD_ATTEMPT"] == "1":
+    time.sleep(1)  # the spare starts once the rank printed
+    sys.exit(3)
 `), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -202,6 +204,42 @@ sys.exit(3 if os.environ["TRAINYARD_ATTEMPT"] == "1" else 0)
 	}
 	if b, err := os.ReadFile(marker); err == nil {
 		t.Errorf("modules planted in the working folder ran: %q", b)
+	}
+}
+
+// A rank on a spare that raises shows its traceback from its script's frame, as a rank
+// started afresh does, with no spare's or runpy's frames (<frozen runpy>), and exits 1.
+func TestSpareTracebackIsTheScripts(t *testing.T) {
+	python := "/usr/bin/python3"
+	if _, err := os.Stat(python); err != nil {
+		t.Skipf("needs %s", python)
+	}
+	job := makeJob(t, "").workers(1).restarts(1).obj(t)
+	script := filepath.Join(job.Spec.WorkingDir, "train.py")
+	if err := os.WriteFile(script, []byte(`import os, sys, time
+print("started", flush=True)  # a rank that printed gets a spare for the next attempt
+time.sleep(1)
+def fail():
+    raise RuntimeError("attempt " + os.environ["TRAINYARD_ATTEMPT"] + " spare " + str("torch" in sys.modules))
+fail()
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	job.Spec.Command = []string{python, "train.py"}
+	h := newHarness(t, job)
+	res, _ := h.run(t, context.Background())
+	out := h.out.String()
+	if res.Outcome != Failed || !strings.Contains(out, "RuntimeError: attempt 2 spare True") {
+		t.Fatalf("result %+v; want attempt 2 to fail on a spare\n%s", res, out)
+	}
+	_, second, _ := strings.Cut(out, "attempt 2:")
+	for _, unwanted := range []string{"<frozen runpy>", "runpy.py", `File "<string>"`} {
+		if strings.Contains(second, unwanted) {
+			t.Errorf("the traceback of the rank on a spare shows %s:\n%s", unwanted, second)
+		}
+	}
+	if !strings.Contains(second, `train.py", line 6, in <module>`) || res.Last.ExitCode != 1 {
+		t.Errorf("exit code %d; want the script's frames and exit code 1:\n%s", res.Last.ExitCode, second)
 	}
 }
 

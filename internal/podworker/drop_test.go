@@ -53,11 +53,13 @@ func TestDropLostWorker(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var (
-		res  [3]outcome
+		res  [4]outcome // workers 0 to 2, then worker 1's late pod
 		wg   sync.WaitGroup
 		stop [3]context.CancelFunc
 	)
-	start := func(i int) {
+	// startIn starts worker i, whose outcome goes to res[slot]: the lost worker's first pod
+	// may end after its late one.
+	startIn := func(i, slot int) {
 		wctx, wcancel := context.WithCancel(ctx)
 		stop[i] = wcancel
 		wg.Go(func() {
@@ -68,9 +70,10 @@ func TestDropLostWorker(t *testing.T) {
 				cfg.ProgressAddr = progress
 			}
 			sum, err := Run(wctx, cfg, Options{Out: out})
-			res[i] = outcome{sum: sum, err: err, out: out}
+			res[slot] = outcome{sum: sum, err: err, out: out}
 		})
 	}
+	start := func(i int) { startIn(i, i) }
 	for i := range 3 {
 		start(i)
 	}
@@ -109,7 +112,7 @@ func TestDropLostWorker(t *testing.T) {
 	if code, rep := postDrop(t, progress, secret, req); code != http.StatusOK || rep.Workers != 2 || len(rep.Dropped) != 1 || rep.Dropped[0] != 1 || rep.Attempt != 2 {
 		t.Fatalf("the drop: %d %+v", code, rep)
 	}
-	start(1) // the lost worker's pod comes back too late
+	startIn(1, 3) // the lost worker's pod comes back too late
 	wg.Wait()
 	for _, i := range []int{0, 2} {
 		if r := res[i]; r.err != nil || r.sum.Outcome != "succeeded" || r.sum.Attempt != 2 {
@@ -117,8 +120,8 @@ func TestDropLostWorker(t *testing.T) {
 		}
 	}
 	var refused *gang.RefusedError
-	if err := res[1].err; !errors.As(err, &refused) || !strings.Contains(err.Error(), "worker 1 was dropped from the gang") {
-		t.Errorf("worker 1's late pod: %v; want a refusal\n%s", err, res[1].out)
+	if err := res[3].err; !errors.As(err, &refused) || !strings.Contains(err.Error(), "worker 1 was dropped from the gang") {
+		t.Errorf("worker 1's late pod: %v; want a refusal\n%s", err, res[3].out)
 	}
 	if s := res[0].sum; len(s.Dropped) != 1 || s.Resized != "resized from 3 to 2 workers: worker 1 dropped (node b lost)" {
 		t.Errorf("worker 0's summary: %+v", s)

@@ -319,7 +319,7 @@ func (w *worker) launcher() error {
 			StoreHosted: launcher.AgentStoreWanted(w.job), MilliCPU: w.cfg.MilliCPU},
 		ExtraEnv: w.gang.extra, RayCompat: python.CompatDir(w.gang.helper), AttemptEnv: w.attemptEnv,
 		ForceKill: w.opts.ForceKill, Preempt: w.pre.relay, Notice: w.session.Notice(), KeepSpares: stoppedForRestart}
-	w.session.OnActivity(w.gang.l.TouchRank)
+	w.session.OnActivity(w.gang.l.ReportedBy)
 	return nil
 }
 

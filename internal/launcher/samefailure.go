@@ -1,0 +1,104 @@
+package launcher
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	v1 "github.com/trainyard/trainyard/api/v1alpha1"
+	"github.com/trainyard/trainyard/internal/rundir"
+)
+
+// SameFailureEnv, set to 1 in a job's env, restarts a gang whose ranks all failed the
+// same way before any report (see sameFailure), as any other failure; by default such a
+// failure is the script's or its environment's, and restarting it would only repeat it.
+const SameFailureEnv = "TRAINYARD_RESTART_SAME_FAILURE"
+
+// tailBytes is how much of the end of a rank's log sameFailure reads for its last line.
+const tailBytes = 4096
+
+// ReportedBy records that rank reported in the current attempt (the reporting session's
+// activity, see reporting.Session.OnActivity), and that it was heard from (TouchRank).
+func (l *Launcher) ReportedBy(rank int) {
+	l.reports.Add(1)
+	l.TouchRank(rank)
+}
+
+// sameFailure says why attempt n failed the same way on every rank, before any report:
+// at least two ranks exited with the same non-zero code and the same last line of
+// output, every other rank was killed by the gang's stop (which says nothing of the
+// failure), and no rank reported in the attempt. Such a failure is the script's or its
+// environment's (an ImportError, a missing file), not a fault that a restart cures. It
+// says "" when the attempt failed otherwise, or when the job's env sets SameFailureEnv.
+func (l *Launcher) sameFailure(n int) string {
+	if l.reports.Load() > 0 || restartSameFailure(l.Job) {
+		return ""
+	}
+	rec := l.Folder.Record()
+	if len(rec.Attempts) == 0 || rec.Attempts[len(rec.Attempts)-1].Number != n {
+		return ""
+	}
+	var (
+		failed   int
+		code     int
+		lastLine string
+	)
+	for _, r := range rec.Attempts[len(rec.Attempts)-1].Ranks {
+		if r.StoppedByTrainyard && r.Signal != "" {
+			continue // killed by the gang's stop: it says nothing of the failure
+		}
+		if r.Signal != "" || r.ExitCode == nil || *r.ExitCode == 0 || r.Error != "" {
+			return "" // killed (out of memory?), still running, succeeded, or never started
+		}
+		line := lastLogLine(l.Folder.Dir, r)
+		if line == "" || (failed > 0 && (*r.ExitCode != code || line != lastLine)) {
+			return ""
+		}
+		failed, code, lastLine = failed+1, *r.ExitCode, line
+	}
+	if failed < 2 {
+		return ""
+	}
+	return fmt.Sprintf("%d ranks exited with code %d before any report, each saying %q: that is the script or its "+
+		"environment, not a fault, so the gang is not restarted (set %s=1 in the job's env to restart it anyway)",
+		failed, code, lastLine, SameFailureEnv)
+}
+
+// restartSameFailure reports whether the job's env asks for restarts after a failure
+// that sameFailure would stop at.
+func restartSameFailure(job *v1.TrainJob) bool {
+	for _, e := range job.Spec.Env {
+		if e.Name == SameFailureEnv {
+			return e.Value == "1" || strings.EqualFold(e.Value, "true")
+		}
+	}
+	return false
+}
+
+// lastLogLine returns the last line of rank r's log in the run folder dir that is not
+// blank, without following a link; "" when it cannot be read.
+func lastLogLine(dir string, r rundir.Rank) string {
+	if r.Log == "" || filepath.IsAbs(r.Log) || strings.Contains(r.Log, "..") {
+		return ""
+	}
+	f, err := os.OpenFile(filepath.Join(dir, r.Log), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return ""
+	}
+	off := max(0, info.Size()-tailBytes)
+	tail, err := io.ReadAll(io.NewSectionReader(f, off, info.Size()-off))
+	if err != nil {
+		return ""
+	}
+	lines := bytes.Split(bytes.TrimRight(tail, " \t\r\n"), []byte("\n"))
+	return strings.TrimSpace(string(lines[len(lines)-1]))
+}

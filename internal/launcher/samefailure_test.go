@@ -1,0 +1,50 @@
+package launcher
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	v1 "github.com/trainyard/trainyard/api/v1alpha1"
+)
+
+// sameFailureScript makes every rank fail at once with the last line $LINE (or one of
+// its own when LINE is unset), after both ranks started; they ignore the gang's SIGTERM,
+// so each exit is its own.
+const sameFailureScript = `trap '' TERM
+touch "$TRAINYARD_RUN_DIR/ready-$RANK"
+while [ ! -e "$TRAINYARD_RUN_DIR/ready-0" ] || [ ! -e "$TRAINYARD_RUN_DIR/ready-1" ]; do sleep 0.01; done
+echo "Traceback (most recent call last):"
+echo "${LINE:-rank $RANK failed in its own way}"
+exit 3
+`
+
+// A gang whose ranks all fail the same way before any report (an ImportError on every
+// rank) is not restarted: that is the script, not a fault. Failures that differ are
+// restarted, and so is the same failure when the job's env asks for it.
+func TestSameFailureIsNotRestarted(t *testing.T) {
+	same := v1.EnvVar{Name: "LINE", Value: "ModuleNotFoundError: No module named 'torch'"}
+	cases := map[string]struct {
+		env      []v1.EnvVar
+		attempts int
+		reason   string
+	}{
+		"the same failure":       {env: []v1.EnvVar{same}, attempts: 1, reason: "not restarted: every rank failed the same way before any report"},
+		"failures that differ":   {attempts: 3, reason: "no restarts left (max restarts 2)"},
+		"restarts asked for too": {env: []v1.EnvVar{same, {Name: SameFailureEnv, Value: "1"}}, attempts: 3, reason: "no restarts left"},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			job := makeJob(t, sameFailureScript).workers(2).restarts(2).grace(30).obj(t)
+			job.Spec.Env = append(job.Spec.Env, c.env...)
+			h := newHarness(t, job)
+			res, _ := h.run(t, context.Background())
+			if res.Outcome != Failed || res.Attempts != c.attempts || !strings.Contains(res.Reason, c.reason) {
+				t.Errorf("result %+v; want failed after %d attempt(s), saying %q\n%s", res, c.attempts, c.reason, h.out)
+			}
+			if c.attempts == 1 && !strings.Contains(h.out.String(), `each saying "ModuleNotFoundError: No module named 'torch'": that is the script`) {
+				t.Errorf("the console does not say why:\n%s", h.out)
+			}
+		})
+	}
+}
