@@ -291,7 +291,7 @@ func (l *Launcher) finalReason(res AttemptResult, n, last int) string {
 		return fmt.Sprintf("interrupted in attempt %d", n)
 	}
 	if l.sameFailed != "" {
-		return fmt.Sprintf("%s in attempt %d; not restarted: every rank failed the same way before any report "+
+		return fmt.Sprintf("%s in attempt %d; not restarted: every rank failed the same way at its start "+
 			"(%s=1 restarts it anyway)", res.Reason, n, SameFailureEnv)
 	}
 	return fmt.Sprintf("%s in attempt %d of %d; no restarts left (max restarts %d)",

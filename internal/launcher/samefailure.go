@@ -28,10 +28,12 @@ func (l *Launcher) ReportedBy(rank int) {
 	l.TouchRank(rank)
 }
 
-// sameFailure says why attempt n failed the same way on every rank, before any report:
-// at least two ranks exited with the same non-zero code and the same last line of
-// output, every other rank was killed by the gang's stop (which says nothing of the
-// failure), and no rank reported in the attempt. Such a failure is the script's or its
+// sameFailure says why attempt n failed the same way on every rank, at its start: at
+// least two ranks exited with the same non-zero code and the same last line of output,
+// having printed nothing before their error (their log is a Python traceback, or that
+// one line), every other rank was killed by the gang's stop (which says nothing of the
+// failure), and no rank reported in the attempt. A gang that failed after it printed or
+// reported anything (a collective's timeout, say) is restarted as before. Such a failure is the script's or its
 // environment's (an ImportError, a missing file), not a fault that a restart cures. It
 // says "" when the attempt failed otherwise, or when the job's env sets SameFailureEnv.
 func (l *Launcher) sameFailure(n int) string {
@@ -54,8 +56,8 @@ func (l *Launcher) sameFailure(n int) string {
 		if r.Signal != "" || r.ExitCode == nil || *r.ExitCode == 0 || r.Error != "" {
 			return "" // killed (out of memory?), still running, succeeded, or never started
 		}
-		line := lastLogLine(l.Folder.Dir, r)
-		if line == "" || (failed > 0 && (*r.ExitCode != code || line != lastLine)) {
+		line, early := failureLine(l.Folder.Dir, r)
+		if !early || line == "" || (failed > 0 && (*r.ExitCode != code || line != lastLine)) {
 			return ""
 		}
 		failed, code, lastLine = failed+1, *r.ExitCode, line
@@ -63,7 +65,7 @@ func (l *Launcher) sameFailure(n int) string {
 	if failed < 2 {
 		return ""
 	}
-	return fmt.Sprintf("%d ranks exited with code %d before any report, each saying %q: that is the script or its "+
+	return fmt.Sprintf("%d ranks exited with code %d at their start, each saying %q: that is the script or its "+
 		"environment, not a fault, so the gang is not restarted (set %s=1 in the job's env to restart it anyway)",
 		failed, code, lastLine, SameFailureEnv)
 }
@@ -79,26 +81,38 @@ func restartSameFailure(job *v1.TrainJob) bool {
 	return false
 }
 
-// lastLogLine returns the last line of rank r's log in the run folder dir that is not
-// blank, without following a link; "" when it cannot be read.
-func lastLogLine(dir string, r rundir.Rank) string {
+// traceback is the first line of a Python traceback.
+const traceback = "Traceback (most recent call last):"
+
+// failureLine returns the last line of rank r's log in the run folder dir that is not
+// blank, and whether the rank printed nothing before its error: its log's first line is
+// a Python traceback's, or the log is that one line. It follows no link; "" when the log
+// cannot be read.
+func failureLine(dir string, r rundir.Rank) (string, bool) {
 	if r.Log == "" || filepath.IsAbs(r.Log) || strings.Contains(r.Log, "..") {
-		return ""
+		return "", false
 	}
 	f, err := os.OpenFile(filepath.Join(dir, r.Log), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	if err != nil {
-		return ""
+		return "", false
 	}
 	defer f.Close()
 	info, err := f.Stat()
 	if err != nil {
-		return ""
+		return "", false
+	}
+	head, err := io.ReadAll(io.NewSectionReader(f, 0, min(info.Size(), tailBytes)))
+	if err != nil {
+		return "", false
 	}
 	off := max(0, info.Size()-tailBytes)
 	tail, err := io.ReadAll(io.NewSectionReader(f, off, info.Size()-off))
 	if err != nil {
-		return ""
+		return "", false
 	}
 	lines := bytes.Split(bytes.TrimRight(tail, " \t\r\n"), []byte("\n"))
-	return strings.TrimSpace(string(lines[len(lines)-1]))
+	last := strings.TrimSpace(string(lines[len(lines)-1]))
+	first, _, _ := strings.Cut(strings.TrimLeft(string(head), " \t\r\n"), "\n")
+	first = strings.TrimSpace(first)
+	return last, first == traceback || first == last
 }
