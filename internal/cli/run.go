@@ -59,7 +59,8 @@ SIGTERM, then SIGKILL after --grace-period; with --max-restarts K the whole gang
 starts again, up to K times, on the same rendezvous port, whose store is emptied
 first (no key or client of the failed attempt reaches the next). When every rank fails
 the same way at its start, before printing or reporting anything (the same exit
-code and last line, such as an ImportError), the gang is not restarted: that is
+code and last line, such as an ImportError, on two ranks or in two attempts in a
+row), the gang is not restarted: that is
 the script, not a fault (--env TRAINYARD_RESTART_SAME_FAILURE=1 restarts it
 anyway). A restart's ranks start
 from spares: once a rank has printed something, one more Python per rank imports

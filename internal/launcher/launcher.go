@@ -80,10 +80,12 @@ type Launcher struct {
 	activity atomic.Int64 // unix nanoseconds of the last line or report of any rank
 	reports  atomic.Int64 // reports of the current attempt's ranks (ReportedBy)
 	// sameFailed says why the run stopped without restarting after a failure that
-	// sameFailure found to be the script's.
-	sameFailed string
-	heardMu    sync.Mutex
-	heard      map[int]time.Time // the last line or report of each rank on this machine
+	// sameFailure found to be the script's; startFailed is the previous attempt's
+	// failure at its ranks' start, if it had one.
+	sameFailed  string
+	startFailed startFailure
+	heardMu     sync.Mutex
+	heard       map[int]time.Time // the last line or report of each rank on this machine
 	// preempted is why the gang was preempted ("" when it was not); set by an attempt's
 	// supervise, read once the attempt ended.
 	preempted string

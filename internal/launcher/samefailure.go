@@ -28,15 +28,26 @@ func (l *Launcher) ReportedBy(rank int) {
 	l.TouchRank(rank)
 }
 
-// sameFailure says why attempt n failed the same way on every rank, at its start: at
-// least two ranks exited with the same non-zero code and the same last line of output,
-// having printed nothing before their error (their log is a Python traceback, or that
-// one line), every other rank was killed by the gang's stop (which says nothing of the
-// failure), and no rank reported in the attempt. A gang that failed after it printed or
-// reported anything (a collective's timeout, say) is restarted as before. Such a failure is the script's or its
-// environment's (an ImportError, a missing file), not a fault that a restart cures. It
-// says "" when the attempt failed otherwise, or when the job's env sets SameFailureEnv.
+// startFailure is how the ranks of an attempt that failed at their start failed: the
+// exit code and last line they all had.
+type startFailure struct {
+	code int
+	line string
+}
+
+// sameFailure says why attempt n failed the same way on every rank, at its start, so
+// that the gang is not restarted: such a failure is the script's or its environment's
+// (an ImportError, a missing file), not a fault that a restart cures. The ranks that
+// count exited with the same non-zero code and the same last line of output, having
+// printed nothing before their error (their log is a Python traceback, or that one line);
+// every other rank was killed by the gang's stop (which says nothing of the failure), and
+// no rank reported. It takes two such ranks in the attempt, or one whose failure the
+// previous attempt had too (the stop often kills the others before they fail on their
+// own). A gang that failed after it printed or reported anything (a collective's timeout,
+// say) is restarted as before. It says "" then, or when the job's env sets SameFailureEnv.
 func (l *Launcher) sameFailure(n int) string {
+	prev := l.startFailed
+	l.startFailed = startFailure{}
 	if l.reports.Load() > 0 || restartSameFailure(l.Job) {
 		return ""
 	}
@@ -44,11 +55,7 @@ func (l *Launcher) sameFailure(n int) string {
 	if len(rec.Attempts) == 0 || rec.Attempts[len(rec.Attempts)-1].Number != n {
 		return ""
 	}
-	var (
-		failed   int
-		code     int
-		lastLine string
-	)
+	failed, f := 0, startFailure{}
 	for _, r := range rec.Attempts[len(rec.Attempts)-1].Ranks {
 		if r.StoppedByTrainyard && r.Signal != "" {
 			continue // killed by the gang's stop: it says nothing of the failure
@@ -57,17 +64,26 @@ func (l *Launcher) sameFailure(n int) string {
 			return "" // killed (out of memory?), still running, succeeded, or never started
 		}
 		line, early := failureLine(l.Folder.Dir, r)
-		if !early || line == "" || (failed > 0 && (*r.ExitCode != code || line != lastLine)) {
+		if !early || line == "" || (failed > 0 && (startFailure{*r.ExitCode, line}) != f) {
 			return ""
 		}
-		failed, code, lastLine = failed+1, *r.ExitCode, line
+		failed, f = failed+1, startFailure{*r.ExitCode, line}
 	}
-	if failed < 2 {
+	if failed == 0 {
 		return ""
 	}
-	return fmt.Sprintf("%d ranks exited with code %d at their start, each saying %q: that is the script or its "+
-		"environment, not a fault, so the gang is not restarted (set %s=1 in the job's env to restart it anyway)",
-		failed, code, lastLine, SameFailureEnv)
+	l.startFailed = f
+	switch {
+	case failed >= 2:
+		return fmt.Sprintf("%d ranks exited with code %d at their start, each saying %q: that is the script or its "+
+			"environment, not a fault, so the gang is not restarted (set %s=1 in the job's env to restart it anyway)",
+			failed, f.code, f.line, SameFailureEnv)
+	case f == prev:
+		return fmt.Sprintf("its ranks exited with code %d at their start in attempts %d and %d alike, saying %q: that is "+
+			"the script or its environment, not a fault, so the gang is not restarted (set %s=1 in the job's env to "+
+			"restart it anyway)", f.code, n-1, n, f.line, SameFailureEnv)
+	}
+	return ""
 }
 
 // restartSameFailure reports whether the job's env asks for restarts after a failure
