@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/trainyard/trainyard/internal/auth"
+	"github.com/trainyard/trainyard/internal/testrelay"
 )
 
 // tape records every request a server got, as it came over the wire.
@@ -145,8 +146,8 @@ func TestImpostorLearnsNothing(t *testing.T) {
 // server's handlers, and the relay sees no proof.
 func TestRelayAtItsOwnAddressGetsNoSession(t *testing.T) {
 	real := newCheckingServer(t)
-	relay := newTCPRelay(t, real.Listener.Addr().String())
-	c := New("http://"+relay.addr, testToken)
+	relay := testrelay.New(t, real.Listener.Addr().String())
+	c := New("http://"+relay.Addr, testToken)
 	ctx := context.Background()
 	_, err := c.List(ctx)
 	if !errors.Is(err, ErrNotTheServer) || !strings.Contains(err.Error(), "proof is for "+real.Listener.Addr().String()) {
@@ -158,7 +159,7 @@ func TestRelayAtItsOwnAddressGetsNoSession(t *testing.T) {
 	if n := real.passed.Load(); n != 0 {
 		t.Errorf("%d requests through the relay reached the server's handlers", n)
 	}
-	sent := relay.sent()
+	sent := relay.Sent()
 	if !bytes.Contains(sent, []byte("POST "+auth.ChallengePath+" ")) {
 		t.Fatal("the relay passed no challenge on; the test proves nothing")
 	}
@@ -168,52 +169,6 @@ func TestRelayAtItsOwnAddressGetsNoSession(t *testing.T) {
 	if _, err := New(real.URL, testToken).List(ctx); err != nil {
 		t.Errorf("List at the server's own address: %v", err)
 	}
-}
-
-// tcpRelay listens on a port of its own and passes every connection's bytes on to a
-// target, both ways, recording what clients send.
-type tcpRelay struct {
-	addr string
-	mu   sync.Mutex
-	buf  bytes.Buffer
-}
-
-func newTCPRelay(t *testing.T, target string) *tcpRelay {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	r := &tcpRelay{addr: ln.Addr().String()}
-	go func() {
-		for {
-			in, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			out, err := net.Dial("tcp", target)
-			if err != nil {
-				in.Close()
-				continue
-			}
-			go func() { _, _ = io.Copy(out, io.TeeReader(in, r)); out.Close() }()
-			go func() { _, _ = io.Copy(in, out); in.Close() }()
-		}
-	}()
-	return r
-}
-
-func (r *tcpRelay) Write(p []byte) (int, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.buf.Write(p)
-}
-
-// sent returns what clients sent through the relay so far.
-func (r *tcpRelay) sent() []byte {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return bytes.Clone(r.buf.Bytes())
 }
 
 // onPath makes the client reach relay while its connections say they reached real: a

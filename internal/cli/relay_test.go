@@ -3,8 +3,6 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
-	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -18,6 +16,7 @@ import (
 	"github.com/trainyard/trainyard/internal/scheduler"
 	"github.com/trainyard/trainyard/internal/server"
 	"github.com/trainyard/trainyard/internal/store"
+	"github.com/trainyard/trainyard/internal/testrelay"
 	"github.com/trainyard/trainyard/internal/upload"
 )
 
@@ -28,12 +27,12 @@ import (
 func TestRelayOnListedAddress(t *testing.T) {
 	api := startSignInAPI(t)
 	serverAddr := strings.TrimPrefix(api.url, "http://")
-	relay := newTCPRelay(t, serverAddr)
+	relay := testrelay.New(t, serverAddr)
 	tokenPath := filepath.Join(t.TempDir(), "token")
 	if err := os.WriteFile(tokenPath, []byte(testToken+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	for _, addr := range []string{relay.addr, serverAddr} {
+	for _, addr := range []string{relay.Addr, serverAddr} {
 		if err := auth.RecordServer(tokenPath, addr); err != nil {
 			t.Fatal(err)
 		}
@@ -42,13 +41,13 @@ func TestRelayOnListedAddress(t *testing.T) {
 	t.Setenv("TRAINYARD_TOKEN", "")
 
 	for _, args := range [][]string{{"list"}, {"open", "--print"}} {
-		code, out, errOut := trainyard(append(args, "--address", "http://"+relay.addr)...)
+		code, out, errOut := trainyard(append(args, "--address", "http://"+relay.Addr)...)
 		if code != 1 || out != "" || !strings.Contains(errOut, "the trainyard server's proof is for "+serverAddr+
-			", where the connection arrived, but this client reached "+relay.addr) {
+			", where the connection arrived, but this client reached "+relay.Addr) {
 			t.Errorf("%v through the relay: exit %d, stdout %q, stderr %q; want exit 1 and the relay named", args, code, out, errOut)
 		}
 	}
-	sent := relay.sent()
+	sent := relay.Sent()
 	if !bytes.Contains(sent, []byte("POST "+auth.ChallengePath+" ")) {
 		t.Fatal("the relay passed no challenge on; the test proves nothing")
 	}
@@ -160,50 +159,4 @@ func startSignInAPI(t *testing.T) *signInAPI {
 	t.Cleanup(web.Close)
 	a.url = web.URL
 	return a
-}
-
-// tcpRelay listens on a port of its own and passes every connection's bytes on to a
-// target, both ways, recording what clients send.
-type tcpRelay struct {
-	addr string
-	mu   sync.Mutex
-	buf  bytes.Buffer
-}
-
-func newTCPRelay(t *testing.T, target string) *tcpRelay {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	r := &tcpRelay{addr: ln.Addr().String()}
-	go func() {
-		for {
-			in, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			out, err := net.Dial("tcp", target)
-			if err != nil {
-				in.Close()
-				continue
-			}
-			go func() { _, _ = io.Copy(out, io.TeeReader(in, r)); out.Close() }()
-			go func() { _, _ = io.Copy(in, out); in.Close() }()
-		}
-	}()
-	return r
-}
-
-func (r *tcpRelay) Write(p []byte) (int, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.buf.Write(p)
-}
-
-// sent returns what clients sent through the relay so far.
-func (r *tcpRelay) sent() []byte {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return bytes.Clone(r.buf.Bytes())
 }
