@@ -127,6 +127,15 @@ func readManifest(d *dir) (Manifest, error) {
 	if len(data) > maxManifest {
 		return Manifest{}, fmt.Errorf("manifest %s is over %d MiB", ManifestName, maxManifest>>20)
 	}
+	return ParseManifest(data)
+}
+
+// ParseManifest reads and checks a manifest's content (as a mirror downloads it): its
+// version, and that every path it lists is a relative path inside the checkpoint.
+func ParseManifest(data []byte) (Manifest, error) {
+	if len(data) > maxManifest {
+		return Manifest{}, fmt.Errorf("manifest %s is over %d MiB", ManifestName, maxManifest>>20)
+	}
 	var m Manifest
 	if err := json.Unmarshal(data, &m); err != nil {
 		return Manifest{}, fmt.Errorf("manifest %s: %w", ManifestName, err)

@@ -356,6 +356,20 @@ func checkpointName(index int) string {
 	return fmt.Sprintf("checkpoint_%06d", index)
 }
 
+// Name is the folder name of the checkpoint with the given index: checkpoint_NNNNNN.
+func Name(index int) string { return checkpointName(index) }
+
+// ParseName returns the index of a committed checkpoint's folder name, and whether name
+// is one.
+func ParseName(name string) (int, bool) {
+	m := checkpointRE.FindStringSubmatch(name)
+	if m == nil {
+		return 0, false
+	}
+	n, err := strconv.Atoi(m[1])
+	return n, err == nil
+}
+
 // step runs the test hook after a commit step.
 func (s *Store) step(name string) error {
 	if s.testHook == nil {

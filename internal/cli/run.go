@@ -203,6 +203,10 @@ func runJob(ctx context.Context, g *globals, flags *jobspec.Flags, opts runOptio
 		return fmt.Errorf("install the Python helper: %w", err)
 	}
 	defer removeHelper()
+	store, err := bucketStore(sig.ctx, job)
+	if err != nil {
+		return usageError(err)
+	}
 	folder, err := openRun(g, job, opts)
 	if err != nil {
 		return err
@@ -234,7 +238,13 @@ func runJob(ctx context.Context, g *globals, flags *jobspec.Flags, opts runOptio
 	if err != nil {
 		return &exitError{code: ExitFailed, err: err}
 	}
-	session, err := reporting.Start(job, root, console, g.logger())
+	up, err := startMirror(sig.ctx, g, store, folder, console)
+	if err != nil {
+		root.Close()
+		return &exitError{code: ExitFailed, err: err}
+	}
+	defer up.close(g)
+	session, err := reporting.StartWith(job, root, console, g.logger(), reporting.Options{Upload: up.uploader()})
 	if err != nil {
 		return &exitError{code: ExitFailed, err: err}
 	}
@@ -248,7 +258,7 @@ func runJob(ctx context.Context, g *globals, flags *jobspec.Flags, opts runOptio
 	session.OnActivity(l.ReportedBy)
 
 	res, err := l.Run(ctx)
-	closeErr := session.Close()
+	closeErr := errors.Join(session.Close(), up.close(g))
 	console.Close()
 	if err != nil {
 		return &exitError{code: ExitFailed, err: errors.Join(err, closeErr)}
@@ -342,7 +352,7 @@ func (o *runOptions) checkIntent() error {
 // continued (refused for a run that succeeded, unless --resume) or started over in a
 // new folder (--fresh: the old one moved aside); and says which.
 func openRun(g *globals, job *v1.TrainJob, opts runOptions) (*rundir.Run, error) {
-	name, dir := job.Spec.RunName, filepath.Join(job.Spec.StoragePath, job.Spec.RunName)
+	name, dir := job.Spec.RunName, jobspec.RunFolder(&job.Spec)
 	var aside string
 	switch _, err := os.Lstat(filepath.Join(dir, rundir.RecordFile)); {
 	case opts.resume && err != nil && !opts.rerun: // --rerun, as before, also starts a new run

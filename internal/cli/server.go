@@ -202,18 +202,8 @@ func (o *serverOptions) check() (warning string, err error) {
 	if o.stateDir, err = expandHome(o.stateDir); err != nil {
 		return "", err
 	}
-	if jobspec.IsURI(o.storage) {
-		return "", fmt.Errorf("--storage-path %q is %s", o.storage, jobspec.StorageURIRule)
-	}
-	if o.storage, err = expandHome(o.storage); err != nil {
+	if err := o.checkStorage(); err != nil {
 		return "", err
-	}
-	if err := rundir.CheckStorage(o.storage); err != nil {
-		return "", fmt.Errorf("--storage-path: %w", err)
-	}
-	if rel, err := filepath.Rel(o.stateDir, o.storage); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
-		return "", fmt.Errorf("--storage-path %s is inside --state-dir %s, where the server keeps its own files, and the server "+
-			"refuses jobs that keep their runs there; give folders apart", o.storage, o.stateDir)
 	}
 	if o.preemptionPolicy, err = scheduler.ParsePreemptionPolicy(o.preemption); err != nil {
 		return "", fmt.Errorf("--preemption: %w", err)
@@ -228,6 +218,28 @@ func (o *serverOptions) check() (warning string, err error) {
 		return "", fmt.Errorf("--prestart-shapes %d keeps Pythons warm only with --prestart: give both", o.prestartShapes)
 	}
 	return auth.CheckListen(o.address, o.tlsCert != "")
+}
+
+// checkStorage checks --storage-path: a folder only root and this user can change, apart
+// from --state-dir, or a bucket (s3://), which each job checks with its own credentials.
+func (o *serverOptions) checkStorage() (err error) {
+	if err := jobspec.CheckStoragePath(o.storage); err != nil {
+		return fmt.Errorf("--storage-path: %w", err)
+	}
+	if jobspec.IsURI(o.storage) {
+		return nil // a bucket: each job checks it (credentials are the job's)
+	}
+	if o.storage, err = expandHome(o.storage); err != nil {
+		return err
+	}
+	if err := rundir.CheckStorage(o.storage); err != nil {
+		return fmt.Errorf("--storage-path: %w", err)
+	}
+	if rel, err := filepath.Rel(o.stateDir, o.storage); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+		return fmt.Errorf("--storage-path %s is inside --state-dir %s, where the server keeps its own files, and the server "+
+			"refuses jobs that keep their runs there; give folders apart", o.storage, o.stateDir)
+	}
+	return nil
 }
 
 // maxPrestartShapes bounds --prestart-shapes: each shape holds a Python per rank.

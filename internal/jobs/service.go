@@ -15,6 +15,7 @@ import (
 	"time"
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
+	"github.com/trainyard/trainyard/internal/jobspec"
 	"github.com/trainyard/trainyard/internal/preempt"
 	"github.com/trainyard/trainyard/internal/scheduler"
 	"github.com/trainyard/trainyard/internal/secrets"
@@ -155,7 +156,7 @@ func (s *Service) Submit(sub Submission) (*store.Job, error) {
 	}
 	j := &store.Job{ID: sub.ID, Name: sub.Job.Name, Status: store.Pending, Priority: sub.Priority,
 		Entrypoint: sub.Entrypoint, SubmittedBy: sub.SubmittedBy, Spec: spec, Metadata: sub.Metadata, RuntimeEnv: sub.RuntimeEnv,
-		RunDir: filepath.Join(sub.Job.Spec.StoragePath, sub.Job.Spec.RunName), SubmittedAt: time.Now(),
+		RunDir: jobspec.RunFolder(&sub.Job.Spec), SubmittedAt: time.Now(),
 		SecretEnv: secrets.Names(hidden)}
 	if err := s.create(j, hidden); err != nil {
 		return nil, err

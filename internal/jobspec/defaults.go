@@ -77,7 +77,7 @@ func Default(job *v1.TrainJob, env Env) error {
 	if s.StoragePath == "" {
 		s.StoragePath = DefaultStoragePath
 	}
-	if !IsURI(s.StoragePath) { // s3://bucket is no folder: Validate says so
+	if !IsURI(s.StoragePath) { // s3://bucket is no folder: LocalStorage stages it
 		s.StoragePath = absPath(s.StoragePath, env)
 	}
 	if s.RunName == "" {
@@ -90,7 +90,7 @@ func Default(job *v1.TrainJob, env Env) error {
 	if _, ok := GitSource(s); ok && s.WorkingDir == "" {
 		// The code is cloned into the run folder's code/, so the workers start there (as
 		// Arena's start in --working-dir, where it clones code/).
-		s.WorkingDir = filepath.Join(s.StoragePath, s.RunName)
+		s.WorkingDir = RunFolder(s)
 	}
 	s.WorkingDir = absPath(s.WorkingDir, env)
 	return nil

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
+	"github.com/trainyard/trainyard/internal/bucket"
 	"github.com/trainyard/trainyard/internal/gitsource"
 )
 
@@ -50,9 +51,15 @@ func (e *Invalid) Error() string {
 	return "invalid job:\n  " + strings.Join(lines, "\n  ")
 }
 
-// StorageURIRule says why a storage path that is a URI is refused, and what to give instead.
-const StorageURIRule = "a URI: Trainyard keeps runs in a folder, and object storage (s3://, gs://) is not supported yet; " +
-	"give a folder that every worker shares (a PersistentVolumeClaim on Kubernetes, an NFS mount)"
+// CheckStoragePath checks a storage path: a folder, or s3://bucket/prefix (any other URI is
+// refused with what to give instead, never taken as a folder).
+func CheckStoragePath(p string) error {
+	if !IsURI(p) {
+		return nil
+	}
+	_, err := bucket.Parse(p)
+	return err
+}
 
 // Validate checks a defaulted job. It returns nil or an *Invalid listing every problem.
 func Validate(job *v1.TrainJob) error {
@@ -103,8 +110,10 @@ func validateSpec(s *v1.TrainJobSpec, p *field.Path) field.ErrorList {
 	switch {
 	case s.StoragePath == "":
 		errs = append(errs, field.Required(p.Child("storagePath"), "the folder that holds runs"))
-	case IsURI(s.StoragePath):
-		errs = append(errs, field.Invalid(p.Child("storagePath"), s.StoragePath, StorageURIRule))
+	default:
+		if err := CheckStoragePath(s.StoragePath); err != nil {
+			errs = append(errs, field.Invalid(p.Child("storagePath"), s.StoragePath, err.Error()))
+		}
 	}
 	if !runName.MatchString(s.RunName) {
 		errs = append(errs, field.Invalid(p.Child("runName"), s.RunName,

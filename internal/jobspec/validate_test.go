@@ -177,13 +177,19 @@ func TestValidateRejects(t *testing.T) {
 			mutate: func(j *v1.TrainJob) { j.Spec.StoragePath = "" },
 			want:   "invalid job: spec.storagePath: Required value: the folder that holds runs",
 		},
-		"storagePath s3://": {
-			mutate: func(j *v1.TrainJob) { j.Spec.StoragePath = "s3://my-bucket/experiments" },
-			want:   `invalid job: spec.storagePath: Invalid value: "s3://my-bucket/experiments": ` + StorageURIRule,
+		"storagePath s3:// with a bad bucket": {
+			mutate: func(j *v1.TrainJob) { j.Spec.StoragePath = "s3://My_Bucket/experiments" },
+			want: `invalid job: spec.storagePath: Invalid value: "s3://My_Bucket/experiments": s3://My_Bucket/experiments: ` +
+				`"My_Bucket" is not a bucket name (3 to 63 lower-case letters, digits, dots and hyphens, starting and ending with a letter or digit)`,
 		},
 		"storagePath gs://": {
 			mutate: func(j *v1.TrainJob) { j.Spec.StoragePath = "gs://b" },
-			want:   `invalid job: spec.storagePath: Invalid value: "gs://b": ` + StorageURIRule,
+			want: `invalid job: spec.storagePath: Invalid value: "gs://b": gs://b: gs:// is not supported yet; use Cloud Storage's S3-compatible API instead: ` +
+				`s3://b with AWS_ENDPOINT_URL=https://storage.googleapis.com and an HMAC key in AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, or a folder every worker shares`,
+		},
+		"storagePath hdfs://": {
+			mutate: func(j *v1.TrainJob) { j.Spec.StoragePath = "hdfs://nn/x" },
+			want:   `invalid job: spec.storagePath: Invalid value: "hdfs://nn/x": hdfs://nn/x: the scheme hdfs:// is not supported: give s3://bucket/prefix or a folder`,
 		},
 		"runName ../x": {
 			mutate: func(j *v1.TrainJob) { j.Spec.RunName = "../x" },

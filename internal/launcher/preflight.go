@@ -25,7 +25,7 @@ func Preflight(job *v1.TrainJob) error {
 	_, fromGit := jobspec.GitSource(s)
 	// The code of a git source, and the run folder the workers then start in, exist once
 	// it is cloned: CheckScript runs again after that.
-	if runDir := filepath.Join(s.StoragePath, s.RunName); !fromGit || s.WorkingDir != runDir {
+	if runDir := jobspec.RunFolder(s); !fromGit || s.WorkingDir != runDir {
 		if err := checkDir(s.WorkingDir); err != nil {
 			return fmt.Errorf("working folder (--workdir): %w", err)
 		}
@@ -39,7 +39,7 @@ func Preflight(job *v1.TrainJob) error {
 	if _, err := prestartSetting(job); err != nil {
 		return err
 	}
-	if err := checkWritable(s.StoragePath); err != nil {
+	if err := checkWritable(jobspec.LocalStorage(s.StoragePath)); err != nil {
 		return fmt.Errorf("storage path (--storage-path) %s: %w", s.StoragePath, err)
 	}
 	return nil
@@ -89,7 +89,7 @@ func CheckScriptEarly(job *v1.TrainJob) error {
 	if !fromGit {
 		return CheckScript(job)
 	}
-	runDir := filepath.Join(job.Spec.StoragePath, job.Spec.RunName)
+	runDir := jobspec.RunFolder(&job.Spec)
 	argv := append(slices.Clip(job.Spec.Command), job.Spec.Args...)
 	if job.Spec.WorkingDir != runDir || !pythonName.MatchString(filepath.Base(argv[0])) {
 		return nil

@@ -58,7 +58,7 @@ func credentials(src gitsource.Source, job *v1.TrainJob, env []string) gitsource
 // codeDir is where a local run's git source is cloned: code/<repo> of its run folder.
 func codeDir(job *v1.TrainJob) string {
 	src, _ := jobspec.GitSource(&job.Spec)
-	return filepath.Join(job.Spec.StoragePath, job.Spec.RunName, "code", gitsource.RepoName(src.URL))
+	return filepath.Join(jobspec.RunFolder(&job.Spec), "code", gitsource.RepoName(src.URL))
 }
 
 // FetchSource clones the job's git source at its pinned commit (see ResolveSource) into

@@ -93,6 +93,19 @@ type Options struct {
 	// committed checkpoint, but writes and removes nothing in the run folder: worker 0's
 	// session commits the checkpoints and writes the results and TensorBoard events.
 	Secondary bool
+	// Upload, when set, takes each committed checkpoint to where the run is kept (a bucket:
+	// internal/mirror), and the deletions of the retention policy. The preemption notice
+	// then counts a checkpoint as committed once it is uploaded.
+	Upload Uploader
+}
+
+// Uploader takes the checkpoints committed in the run folder to where the run is kept.
+type Uploader interface {
+	// Committed uploads info in the background and then calls then with whether it is
+	// committed there.
+	Committed(info checkpoint.Info, then func(committed bool))
+	// Deleted deletes there what the retention policy deleted here.
+	Deleted(names []string)
 }
 
 // Start opens the run folder's checkpoints and results and starts serving the socket. It
@@ -128,7 +141,10 @@ func StartWith(job *v1.TrainJob, root *os.Root, notify Notifier, logger *slog.Lo
 	if err == nil {
 		s.preemption = preempt.New(filepath.Dir(s.server.Path))
 		if s.committer != nil {
-			s.committer.OnCommit(func(c checkpoint.Info) { s.preemption.Committed(c.Name, c.Manifest.Meta.Time) })
+			s.committer.OnCommit(s.onCommit(opts.Upload))
+			if opts.Upload != nil {
+				s.committer.OnRetain(opts.Upload.Deleted)
+			}
 			s.committer.OnCollision(s.collided)
 		} else {
 			s.stopWatch = make(chan struct{})
@@ -140,6 +156,21 @@ func StartWith(job *v1.TrainJob, root *os.Root, notify Notifier, logger *slog.Lo
 		return nil, err
 	}
 	return s, nil
+}
+
+// onCommit is what the session does after a checkpoint is committed in the run folder:
+// tell the preemption notice, once the checkpoint is uploaded when up is set.
+func (s *Session) onCommit(up Uploader) func(checkpoint.Info) {
+	if up == nil {
+		return func(c checkpoint.Info) { s.preemption.Committed(c.Name, c.Manifest.Meta.Time) }
+	}
+	return func(c checkpoint.Info) {
+		up.Committed(c, func(ok bool) {
+			if ok {
+				s.preemption.Committed(c.Name, c.Manifest.Meta.Time)
+			}
+		})
+	}
 }
 
 // open opens the checkpoints for committing, and the results and events for writing.

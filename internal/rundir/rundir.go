@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
+	"github.com/trainyard/trainyard/internal/jobspec"
 	"github.com/trainyard/trainyard/internal/secrets"
 )
 
@@ -85,7 +86,7 @@ func Open(job *v1.TrainJob, opts Options) (*Run, error) {
 	if now == nil {
 		now = time.Now
 	}
-	dir := filepath.Join(job.Spec.StoragePath, job.Spec.RunName)
+	dir := jobspec.RunFolder(&job.Spec)
 	if opts.Secondary {
 		return openSecondary(dir, job, now, opts.WarnStorage)
 	}

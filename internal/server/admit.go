@@ -247,6 +247,7 @@ func madeFor(name, folder string) bool {
 // storage path that someone other than root and the server's user could change, so that
 // such a job is refused now rather than failing once it leaves the queue.
 func (s *Server) checkStorage(storage, runName string) error {
+	storage = jobspec.LocalStorage(storage) // a bucket's runs are staged in a folder
 	if err := rundir.CheckStorage(storage); err != nil {
 		return invalid("spec.storagePath: %v", err)
 	}

@@ -141,6 +141,10 @@ func Labels(job *v1.TrainJob, n int) map[string]string {
 // apply.
 func Render(job *v1.TrainJob, n int, opts Options) (*Attempt, error) {
 	d := Defaulted(job)
+	if jobspec.IsURI(d.Spec.StoragePath) {
+		return nil, fmt.Errorf("spec.storagePath %s: object storage is not supported on Kubernetes yet (trainyard run and the job server "+
+			"take s3://); mount a PersistentVolumeClaim at a folder and give that folder", d.Spec.StoragePath)
+	}
 	var bounds []corev1.EnvVar // an elastic gang's, once its job in the pods says neither
 	if most := d.Spec.WorkerCount(); opts.Workers > 0 && opts.Workers < most {
 		bounds = []corev1.EnvVar{{Name: EnvMinWorkers, Value: strconv.Itoa(d.Spec.MinWorkerCount())},
