@@ -21,7 +21,6 @@ type Committer struct {
 	err         error         // errors of finished commits not yet returned by Err or Wait
 	scoreWarned map[string]bool
 	onCommit    func(Info) // called after each commit that succeeded; nil for none
-	onRetain    func(deleted []string)
 	onCollision func(name string, collisions []Collision)
 }
 
@@ -31,14 +30,6 @@ func (c *Committer) OnCommit(f func(Info)) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.onCommit = f
-}
-
-// OnRetain sets a function called with the names of the checkpoints the retention policy
-// deleted after a commit, when it deleted any.
-func (c *Committer) OnRetain(f func(deleted []string)) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.onRetain = f
 }
 
 // NewCommitter returns a Committer that commits into store and then applies policy.
@@ -98,12 +89,6 @@ func (c *Committer) runMerged(ts []*Taken, index int, meta Meta, done chan struc
 	deleted, err := c.store.Retain(c.policy)
 	if len(deleted) > 0 {
 		c.logger.Info("deleted checkpoints by retention policy", "after", info.Name, "deleted", deleted)
-		c.mu.Lock()
-		onRetain := c.onRetain
-		c.mu.Unlock()
-		if onRetain != nil {
-			onRetain(deleted)
-		}
 	}
 	var score *ScoreError
 	if errors.As(err, &score) {

@@ -85,6 +85,24 @@ func (s *Store) Retain(p Policy) ([]string, error) {
 	return deleted, errors.Join(err, warn)
 }
 
+// Drop returns the names of the checkpoints infos (in index order, as List gives them)
+// that the policy does not keep: never the last one. A mirror applies it to the
+// checkpoints of a run in a bucket.
+func (p Policy) Drop(infos []Info) []string {
+	if p.Keep == 0 || len(infos) == 0 {
+		return nil
+	}
+	keep, _ := p.keep(infos)
+	keep[infos[len(infos)-1].Name] = true
+	var drop []string
+	for _, in := range infos {
+		if !keep[in.Name] {
+			drop = append(drop, in.Name)
+		}
+	}
+	return drop
+}
+
 // keep returns the names of the checkpoints the policy keeps, apart from the latest.
 func (p Policy) keep(infos []Info) (map[string]bool, error) {
 	keep := make(map[string]bool)

@@ -356,6 +356,14 @@ func checkpointName(index int) string {
 	return fmt.Sprintf("checkpoint_%06d", index)
 }
 
+// SkipTo makes the next checkpoint's index at least index+1: a run kept in a bucket skips
+// the indices that uploads elsewhere used (internal/mirror).
+func (s *Store) SkipTo(index int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.last = max(s.last, index)
+}
+
 // Name is the folder name of the checkpoint with the given index: checkpoint_NNNNNN.
 func Name(index int) string { return checkpointName(index) }
 

@@ -7,10 +7,10 @@ import (
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
 	"github.com/trainyard/trainyard/internal/bucket"
+	"github.com/trainyard/trainyard/internal/checkpoint"
 	"github.com/trainyard/trainyard/internal/jobspec"
 	"github.com/trainyard/trainyard/internal/mirror"
 	"github.com/trainyard/trainyard/internal/reporting"
-	"github.com/trainyard/trainyard/internal/rundir"
 )
 
 // checkBucketTimeout bounds the request that checks a job's bucket before it starts.
@@ -45,27 +45,53 @@ func bucketStore(ctx context.Context, job *v1.TrainJob) (*bucket.Store, error) {
 
 // runMirror is the mirror of a run kept in a bucket; its zero value (no bucket) does nothing.
 type runMirror struct {
-	m      *mirror.Mirror
-	closed bool
-	err    error
+	m       *mirror.Mirror
+	started bool // the run's session started: its end is worth saying
+	closed  bool
+	err     error
 }
 
-// startMirror starts the mirror of folder at store (nil: none) and brings the bucket's
-// latest checkpoint and results into folder when this machine lacks them.
-func startMirror(ctx context.Context, g *globals, store *bucket.Store, folder *rundir.Run, console reporting.Notifier) (*runMirror, error) {
-	if store == nil {
-		return &runMirror{}, nil
+// startMirror starts the mirror of the job's run when its storage path is a bucket, after
+// checking the bucket, and brings the run's record, results and latest checkpoint from
+// the bucket when this machine lacks them (a run continued on another machine). Its
+// errors are the user's to fix (exit 2) but for a failed download.
+func startMirror(ctx context.Context, g *globals, job *v1.TrainJob, opts runOptions) (*runMirror, error) {
+	store, err := bucketStore(ctx, job)
+	if err != nil || store == nil {
+		return &runMirror{}, usageErrorOrNil(err)
 	}
-	m := mirror.New(store, folder.Dir, mirror.Options{Logger: g.logger(), Notify: console.Notice})
+	if opts.fresh {
+		return &runMirror{}, usageError(fmt.Errorf("--fresh: run %s is kept in %s, where it cannot be moved aside: "+
+			"give the new run another --name, or delete %s first", job.Spec.RunName, store.URI(), store.URI()))
+	}
+	c := job.Spec.Checkpoints
+	policy := checkpoint.Policy{Keep: int(c.Keep), Score: c.ScoreMetric, Order: c.ScoreOrder}
+	m := mirror.New(store, jobspec.RunFolder(&job.Spec), mirror.Options{Logger: g.logger(), Policy: policy,
+		Notify: func(text string) { fmt.Fprintln(g.io.Out, "trainyard: "+text) }})
 	name, err := m.Restore(ctx)
 	if err != nil {
 		_ = m.Close(context.Background())
-		return nil, fmt.Errorf("run %s: %w", store.URI(), err)
+		return &runMirror{}, &exitError{code: ExitFailed, err: fmt.Errorf("run %s: %w", store.URI(), err)}
 	}
 	if name != "" {
-		console.Notice(fmt.Sprintf("downloaded %s from %s", name, store.URI()))
+		fmt.Fprintf(g.io.Out, "trainyard: downloaded %s of run %s from %s\n", name, job.Spec.RunName, store.URI())
 	}
 	return &runMirror{m: m}, nil
+}
+
+func usageErrorOrNil(err error) error {
+	if err == nil {
+		return nil
+	}
+	return usageError(err)
+}
+
+// notifyTo shows the mirror's messages on the run's console from now on.
+func (r *runMirror) notifyTo(console reporting.Notifier) {
+	if r.m != nil {
+		r.m.SetNotify(console.Notice)
+		r.started = true
+	}
 }
 
 // uploader is what the reporting session uploads through (nil: none).
@@ -84,7 +110,7 @@ func (r *runMirror) close(g *globals) error {
 	r.closed = true
 	ctx, cancel := context.WithTimeout(context.Background(), uploadTimeout)
 	defer cancel()
-	if r.err = r.m.Close(ctx); r.err == nil {
+	if r.err = r.m.Close(ctx); r.err == nil && r.started {
 		fmt.Fprintf(g.io.Out, "trainyard: run uploaded to %s\n", r.m.URI())
 	}
 	return r.err

@@ -203,10 +203,11 @@ func runJob(ctx context.Context, g *globals, flags *jobspec.Flags, opts runOptio
 		return fmt.Errorf("install the Python helper: %w", err)
 	}
 	defer removeHelper()
-	store, err := bucketStore(sig.ctx, job)
+	up, err := startMirror(sig.ctx, g, job, opts)
 	if err != nil {
-		return usageError(err)
+		return err
 	}
+	defer up.close(g)
 	folder, err := openRun(g, job, opts)
 	if err != nil {
 		return err
@@ -238,12 +239,7 @@ func runJob(ctx context.Context, g *globals, flags *jobspec.Flags, opts runOptio
 	if err != nil {
 		return &exitError{code: ExitFailed, err: err}
 	}
-	up, err := startMirror(sig.ctx, g, store, folder, console)
-	if err != nil {
-		root.Close()
-		return &exitError{code: ExitFailed, err: err}
-	}
-	defer up.close(g)
+	up.notifyTo(console)
 	session, err := reporting.StartWith(job, root, console, g.logger(), reporting.Options{Upload: up.uploader()})
 	if err != nil {
 		return &exitError{code: ExitFailed, err: err}

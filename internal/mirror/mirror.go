@@ -13,8 +13,9 @@
 // .trainyard-manifest.json, and the run's files (result.json, progress.csv, TensorBoard
 // events, job.yaml, console.log, logs/), uploaded every SyncEvery and when the run ends.
 //
-// Retention deletes a checkpoint from the bucket after the policy deleted it here, manifest
-// first, but never the bucket's latest. Restore, before the first attempt, downloads the
+// Retention applies the run's policy (keep N, by recency or by a score) to the checkpoints
+// committed in the bucket after each upload, deleting a checkpoint manifest first, never
+// the bucket's latest; the run folder here keeps its own by the same policy. Restore, before the first attempt, downloads the
 // bucket's latest committed checkpoint (parallel ranged reads, each file checked against
 // the manifest's size and CRC-32C) when this machine has no newer one: a run resumes on
 // any machine that reaches the bucket.
@@ -25,10 +26,13 @@ package mirror
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -66,18 +70,24 @@ type Mirror struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
-	mu     sync.Mutex
-	latest int                  // highest index committed in the bucket
+	policy checkpoint.Policy
+	id     string // this mirror's claims
+
+	mu sync.Mutex
+	// highest is the highest index of a checkpoint folder in the bucket, committed or not.
+	highest int
+	// remote are the manifests of the checkpoints committed in the bucket, by index (read
+	// by Restore, added to by uploads); its highest index is the bucket's latest.
+	remote map[int]checkpoint.Manifest
 	sent   map[string]fileStamp // run files uploaded, as they were then
 	closed bool
 }
 
-// task is one item of the queue: a checkpoint to upload (then is called once it is
-// committed in the bucket, or not), or checkpoints to delete.
+// task is one item of the queue: a checkpoint to upload; then is called once it is
+// committed in the bucket, or not.
 type task struct {
-	info    *checkpoint.Info
-	then    func(committed bool)
-	deleted []string
+	info checkpoint.Info
+	then func(committed bool)
 }
 
 type fileStamp struct {
@@ -85,8 +95,9 @@ type fileStamp struct {
 	mtime time.Time
 }
 
-// Options are what a Mirror tells the user and logs.
+// Options are the run's retention policy and what a Mirror tells the user and logs.
 type Options struct {
+	Policy checkpoint.Policy
 	Logger *slog.Logger
 	Notify func(text string) // Trainyard's messages on the console
 }
@@ -102,9 +113,17 @@ func New(store *bucket.Store, dir string, opts Options) *Mirror {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Mirror{store: store, dir: dir, logger: opts.Logger, notify: opts.Notify,
-		queue: make(chan task, queueLen), ctx: ctx, cancel: cancel, done: make(chan struct{}), sent: map[string]fileStamp{}}
+		queue: make(chan task, queueLen), ctx: ctx, cancel: cancel, done: make(chan struct{}), sent: map[string]fileStamp{},
+		policy: opts.Policy, remote: map[int]checkpoint.Manifest{}, id: randomID()}
 	go m.run()
 	return m
+}
+
+// SetNotify sets the function that shows the mirror's messages to the user.
+func (m *Mirror) SetNotify(notify func(text string)) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.notify = notify
 }
 
 // URI is where the run is kept.
@@ -114,32 +133,49 @@ func (m *Mirror) URI() bucket.URI { return m.store.URI() }
 // once the upload ended, with whether the checkpoint is committed in the bucket. It waits
 // while the queue is full.
 func (m *Mirror) Committed(info checkpoint.Info, then func(committed bool)) {
-	m.enqueue(task{info: &info, then: then})
-}
-
-// Deleted queues the deletion from the bucket of checkpoints the retention policy deleted
-// in the run folder.
-func (m *Mirror) Deleted(names []string) {
-	m.enqueue(task{deleted: slices.Clone(names)})
-}
-
-func (m *Mirror) enqueue(t task) {
 	m.mu.Lock()
 	closed := m.closed
 	m.mu.Unlock()
 	if closed {
-		if t.then != nil {
-			t.then(false)
-		}
+		then(false)
 		return
 	}
 	select {
-	case m.queue <- t:
+	case m.queue <- task{info: info, then: then}:
 	case <-m.ctx.Done():
-		if t.then != nil {
-			t.then(false)
-		}
+		then(false)
 	}
+}
+
+// Highest is the highest index of a checkpoint in the bucket when Restore looked,
+// committed or not, or uploaded since.
+func (m *Mirror) Highest() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.highest
+}
+
+// latest is the index of the bucket's latest checkpoint (0 for none).
+func (m *Mirror) latest() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return latestOf(m.remote)
+}
+
+// randomID names this mirror in its claims: the host, the process and 8 random bytes.
+func randomID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s/%d/%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+}
+
+func latestOf(remote map[int]checkpoint.Manifest) int {
+	latest := 0
+	for i := range remote {
+		latest = max(latest, i)
+	}
+	return latest
 }
 
 // run is the uploader: it works through the queue in order, and uploads the run's files
@@ -163,27 +199,24 @@ func (m *Mirror) run() {
 	}
 }
 
-// do carries out one task.
+// do uploads one checkpoint and then applies the retention policy in the bucket.
 func (m *Mirror) do(t task) {
-	if t.info == nil {
-		m.deleteCheckpoints(t.deleted)
-		return
-	}
-	err := m.uploadWithRetries(*t.info)
-	if err != nil {
+	err := m.uploadWithRetries(t.info)
+	if err == nil {
+		m.retain()
+	} else {
+		latest := m.latest()
 		m.mu.Lock()
-		latest := m.latest
+		notify := m.notify
 		m.mu.Unlock()
 		prev := "none"
 		if latest > 0 {
 			prev = checkpoint.Name(latest)
 		}
-		m.notify(fmt.Sprintf("warning: %s was not uploaded to %s (%v); the bucket's latest checkpoint stays %s",
+		notify(fmt.Sprintf("warning: %s was not uploaded to %s (%v); the bucket's latest checkpoint stays %s",
 			t.info.Name, m.store.URI(), err, prev))
 	}
-	if t.then != nil {
-		t.then(err == nil)
-	}
+	t.then(err == nil)
 }
 
 // uploadWithRetries uploads a checkpoint, trying again after a failure that the SDK's own
@@ -209,8 +242,12 @@ func (m *Mirror) uploadWithRetries(info checkpoint.Info) error {
 	return err
 }
 
-// upload puts a checkpoint's files, then its manifest, which commits it.
+// upload claims the checkpoint's index in the bucket, puts its files, then its manifest,
+// which commits it.
 func (m *Mirror) upload(ctx context.Context, info checkpoint.Info) error {
+	if err := m.claim(ctx, info.Name); err != nil {
+		return err
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(filesAtOnce)
 	for _, f := range info.Manifest.Files {
@@ -226,31 +263,58 @@ func (m *Mirror) upload(ctx context.Context, info checkpoint.Info) error {
 		return fmt.Errorf("read the manifest: %w", err)
 	}
 	if err := m.store.PutIfAbsent(ctx, info.Name+"/"+checkpoint.ManifestName, manifest); err != nil {
-		if errors.Is(err, bucket.ErrExists) {
-			return fmt.Errorf("%s is committed in the bucket already, by another run of the same name: %w", info.Name, err)
-		}
 		return err
 	}
 	m.mu.Lock()
-	m.latest = max(m.latest, info.Index)
+	m.remote[info.Index] = info.Manifest
 	m.mu.Unlock()
 	return nil
 }
 
-// deleteCheckpoints deletes checkpoints from the bucket, manifest first (which uncommits
-// one), but never the bucket's latest.
-func (m *Mirror) deleteCheckpoints(names []string) {
+// claimName is the object that claims a checkpoint's index for one mirror before its
+// files go up (a conditional write), so that two runs of the same name never write into
+// the same checkpoint.
+const claimName = ".trainyard-claim"
+
+// claim writes name's claim, or finds this mirror's own (a retry).
+func (m *Mirror) claim(ctx context.Context, name string) error {
 	m.mu.Lock()
-	latest := m.latest
+	m.highest = max(m.highest, indexOf(name))
 	m.mu.Unlock()
-	for _, name := range names {
-		index, ok := checkpoint.ParseName(name)
-		if !ok || index >= latest {
-			continue
-		}
+	key := name + "/" + claimName
+	err := m.store.PutIfAbsent(ctx, key, []byte(m.id))
+	if !errors.Is(err, bucket.ErrExists) {
+		return err
+	}
+	if owner, gerr := m.store.Get(ctx, key, 1024); gerr == nil && string(owner) == m.id {
+		return nil
+	}
+	return fmt.Errorf("%s is being uploaded or committed in the bucket already, by another run of the same name: %w", name, err)
+}
+
+func indexOf(name string) int {
+	i, _ := checkpoint.ParseName(name)
+	return i
+}
+
+// retain deletes from the bucket the checkpoints the policy does not keep (never the
+// latest), manifest first, which uncommits one.
+func (m *Mirror) retain() {
+	m.mu.Lock()
+	infos := make([]checkpoint.Info, 0, len(m.remote))
+	for _, i := range slices.Sorted(maps.Keys(m.remote)) {
+		infos = append(infos, checkpoint.Info{Name: checkpoint.Name(i), Index: i, Manifest: m.remote[i]})
+	}
+	m.mu.Unlock()
+	for _, name := range m.policy.Drop(infos) {
 		if err := m.deleteCheckpoint(m.ctx, name); err != nil {
 			m.logger.Warn("delete a checkpoint from the bucket", "checkpoint", name, "err", err)
+			continue
 		}
+		index, _ := checkpoint.ParseName(name)
+		m.mu.Lock()
+		delete(m.remote, index)
+		m.mu.Unlock()
 	}
 }
 

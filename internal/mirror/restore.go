@@ -2,10 +2,10 @@ package mirror
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"path"
 	"path/filepath"
 	"strings"
 
@@ -19,22 +19,29 @@ import (
 // leftover of a crash is removed by the next Restore.
 const restoring = ".restoring-"
 
-// resultFiles are the run's files that Restore brings when the run folder has none, so
-// that a run resumed on another machine goes on counting its iterations and time.
-var resultFiles = []string{"result.json", "progress.csv"}
+// runFiles are the run's files that Restore brings when the run folder has no record
+// (run.json, the first), so that a run continued on another machine goes on as on the
+// machine it ran on: its attempts, iterations and time go on counting, and a run that
+// succeeded is continued only when asked (--resume).
+var runFiles = []string{"run.json", "result.json", "progress.csv"}
 
 // Restore makes the bucket's latest committed checkpoint the run folder's latest, by
 // downloading it, unless the run folder has it or a newer one; and brings the run's
-// results when the run folder has none. It returns the name of the checkpoint it
-// downloaded ("" for none). Call it before the run's checkpoints are opened.
+// record and results when the run folder has no record. It creates the run folder (0700)
+// when missing. It returns the name of the checkpoint it downloaded ("" for none). Call it
+// before the run folder is opened (rundir.Open).
 func (m *Mirror) Restore(ctx context.Context) (string, error) {
-	remote, err := m.remoteLatest(ctx)
+	if err := os.MkdirAll(m.dir, 0o700); err != nil {
+		return "", err
+	}
+	manifests, err := m.remoteManifests(ctx)
 	if err != nil {
 		return "", err
 	}
 	m.mu.Lock()
-	m.latest = remote
+	m.remote = manifests
 	m.mu.Unlock()
+	remote := latestOf(manifests)
 	if err := m.restoreResults(ctx); err != nil {
 		return "", err
 	}
@@ -42,30 +49,50 @@ func (m *Mirror) Restore(ctx context.Context) (string, error) {
 		return "", nil
 	}
 	name := checkpoint.Name(remote)
-	if err := m.download(ctx, name); err != nil {
+	if err := m.download(ctx, name, manifests[remote]); err != nil {
 		return "", fmt.Errorf("download %s from %s: %w", name, m.store.URI(), err)
 	}
 	return name, nil
 }
 
-// remoteLatest is the highest index of a checkpoint committed in the bucket (0 for none).
-func (m *Mirror) remoteLatest(ctx context.Context) (int, error) {
+// remoteManifests reads the manifests of the checkpoints committed in the bucket. A
+// manifest that does not parse, or names another checkpoint, is skipped with a warning.
+func (m *Mirror) remoteManifests(ctx context.Context) (map[int]checkpoint.Manifest, error) {
 	objs, err := m.store.List(ctx, "checkpoint_")
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	latest := 0
+	manifests := map[int]checkpoint.Manifest{}
 	for _, o := range objs {
-		dir, file := path.Split(o.Key)
-		if file != checkpoint.ManifestName {
+		name, file, _ := strings.Cut(o.Key, "/")
+		index, ok := checkpoint.ParseName(name)
+		if ok {
+			m.mu.Lock()
+			m.highest = max(m.highest, index)
+			m.mu.Unlock()
+		}
+		if file != checkpoint.ManifestName || !ok {
 			continue
 		}
-		if index, ok := checkpoint.ParseName(strings.TrimSuffix(dir, "/")); ok {
-			latest = max(latest, index)
+		data, err := m.store.Get(ctx, o.Key, maxManifest)
+		if err != nil {
+			return nil, err
 		}
+		man, err := checkpoint.ParseManifest(data)
+		if err == nil && man.Name != name {
+			err = fmt.Errorf("it names %s", man.Name)
+		}
+		if err != nil {
+			m.logger.Warn("skipping a checkpoint in the bucket", "checkpoint", name, "err", err)
+			continue
+		}
+		manifests[index] = man
 	}
-	return latest, nil
+	return manifests, nil
 }
+
+// maxManifest bounds a manifest read from the bucket.
+const maxManifest = 64 << 20
 
 // localLatest is the highest index of a checkpoint with a manifest in the run folder.
 func localLatest(dir string) int {
@@ -86,17 +113,10 @@ func localLatest(dir string) int {
 // download brings the committed checkpoint name into the run folder: its files into a
 // private folder, each checked against the manifest, the manifest last, then the folder
 // renamed into place.
-func (m *Mirror) download(ctx context.Context, name string) error {
-	data, err := m.store.Get(ctx, name+"/"+checkpoint.ManifestName, 64<<20)
+func (m *Mirror) download(ctx context.Context, name string, man checkpoint.Manifest) error {
+	data, err := json.MarshalIndent(man, "", "  ")
 	if err != nil {
 		return err
-	}
-	man, err := checkpoint.ParseManifest(data)
-	if err != nil {
-		return err
-	}
-	if man.Name != name {
-		return fmt.Errorf("its manifest names %s", man.Name)
 	}
 	if err := removeLeftovers(m.dir); err != nil {
 		return err
@@ -167,12 +187,12 @@ func removeLeftovers(dir string) error {
 	return nil
 }
 
-// restoreResults brings the run's results files when the run folder has none.
+// restoreResults brings the run's record and results when the run folder has no record.
 func (m *Mirror) restoreResults(ctx context.Context) error {
-	if _, err := os.Lstat(filepath.Join(m.dir, resultFiles[0])); err == nil {
+	if _, err := os.Lstat(filepath.Join(m.dir, runFiles[0])); err == nil {
 		return nil
 	}
-	for _, name := range resultFiles {
+	for _, name := range runFiles {
 		data, err := m.store.Get(ctx, name, 1<<30)
 		if errors.Is(err, bucket.ErrNotFound) {
 			continue

@@ -94,7 +94,7 @@ type Options struct {
 	// session commits the checkpoints and writes the results and TensorBoard events.
 	Secondary bool
 	// Upload, when set, takes each committed checkpoint to where the run is kept (a bucket:
-	// internal/mirror), and the deletions of the retention policy. The preemption notice
+	// internal/mirror), which applies the retention policy there. The preemption notice
 	// then counts a checkpoint as committed once it is uploaded.
 	Upload Uploader
 }
@@ -104,8 +104,9 @@ type Uploader interface {
 	// Committed uploads info in the background and then calls then with whether it is
 	// committed there.
 	Committed(info checkpoint.Info, then func(committed bool))
-	// Deleted deletes there what the retention policy deleted here.
-	Deleted(names []string)
+	// Highest is the highest index used there, committed or not: the run's next
+	// checkpoint has a higher one, so that no two uploads use the same index.
+	Highest() int
 }
 
 // Start opens the run folder's checkpoints and results and starts serving the socket. It
@@ -143,7 +144,7 @@ func StartWith(job *v1.TrainJob, root *os.Root, notify Notifier, logger *slog.Lo
 		if s.committer != nil {
 			s.committer.OnCommit(s.onCommit(opts.Upload))
 			if opts.Upload != nil {
-				s.committer.OnRetain(opts.Upload.Deleted)
+				s.store.SkipTo(opts.Upload.Highest())
 			}
 			s.committer.OnCollision(s.collided)
 		} else {
