@@ -34,7 +34,7 @@ EPOCHS       ?= 5
 WORKERS      ?= 2
 DEMO_ARGS    ?=
 
-.PHONY: demo-ray cluster-apt all deps apt-deps demo-apt go-deps build install image generate check-generated test unit-test lint demo bench clean envtest-assets cluster-assets
+.PHONY: demo-ray cluster-apt all deps apt-deps demo-apt go-deps build install image generate check-generated test unit-test lint demo bench clean envtest-assets cluster-assets test-servers
 
 CONTROLLER_GEN_VERSION := v0.23.0
 CONTROLLER_GEN         := $(BIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
@@ -120,6 +120,18 @@ $(KUEUE_DIR)/kueue:
 		cp $$src/config/components/webhook/manifests.yaml $(KUEUE_DIR)/webhooks.yaml && \
 		chmod -R u+w $(KUEUE_DIR) && mv $@.tmp $@
 
+# MinIO, the real S3 server the tests of runs kept in a bucket start (internal/testminio):
+# from the Go module proxy, about 5 minutes cold. It is under the AGPL: a test server only,
+# never linked into trainyard.
+MINIO_VERSION := v0.0.0-20260212201848-7aac2a2c5b7c
+MINIO         := $(BIN)/minio-$(MINIO_VERSION)
+
+$(MINIO):
+	d=$$(mktemp -d) && GOBIN=$$d CGO_ENABLED=0 $(GO) install -trimpath -ldflags '-s -w' github.com/minio/minio@$(MINIO_VERSION) && mv $$d/minio $@ && rmdir $$d
+
+## test-servers: the servers the tests start besides the cluster's (MinIO), in ./bin
+test-servers: $(MINIO)
+
 ## cluster-assets: the binaries and packages of the test cluster (test/cluster), in ./bin
 cluster-assets: cluster-apt envtest-assets $(KUBE_NODE_BINS) $(COREDNS) $(KUEUE_DIR)/kueue
 
@@ -178,9 +190,9 @@ lint:
 	@for m in $(TEST_MODULES); do echo "cd $$m && $(GO) vet ./..."; (cd $$m && $(GO) vet ./...) || exit 1; done
 
 ## test: every test, including end-to-end training with real PyTorch
-test: deps build lint check-generated envtest-assets cluster-assets
+test: deps build lint check-generated envtest-assets cluster-assets test-servers
 	TRAINYARD_BIN=$(BIN)/trainyard TRAINYARD_PYTHON=$(PYTHON) KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) \
-		TRAINYARD_CLUSTER_ASSETS=$(BIN) $(GO) test -count=1 -timeout 50m ./...
+		TRAINYARD_CLUSTER_ASSETS=$(BIN) TRAINYARD_MINIO=$(MINIO) $(GO) test -count=1 -timeout 50m ./...
 	@for m in $(TEST_MODULES); do echo "cd $$m && $(GO) test ./..."; \
 		(cd $$m && KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) $(GO) test -count=1 -timeout 10m ./...) || exit 1; done
 

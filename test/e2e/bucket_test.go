@@ -1,0 +1,126 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	v1 "github.com/trainyard/trainyard/api/v1alpha1"
+	"github.com/trainyard/trainyard/internal/rundir"
+	"github.com/trainyard/trainyard/internal/testminio"
+)
+
+// bucketRun is trainyard run of the Fashion-MNIST example for epochs, kept in the bucket.
+func bucketRun(t *testing.T, storage, name string, epochs string, flags ...string) []string {
+	script := filepath.Join(repoRoot(t), "examples", "fashion-mnist", "train.py")
+	args := append([]string{"run", "--storage-path", storage, "--name", name, "--workers", "2"}, flags...)
+	return append(args, "--", python, script, "--epochs", epochs, "--train-subset", "6000", "--test-subset", "2000")
+}
+
+// A run kept in a bucket, as a user with S3 has it: trained on one machine, its
+// checkpoints uploaded as it goes and kept by the retention policy in the bucket; then
+// continued on another machine with nothing of it on disk, from the bucket's latest
+// checkpoint, its attempts and iterations counting on.
+func TestRunKeptInABucket(t *testing.T) {
+	needTorch(t)
+	srv := testminio.Start(t)
+	srv.MakeBucket(t, "runs")
+	machine := func(name string) []string {
+		return append(srv.Env(), "TRAINYARD_STAGING_DIR="+filepath.Join(t.TempDir(), name))
+	}
+	code, out := run(t, repoRoot(t), machine("a"), bucketRun(t, "s3://runs/exp", "fm", "2", "--keep-checkpoints", "2")...)
+	if code != 0 || !strings.Contains(out, "trainyard: run uploaded to s3://runs/exp/fm") {
+		t.Fatalf("first run: exit %d\n%s", code, out)
+	}
+	keys := srv.Keys(t, "runs", "exp/fm/")
+	for _, want := range []string{"exp/fm/checkpoint_000002/.trainyard-manifest.json", "exp/fm/run.json", "exp/fm/result.json",
+		"exp/fm/progress.csv", "exp/fm/logs/attempt-1/rank-1.log", "exp/fm/console.log"} {
+		if !slices.Contains(keys, want) {
+			t.Errorf("the bucket lacks %s; it has %v", want, keys)
+		}
+	}
+
+	code, out = run(t, repoRoot(t), machine("b"), bucketRun(t, "s3://runs/exp", "fm", "4", "--keep-checkpoints", "2", "--resume")...)
+	if code != 0 {
+		t.Fatalf("continued on another machine: exit %d\n%s", code, out)
+	}
+	for _, s := range []string{"downloaded checkpoint_000002 of run fm from s3://runs/exp/fm",
+		"attempt 2: resuming from checkpoint_000002", "resuming from checkpoint_000002: epoch 2 done, continuing at 3", "epoch 4/4"} {
+		if !strings.Contains(out, s) {
+			t.Errorf("the output lacks %q:\n%s", s, out)
+		}
+	}
+	if got := manifests(srv.Keys(t, "runs", "exp/fm/")); !slices.Equal(got, []string{"checkpoint_000003", "checkpoint_000004"}) {
+		t.Errorf("committed in the bucket: %v; want the last 2 (--keep-checkpoints 2)", got)
+	}
+	var rec rundir.Record
+	if err := json.Unmarshal([]byte(object(t, srv, "exp/fm/run.json")), &rec); err != nil {
+		t.Fatal(err)
+	}
+	if rec.Phase != v1.PhaseSucceeded || len(rec.Attempts) != 2 {
+		t.Errorf("the bucket's run.json: phase %s, %d attempts; want Succeeded after 2", rec.Phase, len(rec.Attempts))
+	}
+}
+
+// What a user gets wrong about a bucket is said before anything starts (exit 2), and
+// nothing is made on disk.
+func TestBucketRefusedAtOnce(t *testing.T) {
+	srv := testminio.Start(t)
+	srv.MakeBucket(t, "runs")
+	staging := filepath.Join(t.TempDir(), "staging")
+	env := append(srv.Env(), "TRAINYARD_STAGING_DIR="+staging)
+	for name, tc := range map[string]struct {
+		storage string
+		env     []string
+		want    string
+	}{
+		"no such bucket": {"s3://no-such-bucket/exp", nil, "the bucket no-such-bucket does not exist (create it first)"},
+		"a wrong secret": {"s3://runs/exp", []string{"AWS_SECRET_ACCESS_KEY=not-the-secret"},
+			"access denied with the credentials found (AWS_ACCESS_KEY_ID from the environment)"},
+		"gs://": {"gs://runs/exp", nil, "gs:// is not supported yet; use Cloud Storage's S3-compatible API instead"},
+		"hdfs://": {"hdfs://nn/exp", nil, "the scheme hdfs:// is not supported: give s3://bucket/prefix or a folder"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			code, out := run(t, t.TempDir(), append(slices.Clone(env), tc.env...),
+				"run", "--storage-path", tc.storage, "--name", "x", "--", python, "-c", "print('started')")
+			if code != 2 || !strings.Contains(out, tc.want) || strings.Contains(out, "started") {
+				t.Fatalf("exit %d; want 2 and %q:\n%s", code, tc.want, out)
+			}
+			if strings.Contains(out, "not-the-secret") {
+				t.Fatalf("the secret is in the output:\n%s", out)
+			}
+			if _, err := os.Stat(staging); err == nil {
+				t.Fatalf("%s was made", staging)
+			}
+		})
+	}
+}
+
+func manifests(keys []string) []string {
+	var out []string
+	for _, k := range keys {
+		if dir, ok := strings.CutSuffix(k, "/.trainyard-manifest.json"); ok {
+			out = append(out, filepath.Base(dir))
+		}
+	}
+	return out
+}
+
+func object(t *testing.T, srv *testminio.Server, key string) string {
+	t.Helper()
+	o, err := srv.Client().GetObject(context.Background(), &s3.GetObjectInput{Bucket: aws.String("runs"), Key: aws.String(key)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Body.Close()
+	data, _ := io.ReadAll(o.Body)
+	return string(data)
+}
