@@ -85,7 +85,7 @@ func TestBucketRefusedAtOnce(t *testing.T) {
 		"no such bucket": {"s3://no-such-bucket/exp", nil, "the bucket no-such-bucket does not exist (create it first)"},
 		"a wrong secret": {"s3://runs/exp", []string{"AWS_SECRET_ACCESS_KEY=not-the-secret"},
 			"access denied with the credentials found (AWS_ACCESS_KEY_ID from the environment)"},
-		"gs://": {"gs://runs/exp", nil, "gs:// is not supported yet; use Cloud Storage's S3-compatible API instead"},
+		"gs://":   {"gs://runs/exp", nil, "gs:// is not supported yet; use Cloud Storage's S3-compatible API instead"},
 		"hdfs://": {"hdfs://nn/exp", nil, "the scheme hdfs:// is not supported: give s3://bucket/prefix or a folder"},
 	} {
 		t.Run(name, func(t *testing.T) {
