@@ -156,6 +156,10 @@ func newRunCommand(g *globals) *cobra.Command {
 	_ = cmd.Flags().MarkHidden("standby") // a job server's (standby.go)
 	cmd.Flags().BoolVar(&opts.rerun, "rerun", false, "")
 	_ = cmd.Flags().MarkDeprecated("rerun", "it continues the run from its last checkpoint, as --resume does; --fresh starts it over")
+	// A Ray Train driver's: a run of that name continues, wherever it is kept (a bucket
+	// included), or starts when there is none, as Ray Train V2 does with a RunConfig name.
+	cmd.Flags().BoolVar(&opts.rerun, "resume-if-any", false, "")
+	_ = cmd.Flags().MarkHidden("resume-if-any")
 	cmd.Flags().BoolVar(&opts.foldLogs, "fold-logs", true,
 		"fold a line that several ranks print at about the same time into one, on the console (RAY_DEDUP_LOGS=0: off)")
 	cmd.Flags().StringVar(&ranks, "ranks", "", "show only these ranks' lines on the console, such as 0 or 0,2-3 (the logs keep all)")

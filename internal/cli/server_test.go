@@ -115,10 +115,15 @@ func TestServerRefusesUntrustedStorage(t *testing.T) {
 	}
 }
 
-// A storage path that is a URI is refused when the server starts: it is no folder.
-func TestServerRefusesStorageURI(t *testing.T) {
-	opts := serverOptions{address: "127.0.0.1:8265", stateDir: t.TempDir(), storage: "s3://bucket/runs"}
-	if _, err := opts.check(); err == nil || !strings.Contains(err.Error(), `--storage-path "s3://bucket/runs" is a URI`) {
-		t.Errorf("error %v, want one saying --storage-path is a URI", err)
+// A bucket is taken as the server's storage path (each job checks it with its own
+// credentials); a URI of another scheme is refused when the server starts.
+func TestServerStorageURI(t *testing.T) {
+	opts := serverOptions{address: "127.0.0.1:8265", stateDir: t.TempDir(), storage: "s3://bucket/runs", preemption: "never", prestartShapes: 1}
+	if _, err := opts.check(); err != nil {
+		t.Errorf("s3://: %v", err)
+	}
+	opts.storage = "gs://bucket/runs"
+	if _, err := opts.check(); err == nil || !strings.Contains(err.Error(), "--storage-path: gs://bucket/runs: gs:// is not supported yet") {
+		t.Errorf("error %v, want one saying gs:// is not supported", err)
 	}
 }

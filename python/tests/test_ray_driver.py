@@ -84,18 +84,11 @@ class DriverTest(unittest.TestCase):
         with environment(TRAINYARD_BINARY="/bin/trainyard"):
             argv = _driver.command(trainer, "/runs", "exp")
         self.assertEqual(argv, [
-            "/bin/trainyard", "run", "--workers", "3", "--storage-path", "/runs", "--name", "exp",
+            "/bin/trainyard", "run", "--workers", "3", "--storage-path", "/runs", "--name", "exp", "--resume-if-any",
             "--gpus-per-worker", "2", "--procs-per-worker", "1",
             "--max-restarts", str(_driver.UNLIMITED_RESTARTS), "--keep-checkpoints", "2",
             "--checkpoint-score", "loss", "--score-order", "min",
         ])
-        with tempfile.TemporaryDirectory() as storage:  # a run of that name: it continues
-            os.makedirs(os.path.join(storage, "exp"))
-            open(os.path.join(storage, "exp", "run.json"), "w").close()
-            with environment(TRAINYARD_BINARY="/bin/trainyard"):
-                self.assertEqual(_driver.command(trainer, storage, "exp")[:8],
-                                 ["/bin/trainyard", "run", "--workers", "3", "--storage-path", storage, "--name", "exp"])
-                self.assertEqual(_driver.command(trainer, storage, "exp")[8], "--resume")
         trainer.scaling_config = ScalingConfig(num_workers=(2, 4))  # elastic, as Ray Train V2's
         with environment(TRAINYARD_BINARY="/bin/trainyard"):
             self.assertEqual(_driver.command(trainer, "/runs", "exp")[2:4], ["--workers", "2:4"])
@@ -116,22 +109,22 @@ class DriverTest(unittest.TestCase):
         with environment(TRAINYARD_BINARY="/bin/trainyard", TRAINYARD_GPU_LEASE_SOCKET="/state/lease.sock"), \
                 contextlib.redirect_stderr(err):
             argv = _driver.command(trainer, "/runs", "exp")
-        self.assertEqual(argv[8:], ["--cpus-per-worker", "8000m", "--memory-per-worker", str(2**30)])
+        self.assertEqual(argv[9:], ["--cpus-per-worker", "8000m", "--memory-per-worker", str(2**30)])
         self.assertIn("'TPU' ignored: Trainyard counts CPU, GPU, memory only", err.getvalue())
         err = io.StringIO()
         trainer.scaling_config = ScalingConfig(num_workers=2, resources_per_worker={"CPU": 10**6, "memory": 1.5})
         with environment(TRAINYARD_BINARY="/bin/trainyard"), contextlib.redirect_stderr(err):
             argv = _driver.command(trainer, "/runs", "exp")
-        self.assertEqual(argv[8:], ["--memory-per-worker", "1"])
+        self.assertEqual(argv[9:], ["--memory-per-worker", "1"])
         self.assertRegex(err.getvalue(), r"resources_per_worker=\{'CPU': 1000000\}\) asks for 2000000 CPUs for 2 "
                                          r"worker\(s\); this machine has \d+\. Ray would wait for a node that has them; "
                                          r"Trainyard runs the gang on what this machine has")
         trainer.scaling_config = ScalingConfig(num_workers=2, resources_per_worker={"CPU": 0.5})
         with environment(TRAINYARD_BINARY="/bin/trainyard"):
-            self.assertEqual(_driver.command(trainer, "/runs", "exp")[8:], ["--cpus-per-worker", "500m"])
+            self.assertEqual(_driver.command(trainer, "/runs", "exp")[9:], ["--cpus-per-worker", "500m"])
         trainer.scaling_config = ScalingConfig(num_workers=2, resources_per_worker={"CPU": 0, "memory": 0})
         with environment(TRAINYARD_BINARY="/bin/trainyard", TRAINYARD_GPU_LEASE_SOCKET="/s"):
-            self.assertEqual(_driver.command(trainer, "/runs", "exp")[8:], [])  # trainyard run refuses 0
+            self.assertEqual(_driver.command(trainer, "/runs", "exp")[9:], [])  # trainyard run refuses 0
         for bad in (-1, "4", True):
             trainer.scaling_config = ScalingConfig(num_workers=2, resources_per_worker={"CPU": bad})
             with environment(TRAINYARD_BINARY="/bin/trainyard"), self.assertRaisesRegex(ValueError, "CPU must be a number of 0 or more"):
@@ -142,10 +135,15 @@ class DriverTest(unittest.TestCase):
             storage, name = _driver._run_place(RunConfig())
         self.assertEqual((storage, name), ("/runs", "a" * 39 + "-train"))
 
-    def test_storage_uri_is_refused(self) -> None:
-        """s3:// is refused at fit(), not taken for a folder named 's3:'."""
-        for uri in ("s3://my-bucket/experiments", "gs://b/p"):
-            with self.assertRaisesRegex(ValueError, "is a URI: Trainyard keeps runs in a folder"):
+    def test_storage_uri(self) -> None:
+        """s3:// goes to the gang's trainyard run as it is, and the gang's folder here is its
+        staging folder; other schemes are refused at fit(), never taken for a folder."""
+        storage, name = _driver._run_place(RunConfig(storage_path="S3://my-bucket/experiments/", name="exp"))
+        self.assertEqual((storage, name), ("s3://my-bucket/experiments/", "exp"))
+        with environment(TRAINYARD_STAGING_DIR="/stage"):
+            self.assertEqual(_driver.local_run_dir(storage, name), "/stage/s3/my-bucket/experiments/exp")
+        for uri in ("gs://b/p", "hdfs://nn/p"):
+            with self.assertRaisesRegex(ValueError, "is not supported: give s3://bucket/prefix"):
                 _driver._run_place(RunConfig(storage_path=uri))
 
     def test_default_run_name_of_any_submission_id(self) -> None:

@@ -124,3 +124,32 @@ func object(t *testing.T, srv *testminio.Server, key string) string {
 	data, _ := io.ReadAll(o.Body)
 	return string(data)
 }
+
+// A Ray Train script whose RunConfig keeps runs in s3:// (no run name, a failure restarted
+// by FailureConfig): the gang's run is kept in the bucket, and fit() returns its latest
+// checkpoint.
+func TestRayStoragePathInABucket(t *testing.T) {
+	needPlainTorch(t)
+	srv := testminio.Start(t)
+	srv.MakeBucket(t, "ray")
+	script := filepath.Join(repoRoot(t), "test", "e2e", "testdata", "ray_s3.py")
+	env := append(srv.Env(), "STORAGE=s3://ray/exp", "TRAINYARD_STAGING_DIR="+t.TempDir(), "PYTHONPATH=", "PYTHONUSERBASE="+t.TempDir())
+	code, out := run(t, t.TempDir(), env, "run", "--name", "driver", "--", python, script)
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	// Attempt 1 commits epoch 0's checkpoint only (rank 1 never reports epoch 1), attempt 2
+	// resumes from it and commits epochs 1 and 2.
+	for _, s := range []string{"WORKER rank=1 start=1", "RESULT checkpoint=checkpoint_000005 epoch=2"} {
+		if !strings.Contains(out, s) {
+			t.Errorf("the output lacks %q:\n%s", s, out)
+		}
+	}
+	keys := srv.Keys(t, "ray", "exp/")
+	if got := manifests(keys); !slices.Equal(got, []string{"checkpoint_000001", "checkpoint_000004", "checkpoint_000005"}) {
+		t.Errorf("committed in the bucket: %v (all keys: %v)", got, keys)
+	}
+	if !slices.ContainsFunc(keys, func(k string) bool { return strings.HasSuffix(k, "-train/run.json") }) {
+		t.Errorf("the gang's run.json is not in the bucket: %v", keys)
+	}
+}

@@ -169,7 +169,7 @@ def _launch(trainer: Any, loop: bytes, storage: str, name: str, folder: str, fol
     shown = ["trainyard"] + flags[1:]  # not the worker's boot code: the loop is Trainyard's to run
     print(f"ray.train: launching a gang of {_workers(trainer.scaling_config)} worker(s) in run {name!r}: "
           f"{' '.join(shown)}", file=sys.stderr, flush=True)
-    run_dir = os.path.join(storage, name)
+    run_dir = local_run_dir(storage, name)
     _write_gang(run_dir, folder_fd)
     code = subprocess.call(argv, env=_child_env())
     if code != 0:
@@ -275,10 +275,9 @@ def command(trainer: Any, storage: str, name: str) -> list[str]:
     sc, rc = trainer.scaling_config, trainer.run_config
     argv = [os.environ["TRAINYARD_BINARY"], "run", "--workers", _workers(sc),
             "--storage-path", storage, "--name", name]
-    if os.path.isfile(os.path.join(storage, name, "run.json")):
-        # As in Ray Train V2, a run whose name exists already continues from its latest
-        # checkpoint, even when it finished (--resume refuses a run that is not there).
-        argv.append("--resume")
+    # As in Ray Train V2, a run whose name exists already (here, or in the bucket of an
+    # s3:// storage path) continues from its latest checkpoint, even when it finished.
+    argv.append("--resume-if-any")
     gpus = sc.gpus_per_worker
     if gpus > 0:
         if gpus != int(gpus):
@@ -313,14 +312,29 @@ def _workers(sc: Any) -> str:
 def _run_place(rc: Any) -> tuple[str, str]:
     """Return (storage path, run name) of the gang's run."""
     storage = rc.storage_path or os.environ.get("TRAINYARD_STORAGE_PATH") or os.getcwd()
-    if isinstance(storage, str) and "://" in storage:
-        raise ValueError(
-            f"RunConfig(storage_path={storage!r}) is a URI: Trainyard keeps runs in a folder, and object storage "
-            "(s3://, gs://) is not supported yet; give a folder that every worker shares (a PersistentVolumeClaim "
-            "on Kubernetes, an NFS mount), or leave storage_path out for the run's own folder"
-        )
     name = rc.name or default_name(os.environ.get("TRAINYARD_RUN_NAME") or "ray")
+    if isinstance(storage, str) and "://" in storage:
+        scheme = storage.split("://", 1)[0].lower()
+        if scheme == "s3":
+            return "s3" + storage[2:], name  # trainyard run checks the bucket and its credentials
+        raise ValueError(
+            f"RunConfig(storage_path={storage!r}): the scheme {scheme}:// is not supported: give s3://bucket/prefix "
+            "(Cloud Storage too, through its S3-compatible API: AWS_ENDPOINT_URL=https://storage.googleapis.com "
+            "and an HMAC key), or a folder"
+        )
     return os.path.expanduser(storage), name
+
+
+def local_run_dir(storage: str, name: str) -> str:
+    """Return the folder of the run name of storage on this machine: <storage>/<name>, or for
+    a bucket (s3://bucket/prefix) its staging folder, as trainyard's jobspec.LocalStorage
+    names it: <TRAINYARD_STAGING_DIR>/s3/<bucket>/<prefix>/<name>."""
+    if "://" not in storage:
+        return os.path.join(storage, name)
+    rest = [p for p in storage.split("://", 1)[1].split("/") if p]
+    staging = os.environ.get("TRAINYARD_STAGING_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "trainyard", "storage")
+    return os.path.join(staging, "s3", *rest, name)
 
 
 def default_name(driver: str) -> str:
