@@ -134,7 +134,7 @@ func TestRayStoragePathInABucket(t *testing.T) {
 	srv.MakeBucket(t, "ray")
 	script := filepath.Join(repoRoot(t), "test", "e2e", "testdata", "ray_s3.py")
 	env := append(srv.Env(), "STORAGE=s3://ray/exp", "TRAINYARD_STAGING_DIR="+t.TempDir(), "PYTHONPATH=", "PYTHONUSERBASE="+t.TempDir())
-	code, out := run(t, t.TempDir(), env, "run", "--name", "driver", "--", python, script)
+	code, out := run(t, t.TempDir(), env, "run", "--storage-path", t.TempDir(), "--name", "driver", "--", python, script)
 	if code != 0 {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
