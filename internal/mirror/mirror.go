@@ -28,6 +28,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -74,6 +75,8 @@ type Mirror struct {
 	id     string // this mirror's claims
 
 	mu sync.Mutex
+	uploaded int   // the highest index uploaded by this mirror
+	failed   []int // the last uploads that failed (maxFailed)
 	// highest is the highest index of a checkpoint folder in the bucket, committed or not.
 	highest int
 	// remote are the manifests of the checkpoints committed in the bucket, by index (read
@@ -199,9 +202,15 @@ func (m *Mirror) run() {
 	}
 }
 
+// StatusFile, in the run folder, says which checkpoints are uploaded: {"uploaded": N,
+// "failed": [M, ...]} (indices; the last few failures). Ray's report() with
+// checkpoint_upload_mode SYNC waits on it.
+const StatusFile = ".trainyard-uploads.json"
+
 // do uploads one checkpoint and then applies the retention policy in the bucket.
 func (m *Mirror) do(t task) {
 	err := m.uploadWithRetries(t.info)
+	m.writeStatus(t.info.Index, err == nil)
 	if err == nil {
 		m.retain()
 	} else {
@@ -241,6 +250,31 @@ func (m *Mirror) uploadWithRetries(info checkpoint.Info) error {
 	}
 	return err
 }
+
+// writeStatus records the end of index's upload in StatusFile (replaced whole).
+func (m *Mirror) writeStatus(index int, ok bool) {
+	m.mu.Lock()
+	if ok {
+		m.uploaded = max(m.uploaded, index)
+	} else {
+		m.failed = append(m.failed, index)
+		if len(m.failed) > maxFailed {
+			m.failed = m.failed[len(m.failed)-maxFailed:]
+		}
+	}
+	data, _ := json.Marshal(map[string]any{"uploaded": m.uploaded, "failed": m.failed})
+	m.mu.Unlock()
+	tmp := filepath.Join(m.dir, StatusFile+".tmp")
+	if err := os.WriteFile(tmp, data, 0o600); err == nil {
+		err = os.Rename(tmp, filepath.Join(m.dir, StatusFile))
+		if err != nil {
+			m.logger.Warn("record the uploads", "err", err)
+		}
+	}
+}
+
+// maxFailed bounds the failed uploads StatusFile lists.
+const maxFailed = 16
 
 // upload claims the checkpoint's index in the bucket, puts its files, then its manifest,
 // which commits it.

@@ -186,6 +186,26 @@ class SessionTest(unittest.TestCase):
         self.assertEqual(self.session.last_metrics, {"loss": 0.5, "note": "text"})
         self.assertEqual(self.session.last_checkpoint, "checkpoint_000000")
 
+    def test_upload_modes(self) -> None:
+        """In a bucket, SYNC (the default) waits for the uploader's record of the checkpoint
+        (and raises when its upload failed); ASYNC does not wait; in a folder nothing waits."""
+        folder = tempfile.mkdtemp(dir=self.tmp)
+        open(os.path.join(folder, "state.pt"), "w").close()
+        status = os.path.join(self.tmp, ".trainyard-uploads.json")
+        train.report({"loss": 1}, checkpoint=train.Checkpoint.from_directory(folder))  # a folder: at once
+        with environment(TRAINYARD_STORAGE_PATH="s3://bucket/runs"):
+            train.report({"loss": 1}, checkpoint=train.Checkpoint.from_directory(folder),
+                         checkpoint_upload_mode=train.CheckpointUploadMode.ASYNC)
+            with open(status, "w") as f:
+                f.write('{"uploaded": 0, "failed": [0]}')  # the fake server names checkpoint_000000
+            with self.assertRaisesRegex(RuntimeError, "checkpoint_000000 could not be uploaded to s3://bucket/runs"):
+                train.report({"loss": 1}, checkpoint=train.Checkpoint.from_directory(folder))
+            with open(status, "w") as f:
+                f.write('{"uploaded": 0, "failed": []}')
+            train.report({"loss": 1}, checkpoint=train.Checkpoint.from_directory(folder), checkpoint_upload_mode="SYNC")
+            with self.assertRaises(ValueError):
+                train.report({"loss": 1}, checkpoint_upload_mode="LATER")
+
     def test_get_checkpoint(self) -> None:
         self.assertIsNone(train.get_checkpoint())
         self.session.resume_from = train.Checkpoint(self.tmp)

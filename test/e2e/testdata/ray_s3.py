@@ -1,6 +1,7 @@
 """A Ray Train script as multi-node users write one: RunConfig(storage_path="s3://...")
 and no run name; rank 1 fails once after its first epoch (FailureConfig restarts it)."""
 
+import json
 import os
 import tempfile
 
@@ -26,6 +27,9 @@ def train_loop_per_worker(config):
         with tempfile.TemporaryDirectory() as folder:
             torch.save({"model": model.module.state_dict(), "epoch": epoch}, os.path.join(folder, "state.pt"))
             ray.train.report({"epoch": epoch}, checkpoint=Checkpoint.from_directory(folder))
+        # report() waited (checkpoint_upload_mode SYNC, the default) until the bucket had it.
+        with open(os.path.join(os.environ["TRAINYARD_RUN_DIR"], ".trainyard-uploads.json")) as f:
+            print(f"SYNC rank={ctx.get_world_rank()} epoch={epoch} uploaded={json.load(f)['uploaded']}", flush=True)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 Covered: :class:`ScalingConfig`, :class:`RunConfig`, :class:`CheckpointConfig`,
 :class:`FailureConfig`, :class:`Checkpoint`, :func:`report`, :func:`get_checkpoint`,
-:func:`get_context`, :func:`get_preemption_info` and :class:`Result`; the trainer is :class:`ray.train.torch.TorchTrainer`.
+:func:`get_context`, :func:`get_preemption_info`, :class:`CheckpointUploadMode` and :class:`Result`; the trainer is :class:`ray.train.torch.TorchTrainer`.
 Where Ray Train V1 and V2 differ, V2 is followed, and each place says so.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 from ._checkpoint import Checkpoint
 from ._config import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
 from ._result import Result
-from ._session import PreemptionInfo, TrainContext, get_checkpoint, get_context, get_preemption_info, report
+from ._session import CheckpointUploadMode, PreemptionInfo, TrainContext, get_checkpoint, get_context, get_preemption_info, report
 
 
 class TrainingFailedError(RuntimeError):
@@ -34,6 +34,7 @@ class TrainingFailedError(RuntimeError):
 __all__ = [
     "Checkpoint",
     "CheckpointConfig",
+    "CheckpointUploadMode",
     "FailureConfig",
     "PreemptionInfo",
     "Result",

@@ -9,9 +9,12 @@ the loop reported); outside fit(), they work on the process's run as Trainyard s
 from __future__ import annotations
 
 import collections
+import enum
+import json
 import os
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,7 +23,8 @@ import trainyard
 from ._checkpoint import Checkpoint
 from ._output import Printer
 
-__all__ = ["report", "get_checkpoint", "get_context", "get_preemption_info", "PreemptionInfo", "TrainContext"]
+__all__ = ["CheckpointUploadMode", "report", "get_checkpoint", "get_context", "get_preemption_info", "PreemptionInfo",
+           "TrainContext"]
 
 #: How many reported checkpoints a session remembers the metrics of (best_checkpoints).
 MAX_REMEMBERED = 1000
@@ -58,10 +62,32 @@ def _current() -> Session:
         return _session
 
 
+class CheckpointUploadMode(enum.Enum):
+    """How report() waits for a checkpoint to reach the run's storage (Ray Train V2's).
+
+    Where the run is kept in a bucket (``storage_path="s3://..."``), SYNC (the default)
+    returns once the checkpoint is committed in the bucket, ASYNC at once, while Trainyard
+    uploads it in the background. In a folder, the checkpoint is committed there in the
+    background, and all three return at once. NO_UPLOAD is taken as ASYNC: Trainyard keeps
+    every checkpoint it is given where the run is kept.
+    """
+
+    ASYNC = "ASYNC"
+    SYNC = "SYNC"
+    NO_UPLOAD = "NO_UPLOAD"
+
+
+#: How often a SYNC report() looks whether its checkpoint is uploaded.
+UPLOAD_POLL_SECONDS = 0.05
+#: After how long a SYNC report() says once what it waits for.
+UPLOAD_NOTE_SECONDS = 60.0
+
+
 def report(
     metrics: dict[str, Any],
     checkpoint: Checkpoint | None = None,
     checkpoint_dir_name: str | None = None,
+    checkpoint_upload_mode: CheckpointUploadMode | str = CheckpointUploadMode.SYNC,
     **kwargs: Any,
 ) -> None:
     """Report this step's metrics, and optionally a checkpoint, from every worker.
@@ -73,9 +99,11 @@ def report(
     rank's copy is kept (Ray keeps whichever upload came last).
     Metrics that are not numbers (strings, lists, ...) stay in ``Result.metrics`` but are
     not sent to Trainyard's results, which hold numbers. ``checkpoint_dir_name`` (V2) is
-    accepted and ignored: Trainyard names checkpoints itself. Inside fit(), rank 0 prints
-    Ray's "Training result" table for each report (see _output).
+    accepted and ignored: Trainyard names checkpoints itself. ``checkpoint_upload_mode``:
+    see :class:`CheckpointUploadMode`. Inside fit(), rank 0 prints Ray's "Training result"
+    table for each report (see _output).
     """
+    mode = CheckpointUploadMode(getattr(checkpoint_upload_mode, "value", checkpoint_upload_mode))
     if not isinstance(metrics, dict):
         raise TypeError(f"ray.train.report: metrics must be a dict, not {type(metrics).__name__}")
     numbers = {k: v for k, v in metrics.items() if _is_number(v)}
@@ -89,6 +117,37 @@ def report(
     if result.checkpoint is not None:
         session.last_checkpoint = result.checkpoint
         session.checkpoints.append((result.checkpoint, dict(metrics)))
+        if checkpoint is not None and mode is CheckpointUploadMode.SYNC:
+            _wait_uploaded(result.checkpoint)
+
+
+def _wait_uploaded(name: str) -> None:
+    """Wait until the checkpoint name is committed in the run's bucket, when the run is kept
+    in one: the uploader records each upload's end in the run folder's
+    ``.trainyard-uploads.json``. A failed upload raises (Ray's SYNC report raises too)."""
+    storage = os.environ.get("TRAINYARD_STORAGE_PATH") or ""
+    run_dir = trainyard.get_context().run_dir
+    if "://" not in storage or not run_dir:
+        return
+    index = int(name.rsplit("_", 1)[1])
+    status = os.path.join(run_dir, ".trainyard-uploads.json")
+    start, noted = time.monotonic(), False
+    while True:
+        try:
+            with open(status, encoding="utf-8") as f:
+                done = json.load(f)
+        except (OSError, ValueError):
+            done = {}
+        if index in (done.get("failed") or []):
+            raise RuntimeError(f"ray.train.report: {name} could not be uploaded to {storage} "
+                               "(Trainyard's log says why); the run's latest checkpoint in the bucket is an earlier one")
+        if int(done.get("uploaded") or 0) >= index:
+            return
+        if not noted and time.monotonic() - start > UPLOAD_NOTE_SECONDS:
+            noted = True
+            print(f"ray.train.report: waiting for {name} to be uploaded to {storage} (checkpoint_upload_mode SYNC; "
+                  "ASYNC returns at once)", file=sys.stderr, flush=True)
+        time.sleep(UPLOAD_POLL_SECONDS)
 
 
 def _is_number(value: Any) -> bool:
