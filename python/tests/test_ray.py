@@ -197,11 +197,11 @@ class SessionTest(unittest.TestCase):
             train.report({"loss": 1}, checkpoint=train.Checkpoint.from_directory(folder),
                          checkpoint_upload_mode=train.CheckpointUploadMode.ASYNC)
             with open(status, "w") as f:
-                f.write('{"uploaded": 0, "failed": [0]}')  # the fake server names checkpoint_000000
-            with self.assertRaisesRegex(RuntimeError, "checkpoint_000000 could not be uploaded to s3://bucket/runs"):
+                f.write('{"uploaded": 1, "failed": [2]}')  # the fake server numbers checkpoints from 0
+            with self.assertRaisesRegex(RuntimeError, "checkpoint_000002 could not be uploaded to s3://bucket/runs"):
                 train.report({"loss": 1}, checkpoint=train.Checkpoint.from_directory(folder))
             with open(status, "w") as f:
-                f.write('{"uploaded": 0, "failed": []}')
+                f.write('{"uploaded": 3, "failed": [2]}')
             train.report({"loss": 1}, checkpoint=train.Checkpoint.from_directory(folder), checkpoint_upload_mode="SYNC")
             with self.assertRaises(ValueError):
                 train.report({"loss": 1}, checkpoint_upload_mode="LATER")
