@@ -9,6 +9,7 @@ import shutil
 import sys
 import tempfile
 import unittest
+from unittest import mock
 
 from tests.support import HAVE_TORCH, FakeServer, environment, free_port, reset_trainyard
 
@@ -189,20 +190,22 @@ class SessionTest(unittest.TestCase):
     def test_upload_modes(self) -> None:
         """In a bucket, SYNC (the default) waits for the uploader's record of the checkpoint
         (and raises when its upload failed); ASYNC does not wait; in a folder nothing waits."""
-        folder = tempfile.mkdtemp(dir=self.tmp)
-        open(os.path.join(folder, "state.pt"), "w").close()
+        def ck() -> train.Checkpoint:
+            folder = tempfile.mkdtemp(dir=self.tmp)
+            open(os.path.join(folder, "state.pt"), "w").close()
+            return train.Checkpoint.from_directory(folder)
+
         status = os.path.join(self.tmp, ".trainyard-uploads.json")
-        train.report({"loss": 1}, checkpoint=train.Checkpoint.from_directory(folder))  # a folder: at once
-        with environment(TRAINYARD_STORAGE_PATH="s3://bucket/runs"):
-            train.report({"loss": 1}, checkpoint=train.Checkpoint.from_directory(folder),
-                         checkpoint_upload_mode=train.CheckpointUploadMode.ASYNC)
-            with open(status, "w") as f:
-                f.write('{"uploaded": 0, "failed": %s}' % list(range(100)))
+        with open(status, "w") as f:
+            f.write('{"uploaded": 0, "failed": %s}' % list(range(100)))  # every upload failed
+        train.report({"loss": 1}, checkpoint=ck())  # in a folder: nothing to wait for
+        with mock.patch.dict(os.environ, TRAINYARD_STORAGE_PATH="s3://bucket/runs"):
+            train.report({"loss": 1}, checkpoint=ck(), checkpoint_upload_mode=train.CheckpointUploadMode.ASYNC)
             with self.assertRaisesRegex(RuntimeError, r"checkpoint_\d{6} could not be uploaded to s3://bucket/runs"):
-                train.report({"loss": 1}, checkpoint=train.Checkpoint.from_directory(folder))
+                train.report({"loss": 1}, checkpoint=ck())
             with open(status, "w") as f:
                 f.write('{"uploaded": 100, "failed": []}')
-            train.report({"loss": 1}, checkpoint=train.Checkpoint.from_directory(folder), checkpoint_upload_mode="SYNC")
+            train.report({"loss": 1}, checkpoint=ck(), checkpoint_upload_mode="SYNC")
             with self.assertRaises(ValueError):
                 train.report({"loss": 1}, checkpoint_upload_mode="LATER")
 
