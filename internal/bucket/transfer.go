@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"golang.org/x/sync/errgroup"
@@ -33,6 +34,13 @@ func each(ctx context.Context, n, width int, f func(ctx context.Context, i int) 
 	return g.Wait()
 }
 
+// unsignedPayload signs a file's upload without a SHA-256 of its content (as the SDK does
+// over HTTPS anyway): hashing it would read every byte a second time, on the cores that
+// train. The manifest's CRC-32C of every file, written last, is what a resume checks.
+func unsignedPayload(o *s3.Options) {
+	o.APIOptions = append(o.APIOptions, v4.SwapComputePayloadSHA256ForUnsignedPayloadMiddleware)
+}
+
 // PutFile writes the file at path as the object key: in one request, or in parts of
 // PartSize, parallel at a time, when it is larger than two parts.
 func (s *Store) PutFile(ctx context.Context, key, path string) error {
@@ -49,7 +57,7 @@ func (s *Store) PutFile(ctx context.Context, key, path string) error {
 	k := aws.String(s.uri.Key(key))
 	if size <= 2*PartSize {
 		_, err = s.client.PutObject(ctx, &s3.PutObjectInput{Bucket: &s.uri.Bucket, Key: k,
-			Body: io.NewSectionReader(f, 0, size), ContentLength: aws.Int64(size)})
+			Body: io.NewSectionReader(f, 0, size), ContentLength: aws.Int64(size)}, unsignedPayload)
 		if err != nil {
 			return fmt.Errorf("put %s: %w", s.uri.Join(key), err)
 		}
@@ -71,7 +79,8 @@ func (s *Store) putParts(ctx context.Context, key string, f *os.File, size int64
 		off := int64(i) * PartSize
 		length := min(PartSize, size-off)
 		out, err := s.client.UploadPart(ctx, &s3.UploadPartInput{Bucket: &s.uri.Bucket, Key: k, UploadId: up.UploadId,
-			PartNumber: aws.Int32(int32(i + 1)), Body: io.NewSectionReader(f, off, length), ContentLength: aws.Int64(length)})
+			PartNumber: aws.Int32(int32(i + 1)), Body: io.NewSectionReader(f, off, length), ContentLength: aws.Int64(length)},
+			unsignedPayload)
 		if err != nil {
 			return fmt.Errorf("part %d of %d: %w", i+1, n, err)
 		}
@@ -93,7 +102,8 @@ func (s *Store) putParts(ctx context.Context, key string, f *os.File, size int64
 }
 
 // GetFile writes the object key, of size bytes, into the file at path (created, 0600),
-// in ranges of PartSize read parallel at a time when it is larger than two parts.
+// in ranges of PartSize read parallel at a time when it is larger than two parts. It does
+// not sync the file: a caller that needs it durable syncs it.
 func (s *Store) GetFile(ctx context.Context, key, path string, size int64) (err error) {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
@@ -131,8 +141,5 @@ func (s *Store) GetFile(ctx context.Context, key, path string, size int64) (err 
 		}
 		return nil
 	})
-	if err == nil {
-		err = f.Sync()
-	}
 	return err
 }

@@ -48,13 +48,24 @@ func Start(t testing.TB) *Server {
 	if bin == "" {
 		t.Skipf("%s is not set (make test builds MinIO and sets it)", Env)
 	}
-	s := &Server{dir: t.TempDir(), bin: bin, port: freePort(t)}
-	s.Endpoint = "http://127.0.0.1:" + strconv.Itoa(s.port)
-	if err := s.start(); err != nil {
+	s, err := StartIn(bin, t.TempDir())
+	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Stop)
 	return s
+}
+
+// StartIn starts the MinIO binary bin with its data in dir, on a free port of the loopback
+// (for benchmarks; tests use Start). Stop stops it.
+func StartIn(bin, dir string) (*Server, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{dir: dir, bin: bin, port: port}
+	s.Endpoint = "http://127.0.0.1:" + strconv.Itoa(s.port)
+	return s, s.start()
 }
 
 func (s *Server) start() error {
@@ -79,6 +90,30 @@ func (s *Server) start() error {
 		time.Sleep(100 * time.Millisecond)
 	}
 	return fmt.Errorf("MinIO at %s did not come up in 60s", s.Endpoint)
+}
+
+// CPU is the CPU time the server has used so far (user and system), read from /proc.
+func (s *Server) CPU() time.Duration {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return 0
+	}
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", s.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command's name in parentheses: utime and stime are the 12th and
+	// 13th of them, in clock ticks (100 a second on Linux).
+	rest := string(data)
+	if i := strings.LastIndexByte(rest, ')'); i >= 0 {
+		rest = rest[i+1:]
+	}
+	f := strings.Fields(rest)
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.Atoi(f[11])
+	st, _ := strconv.Atoi(f[12])
+	return time.Duration(u+st) * 10 * time.Millisecond
 }
 
 // Stop kills the server (its data stays until the test ends).
@@ -122,9 +157,17 @@ func (s *Server) Client() *s3.Client {
 // MakeBucket creates a bucket.
 func (s *Server) MakeBucket(t testing.TB, name string) {
 	t.Helper()
-	if _, err := s.Client().CreateBucket(context.Background(), &s3.CreateBucketInput{Bucket: aws.String(name)}); err != nil {
-		t.Fatalf("create bucket %s: %v", name, err)
+	if err := s.CreateBucket(name); err != nil {
+		t.Fatal(err)
 	}
+}
+
+// CreateBucket creates a bucket.
+func (s *Server) CreateBucket(name string) error {
+	if _, err := s.Client().CreateBucket(context.Background(), &s3.CreateBucketInput{Bucket: aws.String(name)}); err != nil {
+		return fmt.Errorf("create bucket %s: %w", name, err)
+	}
+	return nil
 }
 
 // Keys lists the keys under prefix in bucket.
@@ -144,12 +187,11 @@ func (s *Server) Keys(t testing.TB, bucket, prefix string) []string {
 	return keys
 }
 
-func freePort(t testing.TB) int {
-	t.Helper()
+func freePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		return 0, err
 	}
 	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return l.Addr().(*net.TCPAddr).Port, nil
 }
