@@ -74,7 +74,7 @@ type Mirror struct {
 	policy checkpoint.Policy
 	id     string // this mirror's claims
 
-	mu sync.Mutex
+	mu       sync.Mutex
 	uploaded int   // the highest index uploaded by this mirror
 	failed   []int // the last uploads that failed (maxFailed)
 	// highest is the highest index of a checkpoint folder in the bucket, committed or not.
