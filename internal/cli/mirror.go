@@ -3,6 +3,8 @@ package cli
 import (
 	"context"
 	"fmt"
+	"os"
+	"strings"
 	"time"
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
@@ -41,6 +43,17 @@ func bucketStore(ctx context.Context, job *v1.TrainJob) (*bucket.Store, error) {
 		return nil, fmt.Errorf("storage path (--storage-path): %w", err)
 	}
 	return store.Sub(job.Spec.RunName), nil
+}
+
+// useBucketEnv makes the job's own AWS settings (its env and secrets: AWS_ACCESS_KEY_ID,
+// AWS_PROFILE, AWS_ENDPOINT_URL, ...) the ones its bucket is reached with, over the
+// environment trainyard runs in (the job server's): this process runs this job only.
+func useBucketEnv(env []v1.EnvVar) {
+	for _, e := range env {
+		if strings.HasPrefix(e.Name, "AWS_") || e.Name == bucket.PathStyleEnv {
+			os.Setenv(e.Name, e.Value)
+		}
+	}
 }
 
 // runMirror is the mirror of a run kept in a bucket; its zero value (no bucket) does nothing.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -207,6 +208,7 @@ func runJob(ctx context.Context, g *globals, flags *jobspec.Flags, opts runOptio
 		return fmt.Errorf("install the Python helper: %w", err)
 	}
 	defer removeHelper()
+	useBucketEnv(append(slices.Clone(job.Spec.Env), hidden...))
 	up, err := startMirror(sig.ctx, g, job, opts)
 	if err != nil {
 		return err

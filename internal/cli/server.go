@@ -166,7 +166,7 @@ func newServerCommand(g *globals) *cobra.Command {
 	f.StringVar(&opts.tlsKey, "tls-key", "", "PEM private key of --tls-cert")
 	f.StringArrayVar(&opts.allowHosts, "allow-host", nil, "also answer requests whose Host is this name (repeatable; * for any)")
 	f.StringVar(&opts.stateDir, "state-dir", defaultStateDir, "folder of the server's state: jobs.db, specs, uploaded packages")
-	f.StringVar(&opts.storage, "storage-path", jobspec.DefaultStoragePath, "folder that holds the runs of jobs that do not name one")
+	f.StringVar(&opts.storage, "storage-path", jobspec.DefaultStoragePath, "folder that holds the runs of jobs that do not name one, or a bucket: s3://bucket/prefix (docs/storage.md)")
 	f.StringVar(&opts.tokenFile, "token-file", "", "file of the server's token, made at the first start (default $"+
 		auth.EnvTokenFile+", else ~/.config/trainyard/token)")
 	f.StringVar(&opts.quota, "upload-quota", defaultUploadQuota, "most disk that uploaded packages (Ray's working_dir) and the "+

@@ -77,7 +77,7 @@ func (f *Flags) Bind(fs *pflag.FlagSet) {
 	fs.StringVar(&f.Memory, "memory-per-worker", "", "memory for each worker, e.g. 8Gi")
 	fs.StringArrayVarP(&f.Env, "env", "e", nil, "set KEY=VALUE in every worker (repeatable; wins over Trainyard's variables)")
 	fs.StringVar(&f.WorkingDir, "workdir", "", "folder the workers start in, on the machine that runs them (default: the current folder)")
-	fs.StringVar(&f.StoragePath, "storage-path", "", "folder that holds runs (default "+DefaultStoragePath+"); a URI (s3://, gs://) is refused: object storage is not supported yet")
+	fs.StringVar(&f.StoragePath, "storage-path", "", "folder that holds runs (default "+DefaultStoragePath+"), or a bucket: s3://bucket/prefix (AWS_* credentials and endpoint; docs/storage.md)")
 	fs.StringVar(&f.Name, "name", "", "the job's name, which names its run folder under the storage path; "+
 		"1 to 45 of a-z, 0-9 and '-', starting with a letter (default: generated)")
 	fs.Int32Var(&f.MaxRestarts, "max-restarts", 0, "restart the whole gang up to this many times after a failure")
