@@ -183,6 +183,9 @@ func jobFields(v view, d client.JobDetail) [][2]string {
 		}
 	}
 	fields = append(fields, [2]string{"Run dir", orDash(j.RunDir)})
+	if d.Spec != nil && jobspec.InBucket(d.Spec.Spec.StoragePath) {
+		fields = append(fields, [2]string{"Kept in", d.Spec.Spec.StoragePath + "/" + d.Spec.Spec.RunName + " (the run dir is its staging folder here)"})
+	}
 	if d.GangRunDir != "" {
 		fields = append(fields, [2]string{"Gang run", d.GangRunDir + " (its TorchTrainer.fit(): the results and checkpoints below)"})
 	}

@@ -113,7 +113,10 @@ func open(dir string, f folder, job *v1.TrainJob, now func() time.Time, rerun bo
 		return nil, fmt.Errorf("%s: %w: another trainyard process is running it", dir, ErrBusy)
 	}
 	r.lock = lock
-	err = r.load(job, rerun)
+	err = probeRenames(f.root, dir)
+	if err == nil {
+		err = r.load(job, rerun)
+	}
 	if err == nil {
 		err = r.writeSpec(job)
 	}

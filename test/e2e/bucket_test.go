@@ -158,3 +158,36 @@ func TestRayStoragePathInABucket(t *testing.T) {
 		t.Errorf("the gang's run.json is not in the bucket: %v", keys)
 	}
 }
+
+// A job server whose storage path is a bucket, and a job that brings its own credentials
+// (the server has none): the run is kept in the bucket, and the secret is in no answer.
+func TestServerJobInABucket(t *testing.T) {
+	srv := testminio.Start(t)
+	srv.MakeBucket(t, "srv")
+	dir := t.TempDir()
+	t.Setenv("TRAINYARD_STAGING_DIR", filepath.Join(dir, "staging"))
+	s := newJobServer(t, dir, "--storage-path", "s3://srv/runs")
+	defer s.stopJobs(t)
+	script := filepath.Join(repoRoot(t), "test", "e2e", "testdata", "report.py")
+	var flags []string
+	for _, kv := range srv.Env() {
+		flags = append(flags, "--env", kv)
+	}
+	code, out := s.cli(t, "submit", append(append([]string{"--name", "in-bucket", "--workers", "2"}, flags...), "--", python, script, "--shards")...)
+	if code != 0 {
+		t.Fatalf("submit: exit %d\n%s\nserver:\n%s", code, out, s.out)
+	}
+	keys := srv.Keys(t, "srv", "runs/")
+	if got := manifests(keys); len(got) != 3 {
+		t.Errorf("committed in the bucket: %v, want 3 (all keys: %v)", got, keys)
+	}
+	if _, out := s.cli(t, "get", "in-bucket"); !strings.Contains(out, "Kept in:      s3://srv/runs/") {
+		t.Errorf("get does not say where the run is kept:\n%s", out)
+	}
+	for _, args := range [][]string{{"get", "in-bucket", "-o", "yaml"}, {"get", "in-bucket"}, {"logs", "in-bucket"}} {
+		_, out := s.cli(t, args[0], args[1:]...)
+		if strings.Contains(out, testminio.SecretKey) {
+			t.Errorf("%v shows the secret:\n%s", args, out)
+		}
+	}
+}
