@@ -3,11 +3,16 @@ package mirror_test
 import (
 	"context"
 	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -224,4 +229,37 @@ func get(t *testing.T, srv *testminio.Server, key string) string {
 	defer out.Body.Close()
 	data, _ := io.ReadAll(out.Body)
 	return string(data)
+}
+
+// A store that answers 503 SlowDown (S3's throttling) to the first requests: the
+// uploads back off and go through.
+func TestThrottledUploadsGoThrough(t *testing.T) {
+	srv := testminio.Start(t)
+	srv.Setenv(t)
+	srv.MakeBucket(t, "runs")
+	target, _ := url.Parse(srv.Endpoint)
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	var slowed atomic.Int32
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPut && slowed.Add(1) <= 3 {
+			w.Header().Set("Content-Type", "application/xml")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = io.WriteString(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code>`+
+				`<Message>Please reduce your request rate.</Message></Error>`)
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	defer front.Close()
+	t.Setenv("AWS_ENDPOINT_URL", front.URL)
+	a := newRig(t, srv, checkpoint.Policy{})
+	if _, ok := a.commit("through the throttle"); !ok {
+		t.Fatalf("upload failed: %s", a.said)
+	}
+	if got := a.manifests(); !slices.Equal(got, []string{"checkpoint_000001"}) {
+		t.Fatalf("committed in the bucket: %v", got)
+	}
+	if n := slowed.Load(); n <= 3 {
+		t.Fatalf("only %d PUTs: the throttle was not met", n)
+	}
 }
