@@ -230,12 +230,12 @@ func (a *attempt) supervise(ctx context.Context, exits <-chan exit) AttemptResul
 			stop(Interrupted, fmt.Sprintf("resizing to %s at %s", units.Count(len(a.l.resize.Slots), "worker"), name), -1, grace)
 			a.l.notice("%s committed: stopping the gang to resize it (SIGTERM, SIGKILL after %s)", name, grace)
 		case name := <-pre.saved:
-			stop(Interrupted, fmt.Sprintf("%s; %s committed after the notice", pre.reason, name), -1, pre.left(grace))
-			a.l.notice("%s committed after the preemption notice; stopping the gang", name)
+			stop(Interrupted, fmt.Sprintf("%s; %s committed%s after the notice", pre.reason, name, a.l.uploadedTo()), -1, pre.left(grace))
+			a.l.notice("%s committed%s after the preemption notice; stopping the gang", name, a.l.uploadedTo())
 		case <-pre.timer:
-			stop(Interrupted, pre.reason+"; no checkpoint committed after the notice", -1, pre.left(grace))
-			a.l.notice("no checkpoint committed by the notice's deadline; stopping the gang (SIGTERM, SIGKILL after %s)%s",
-				pre.left(grace).Round(time.Second), a.resumeNote())
+			stop(Interrupted, pre.reason+"; no checkpoint committed"+a.l.uploadedTo()+" after the notice", -1, pre.left(grace))
+			a.l.notice("no checkpoint committed%s by the notice's deadline; stopping the gang (SIGTERM, SIGKILL after %s)%s",
+				a.l.uploadedTo(), pre.left(grace).Round(time.Second), a.resumeNote())
 		case <-hang:
 			if limit := a.hangTimeout(); a.l.idle() > limit {
 				stop(Failed, fmt.Sprintf("no rank printed or reported anything for %s (--hang-timeout): the gang looks hung%s",

@@ -16,6 +16,7 @@ import (
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
 	"github.com/trainyard/trainyard/internal/device"
+	"github.com/trainyard/trainyard/internal/jobspec"
 	"github.com/trainyard/trainyard/internal/logstream"
 	"github.com/trainyard/trainyard/internal/preempt"
 	"github.com/trainyard/trainyard/internal/rundir"
@@ -131,6 +132,15 @@ func (l *Launcher) pythonRun() (pythonRun, bool) {
 func (l *Launcher) fixedSize() bool {
 	s := &l.Job.Spec
 	return s.MinWorkerCount() >= max(s.WorkerCount(), l.MaxWorkers)
+}
+
+// uploadedTo is " and uploaded to s3://..." for a run kept in a bucket, whose checkpoints
+// count as saved once uploaded (internal/mirror), and "" otherwise.
+func (l *Launcher) uploadedTo() string {
+	if !jobspec.InBucket(l.Job.Spec.StoragePath) {
+		return ""
+	}
+	return " and uploaded to " + strings.TrimSuffix(l.Job.Spec.StoragePath, "/") + "/" + l.Job.Spec.RunName
 }
 
 // Preempted says why the gang was preempted, "" when it was not. It is set while an
