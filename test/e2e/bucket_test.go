@@ -8,7 +8,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -189,5 +191,38 @@ func TestServerJobInABucket(t *testing.T) {
 		if strings.Contains(out, testminio.SecretKey) {
 			t.Errorf("%v shows the secret:\n%s", args, out)
 		}
+	}
+}
+
+// SIGTERM to a run kept in a bucket: the ranks save at the notice, and the gang is stopped
+// once that checkpoint is in the bucket (not merely on this machine's disk), which says
+// so; the run then continues on another machine from it.
+func TestPreemptedRunInABucket(t *testing.T) {
+	needTorch(t)
+	srv := testminio.Start(t)
+	srv.MakeBucket(t, "runs")
+	staging := filepath.Join(t.TempDir(), "a")
+	env := append(srv.Env(), "TRAINYARD_STAGING_DIR="+staging)
+	args := fourEpochs(t, "s3://runs/exp", "preempted", "--max-restarts", "2")
+	ty := start(t, repoRoot(t), env, args...)
+	waitForFile(t, filepath.Join(staging, "s3", "runs", "exp", "preempted", "checkpoint_000001"), 5*time.Minute, ty.out)
+	time.Sleep(time.Second) // into epoch 2
+	if err := ty.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := ty.wait(t); code != 130 {
+		t.Fatalf("exit %d after SIGTERM, want 130:\n%s", code, ty.out)
+	}
+	out := ty.out.String()
+	if !strings.Contains(out, "checkpoint_000002 committed and uploaded to s3://runs/exp/preempted after the preemption notice") {
+		t.Errorf("the output does not say the checkpoint was uploaded before the stop:\n%s", out)
+	}
+	if got := manifests(srv.Keys(t, "runs", "exp/preempted/")); !slices.Contains(got, "checkpoint_000002") {
+		t.Fatalf("the bucket has %v, not the checkpoint saved at the notice", got)
+	}
+	env = append(srv.Env(), "TRAINYARD_STAGING_DIR="+filepath.Join(t.TempDir(), "b"))
+	code, out := run(t, repoRoot(t), env, args...)
+	if code != 0 || !strings.Contains(out, "downloaded checkpoint_000002 of run preempted") || !strings.Contains(out, "epoch 4/4") {
+		t.Fatalf("continued on another machine: exit %d\n%s", code, out)
 	}
 }
