@@ -159,7 +159,7 @@ func newDashboardCommand(g *globals) *cobra.Command {
 			if len(args) == 1 {
 				storage = args[0]
 			}
-			dir, err := expandHome(storage)
+			dir, err := storageFolder(storage)
 			if err != nil {
 				return usageError(fmt.Errorf("storage path: %w", err))
 			}

@@ -137,7 +137,7 @@ storage path) that --from names; they have no timestamps.`,
 	cmd.Flags().IntVarP(&opts.tail, "tail", "t", 0, "print only the last N lines (0: all)")
 	cmd.Flags().IntVar(&opts.rank, "rank", -1, "print this rank's log of the last attempt instead of the console log")
 	cmd.Flags().StringVar(&opts.ranks, "ranks", "", "keep only these ranks' lines of the console log, such as 0 or 0,2-3")
-	cmd.Flags().StringVar(&opts.storage, "storage-path", jobspec.DefaultStoragePath, "folder that holds local runs")
+	cmd.Flags().StringVar(&opts.storage, "storage-path", jobspec.DefaultStoragePath, "folder that holds local runs, or s3://bucket/prefix (its runs staged on this machine)")
 	kube.bind(cmd.Flags())
 	cmd.Flags().Int32Var(&opts.attempt, "attempt", 0, "with --kube: print this attempt's logs (default: the current attempt)")
 	cmd.Flags().StringVar(&opts.from, "from", "", "with --kube: read the rank logs from this copy of the run folder (or of the storage path)")

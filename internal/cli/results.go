@@ -57,7 +57,7 @@ A run or job that is not found exits 1.`,
 				return err
 			}
 			if len(args) == 0 {
-				dir, err := expandHome(storage)
+				dir, err := storageFolder(storage)
 				if err != nil {
 					return usageError(fmt.Errorf("--storage-path: %w", err))
 				}
@@ -70,7 +70,7 @@ A run or job that is not found exits 1.`,
 			return printResults(g, dir, output)
 		},
 	}
-	cmd.Flags().StringVar(&storage, "storage-path", jobspec.DefaultStoragePath, "folder that holds runs")
+	cmd.Flags().StringVar(&storage, "storage-path", jobspec.DefaultStoragePath, "folder that holds runs, or s3://bucket/prefix (its runs staged on this machine)")
 	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: json (default: a table)")
 	remote.bind(cmd.Flags())
 	return cmd
@@ -126,7 +126,7 @@ func jobResults(ctx context.Context, g *globals, remote *remoteOptions, ref, out
 func runFolder(run, storage string) (string, error) {
 	candidates := []string{run}
 	if !strings.Contains(run, string(filepath.Separator)) {
-		if abs, err := expandHome(storage); err == nil {
+		if abs, err := storageFolder(storage); err == nil {
 			storage = abs
 		}
 		candidates = []string{filepath.Join(storage, run), run}

@@ -285,6 +285,15 @@ func expandHome(p string) (string, error) {
 	return filepath.Abs(p)
 }
 
+// storageFolder is the folder on this machine that holds the runs of the storage path p:
+// p with "~" expanded, or a bucket's staging folder (s3://: jobspec.LocalStorage).
+func storageFolder(p string) (string, error) {
+	if jobspec.InBucket(p) {
+		return jobspec.LocalStorage(p), nil
+	}
+	return expandHome(p)
+}
+
 // runServer starts everything and serves until SIGINT or SIGTERM.
 func runServer(ctx context.Context, g *globals, opts serverOptions) error {
 	warning, err := opts.check()

@@ -55,7 +55,7 @@ func newTensorBoardCommand(g *globals) *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&opts.storage, "storage-path", jobspec.DefaultStoragePath, "folder that holds runs")
+	f.StringVar(&opts.storage, "storage-path", jobspec.DefaultStoragePath, "folder that holds runs, or s3://bucket/prefix (its runs staged on this machine)")
 	f.StringVar(&opts.logDir, "logdir", "", "folder TensorBoard reads (default: the run's folder)")
 	f.IntVar(&opts.port, "port", 6006, "port TensorBoard serves on")
 	f.StringVar(&opts.host, "host", "127.0.0.1", "address TensorBoard listens on (loopback unless you need otherwise)")

@@ -35,8 +35,9 @@ func TestRunKeptInABucket(t *testing.T) {
 	needTorch(t)
 	srv := testminio.Start(t)
 	srv.MakeBucket(t, "runs")
+	machines := t.TempDir()
 	machine := func(name string) []string {
-		return append(srv.Env(), "TRAINYARD_STAGING_DIR="+filepath.Join(t.TempDir(), name))
+		return append(srv.Env(), "TRAINYARD_STAGING_DIR="+filepath.Join(machines, name))
 	}
 	code, out := run(t, repoRoot(t), machine("a"), bucketRun(t, "s3://runs/exp", "fm", "2", "--keep-checkpoints", "2")...)
 	if code != 0 || !strings.Contains(out, "trainyard: run uploaded to s3://runs/exp/fm") {
@@ -62,6 +63,10 @@ func TestRunKeptInABucket(t *testing.T) {
 	}
 	if got := manifests(srv.Keys(t, "runs", "exp/fm/")); !slices.Equal(got, []string{"checkpoint_000003", "checkpoint_000004"}) {
 		t.Errorf("committed in the bucket: %v; want the last 2 (--keep-checkpoints 2)", got)
+	}
+	code, out = run(t, repoRoot(t), machine("b"), "results", "fm", "--storage-path", "s3://runs/exp")
+	if code != 0 || !strings.Contains(out, "checkpoint_000004") {
+		t.Errorf("results of the run by its bucket: exit %d\n%s", code, out)
 	}
 	var rec rundir.Record
 	if err := json.Unmarshal([]byte(object(t, srv, "exp/fm/run.json")), &rec); err != nil {
