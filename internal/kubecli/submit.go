@@ -374,6 +374,10 @@ func BuildJob(flags *jobspec.Flags, kf *JobFlags, command []string) (job *v1.Tra
 	if _, err := flags.Resolve(command, jobspec.Env{WorkDir: "/", Home: "/root", Now: time.Now}); err != nil {
 		return nil, nil, &InputError{Err: err}
 	}
+	if src, ok := jobspec.GitSource(&job.Spec); ok && strings.HasPrefix(strings.ToLower(src.URL), "file:") {
+		return nil, nil, inputError("--sync-source %s is a repository on this machine, which the pods cannot reach: "+
+			"give the URL they clone from (https://...)", src.URL)
+	}
 	if job.Spec.Kubernetes == nil || job.Spec.Kubernetes.Image == "" {
 		return nil, nil, inputError("no image: on Kubernetes every worker runs in a container, so the job needs its image: " +
 			"give --image IMAGE (or spec.kubernetes.image in the job file); the image needs the job's command and torch, not trainyard")
@@ -397,11 +401,25 @@ func BuildJob(flags *jobspec.Flags, kf *JobFlags, command []string) (job *v1.Tra
 	if job.Name == "" {
 		job.GenerateName = namePrefix(append(append([]string{}, job.Spec.Command...), job.Spec.Args...))
 	}
+	warnings = append(warnings, podPathWarnings(&job.Spec)...)
 	if !storageOnVolume(&job.Spec) {
 		warnings = append(warnings, fmt.Sprintf("no volume is mounted at the storage path %s (spec.kubernetes.volumes and volumeMounts): "+
 			"the run folder is the pods' own, so checkpoints do not survive a restart and the logs go with the pods", storagePath(&job.Spec)))
 	}
 	return job, warnings, nil
+}
+
+// podPathWarnings says what a job file written for this machine means in a pod: a storage
+// path or working folder under "~" is the home of the container's user, not yours.
+func podPathWarnings(s *v1.TrainJobSpec) []string {
+	var w []string
+	for _, f := range []struct{ name, value string }{{"storagePath", s.StoragePath}, {"workingDir", s.WorkingDir}} {
+		if f.value == "~" || strings.HasPrefix(f.value, "~/") {
+			w = append(w, fmt.Sprintf("spec.%s %s: in a pod, ~ is the home folder of the container's user (often /root), "+
+				"not yours on this machine; give a path in the container, such as one on a mounted volume", f.name, f.value))
+		}
+	}
+	return w
 }
 
 // rawWorkingDir returns the job file's workingDir as written.

@@ -278,3 +278,35 @@ spec:
 		t.Errorf("--pod-policy=off: %v", err)
 	}
 }
+
+// A job file written for this machine, submitted to a cluster: "~" paths are said to be
+// the container's, and a file:// git source, which no pod can reach, is refused.
+func TestBuildJobPathsOfThisMachine(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "job.yaml")
+	if err := os.WriteFile(file, []byte(`apiVersion: trainyard.dev/v1alpha1
+kind: TrainJob
+spec:
+  command: [python3, train.py]
+  storagePath: ~/trainyard_results
+  workingDir: ~/project
+  kubernetes: {image: img:1}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, warnings, err := buildJob(t, "-f", file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	joined := strings.Join(warnings, "\n")
+	for _, want := range []string{"spec.storagePath ~/trainyard_results: in a pod, ~ is the home folder of the container's user",
+		"spec.workingDir ~/project: in a pod, ~ is the home folder"} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("warnings lack %q:\n%s", want, joined)
+		}
+	}
+	_, _, err = buildJob(t, "--image", "img:1", "--sync-source", "file:///home/me/repo", "--", "python3", "train.py")
+	var ie *InputError
+	if !errors.As(err, &ie) || !strings.Contains(err.Error(), "--sync-source file:///home/me/repo is a repository on this machine") {
+		t.Errorf("a file:// source: %v", err)
+	}
+}
