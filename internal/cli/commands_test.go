@@ -7,7 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	v1 "github.com/trainyard/trainyard/api/v1alpha1"
 	"github.com/trainyard/trainyard/internal/jobs"
 	"github.com/trainyard/trainyard/internal/scheduler"
 	"github.com/trainyard/trainyard/internal/server"
@@ -119,5 +121,29 @@ func TestCommandsAgainstServer(t *testing.T) {
 	code, out, _ = trainyard("delete", id)
 	if code != 0 || out != "Job "+id+" deleted.\n" {
 		t.Errorf("delete: exit %d, %q", code, out)
+	}
+}
+
+// A name that is both a job of the server and a local run names the server's job for logs
+// and results alike, and stderr says so and how to name the local run.
+func TestOneNameOneJob(t *testing.T) {
+	addr := startAPI(t)
+	t.Setenv("TRAINYARD_ADDRESS", addr)
+	t.Setenv("TRAINYARD_TOKEN", testToken)
+	storage := t.TempDir()
+	local := makeRun(t, storage, "same", v1.PhaseSucceeded, time.Hour, resultLine(1, `, "loss": 0.5`))
+	if code, out, errOut := trainyard("submit", "--no-wait", "--name", "same", "--", "true"); code != 0 {
+		t.Fatalf("submit: exit %d\n%s%s", code, out, errOut)
+	}
+	for _, cmd := range []string{"logs", "results"} {
+		code, out, errOut := trainyard(cmd, "same", "--storage-path", storage)
+		want := "trainyard: same is a job of the server at " + addr + " and a local run in " + storage +
+			"; showing the server's job (the local run: give its folder, " + local + ")"
+		if code != 0 || !strings.Contains(errOut, want) || strings.Contains(out, "0.5") {
+			t.Errorf("%s same: exit %d, stdout %q, stderr %q; want the server's job and %q", cmd, code, out, errOut, want)
+		}
+	}
+	if code, out, _ := trainyard("results", local); code != 0 || !strings.Contains(out, "0.5") {
+		t.Errorf("results %s: exit %d\n%s", local, code, out)
 	}
 }

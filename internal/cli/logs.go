@@ -118,16 +118,12 @@ storage path) that --from names; they have no timestamps.`,
 				}
 				return kubeLogs(cmd.Context(), g, &kube, args[0], lo)
 			}
-			c, found, why, err := serverJob(cmd.Context(), &remote, args[0])
+			c, dir, err := findRun(cmd.Context(), g, &remote, args[0], opts.storage)
 			switch {
 			case err != nil:
 				return err
-			case found:
+			case c != nil:
 				return printLogs(cmd.Context(), g, c, args[0], opts)
-			}
-			dir, err := runFolder(args[0], opts.storage)
-			if err != nil {
-				return failed(fmt.Errorf("%v; and %v", why, err))
 			}
 			return localLogs(cmd.Context(), g, dir, opts)
 		},

@@ -46,6 +46,28 @@ func serverJob(ctx context.Context, remote *remoteOptions, ref string) (c *clien
 	return nil, false, nil, failed(err)
 }
 
+// findRun finds what ref names for logs and results, the same way for both: a job of the
+// job server (c), else a local run under storage (dir). When both match, the server's job
+// is taken, and stderr says so and how to name the local run instead.
+func findRun(ctx context.Context, g *globals, remote *remoteOptions, ref, storage string) (c *client.Client, dir string, err error) {
+	c, found, why, err := serverJob(ctx, remote, ref)
+	if err != nil {
+		return nil, "", err
+	}
+	dir, lerr := runFolder(ref, storage)
+	switch {
+	case found && lerr == nil:
+		fmt.Fprintf(g.io.Err, "trainyard: %s is a job of the server at %s and a local run in %s; showing the server's job "+
+			"(the local run: give its folder, %s)\n", ref, c.Address(), filepath.Dir(dir), dir)
+		return c, "", nil
+	case found:
+		return c, "", nil
+	case lerr == nil:
+		return nil, dir, nil
+	}
+	return nil, "", failed(fmt.Errorf("%v; and %v", lerr, why))
+}
+
 // localLogs prints the log of the local run in dir: its console log, or with --rank R
 // rank R's log of its last attempt; with -f it follows it until the run ends.
 func localLogs(ctx context.Context, g *globals, dir string, opts logsOptions) error {

@@ -63,9 +63,12 @@ A run or job that is not found exits 1.`,
 				}
 				return listRuns(g, dir, output)
 			}
-			dir, err := runFolder(args[0], storage)
-			if err != nil {
-				return jobResults(cmd.Context(), g, &remote, args[0], output, err)
+			c, dir, err := findRun(cmd.Context(), g, &remote, args[0], storage)
+			switch {
+			case err != nil:
+				return err
+			case c != nil:
+				return jobResults(cmd.Context(), g, c, args[0], output)
 			}
 			return printResults(g, dir, output)
 		},
@@ -89,17 +92,9 @@ func printResults(g *globals, dir, output string) error {
 	return reporting.WriteTable(g.io.Out, reporting.MarkGone(rows, dir), 0)
 }
 
-// jobResults prints the results of the server's job that ref names, for which there is
-// no run of that name (noRun says so): from its run folder when this machine has it, else
-// as the server sends them. Not found there either, it fails saying both.
-func jobResults(ctx context.Context, g *globals, remote *remoteOptions, ref, output string, noRun error) error {
-	c, found, why, err := serverJob(ctx, remote, ref)
-	switch {
-	case err != nil:
-		return err
-	case !found:
-		return failed(fmt.Errorf("%v; and %v", noRun, why))
-	}
+// jobResults prints the results of the server's job that ref names (findRun): from its
+// run folder when this machine has it, else as the server sends them.
+func jobResults(ctx context.Context, g *globals, c *client.Client, ref, output string) error {
 	d, err := c.Get(ctx, ref)
 	if err != nil {
 		return failed(err)
