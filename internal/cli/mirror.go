@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -54,6 +55,28 @@ func useBucketEnv(env []v1.EnvVar) {
 			os.Setenv(e.Name, e.Value)
 		}
 	}
+}
+
+// pullTimeout bounds the pull of a run's files from its bucket.
+const pullTimeout = 5 * time.Minute
+
+// pullRun brings the files of the run name of the bucket storage into its staging folder
+// here, when this machine has not staged it (mirror.Pull).
+func pullRun(storage, name string) error {
+	u, err := bucket.Parse(storage)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), pullTimeout)
+	defer cancel()
+	store, err := bucket.Open(ctx, u)
+	if err != nil {
+		return err
+	}
+	if _, err := mirror.Pull(ctx, store.Sub(name), filepath.Join(jobspec.LocalStorage(storage), name)); err != nil {
+		return fmt.Errorf("read run %s from %s: %w", name, u, err)
+	}
+	return nil
 }
 
 // runMirror is the mirror of a run kept in a bucket; its zero value (no bucket) does nothing.

@@ -117,8 +117,15 @@ func jobResults(ctx context.Context, g *globals, c *client.Client, ref, output s
 	return reporting.WriteTable(g.io.Out, rows, 0)
 }
 
-// runFolder finds a run's folder from a name under storage, or a path.
+// runFolder finds a run's folder from a name under storage, or a path. Under a bucket
+// (s3://), a run this machine has not staged is pulled from it first (its record, results
+// and logs).
 func runFolder(run, storage string) (string, error) {
+	if jobspec.InBucket(storage) && !strings.Contains(run, string(filepath.Separator)) {
+		if err := pullRun(storage, run); err != nil {
+			return "", err
+		}
+	}
 	candidates := []string{run}
 	if !strings.Contains(run, string(filepath.Separator)) {
 		if abs, err := storageFolder(storage); err == nil {

@@ -1,12 +1,16 @@
 package mirror
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"golang.org/x/sync/errgroup"
@@ -171,6 +175,13 @@ func (m *Mirror) downloadFile(ctx context.Context, name, tmp string, f checkpoin
 	return os.Chmod(dst, 0o444)
 }
 
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 // removeLeftovers removes what a Restore that crashed left in the run folder.
 func removeLeftovers(dir string) error {
 	entries, err := os.ReadDir(dir)
@@ -210,4 +221,46 @@ func (m *Mirror) restoreResults(ctx context.Context) error {
 		m.mu.Unlock()
 	}
 	return nil
+}
+
+// Pull brings the run's own files (its record, results, TensorBoard events and logs, not
+// its checkpoints) from the bucket into the run folder, when the run folder has no record:
+// so that results, logs and tensorboard read a run that ran on another machine. It
+// returns false when the bucket has no such run.
+func Pull(ctx context.Context, store *bucket.Store, dir string) (bool, error) {
+	if _, err := os.Lstat(filepath.Join(dir, runFiles[0])); err == nil {
+		return true, nil
+	}
+	objs, err := store.List(ctx, "")
+	if err != nil {
+		return false, err
+	}
+	found := false
+	for _, o := range objs {
+		if first, _, _ := strings.Cut(o.Key, "/"); strings.HasPrefix(first, "checkpoint_") || strings.HasPrefix(path.Base(o.Key), ".") {
+			continue
+		}
+		if o.Key == runFiles[0] {
+			found = true
+		}
+	}
+	if !found {
+		return false, nil
+	}
+	// The record last: a pull cut short has none, and the next one starts over.
+	slices.SortStableFunc(objs, func(a, b bucket.Object) int { return cmp.Compare(boolInt(a.Key == runFiles[0]), boolInt(b.Key == runFiles[0])) })
+	for _, o := range objs {
+		first, _, _ := strings.Cut(o.Key, "/")
+		if strings.HasPrefix(first, "checkpoint_") || strings.HasPrefix(path.Base(o.Key), ".") || !fs.ValidPath(o.Key) {
+			continue
+		}
+		dst := filepath.Join(dir, filepath.FromSlash(o.Key))
+		if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
+			return false, err
+		}
+		if err := store.GetFile(ctx, o.Key, dst, o.Size); err != nil {
+			return false, err
+		}
+	}
+	return true, nil
 }

@@ -64,9 +64,16 @@ func TestRunKeptInABucket(t *testing.T) {
 	if got := manifests(srv.Keys(t, "runs", "exp/fm/")); !slices.Equal(got, []string{"checkpoint_000003", "checkpoint_000004"}) {
 		t.Errorf("committed in the bucket: %v; want the last 2 (--keep-checkpoints 2)", got)
 	}
-	code, out = run(t, repoRoot(t), machine("b"), "results", "fm", "--storage-path", "s3://runs/exp")
-	if code != 0 || !strings.Contains(out, "checkpoint_000004") {
-		t.Errorf("results of the run by its bucket: exit %d\n%s", code, out)
+	// Its results and logs, from the machine that ran it and from one that never did.
+	for _, m := range []string{"b", "c"} {
+		code, out = run(t, repoRoot(t), machine(m), "results", "fm", "--storage-path", "s3://runs/exp")
+		if code != 0 || !strings.Contains(out, "checkpoint_000004") {
+			t.Errorf("machine %s: results of the run by its bucket: exit %d\n%s", m, code, out)
+		}
+		code, out = run(t, repoRoot(t), machine(m), "logs", "fm", "--storage-path", "s3://runs/exp")
+		if code != 0 || !strings.Contains(out, "epoch 4/4") {
+			t.Errorf("machine %s: logs of the run by its bucket: exit %d\n%s", m, code, out)
+		}
 	}
 	var rec rundir.Record
 	if err := json.Unmarshal([]byte(object(t, srv, "exp/fm/run.json")), &rec); err != nil {
