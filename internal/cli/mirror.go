@@ -14,6 +14,7 @@ import (
 	"github.com/trainyard/trainyard/internal/jobspec"
 	"github.com/trainyard/trainyard/internal/mirror"
 	"github.com/trainyard/trainyard/internal/reporting"
+	"github.com/trainyard/trainyard/internal/rundir"
 )
 
 // checkBucketTimeout bounds the request that checks a job's bucket before it starts.
@@ -67,6 +68,9 @@ func pullRun(storage, name string) error {
 	if err != nil {
 		return err
 	}
+	if err := rundir.CheckStorage(jobspec.LocalStorage(storage)); err != nil {
+		return fmt.Errorf("the staging folder of %s (%s): %w", u, jobspec.StagingEnv, err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), pullTimeout)
 	defer cancel()
 	store, err := bucket.Open(ctx, u)
@@ -99,6 +103,11 @@ func startMirror(ctx context.Context, g *globals, job *v1.TrainJob, opts runOpti
 	if opts.fresh {
 		return &runMirror{}, usageError(fmt.Errorf("--fresh: run %s is kept in %s, where it cannot be moved aside: "+
 			"give the new run another --name, or delete %s first", job.Spec.RunName, store.URI(), store.URI()))
+	}
+	// The staging folder is trusted as a folder storage path is, before anything is
+	// downloaded into it: no other user can rename or replace what is in it.
+	if err := rundir.CheckStorage(jobspec.LocalStorage(job.Spec.StoragePath)); err != nil {
+		return &runMirror{}, usageError(fmt.Errorf("the staging folder of %s (%s): %w", store.URI(), jobspec.StagingEnv, err))
 	}
 	c := job.Spec.Checkpoints
 	policy := checkpoint.Policy{Keep: int(c.Keep), Score: c.ScoreMetric, Order: c.ScoreOrder}

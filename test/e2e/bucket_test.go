@@ -101,6 +101,9 @@ func TestBucketRefusedAtOnce(t *testing.T) {
 			"access denied with the credentials found (AWS_ACCESS_KEY_ID from the environment)"},
 		"gs://":   {"gs://runs/exp", nil, "gs:// is not supported yet; use Cloud Storage's S3-compatible API instead"},
 		"hdfs://": {"hdfs://nn/exp", nil, "the scheme hdfs:// is not supported: give s3://bucket/prefix or a folder"},
+		// Another user's folder as the staging folder: nothing is downloaded into it.
+		"an untrusted staging folder": {"s3://runs/exp", []string{"TRAINYARD_STAGING_DIR=" + othersFolder(t)},
+			"the staging folder of s3://runs/exp/x (TRAINYARD_STAGING_DIR): storage path"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			code, out := run(t, t.TempDir(), append(slices.Clone(env), tc.env...),
@@ -116,6 +119,21 @@ func TestBucketRefusedAtOnce(t *testing.T) {
 			}
 		})
 	}
+}
+
+// othersFolder is a folder that another user (uid 12345) owns and anyone may write.
+func othersFolder(t *testing.T) string {
+	dir := filepath.Join(t.TempDir(), "shared")
+	if err := os.Mkdir(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(dir, 12345, 12345); err != nil {
+		t.Skipf("chown to another user: %v (the test needs root)", err)
+	}
+	return dir
 }
 
 func manifests(keys []string) []string {
