@@ -83,7 +83,9 @@ type Mirror struct {
 	// by Restore, added to by uploads); its highest index is the bucket's latest.
 	remote map[int]checkpoint.Manifest
 	sent   map[string]fileStamp // run files uploaded, as they were then
-	closed bool
+	// sending guards closed and the queue's closing against Committed's sends.
+	sending sync.RWMutex
+	closed  bool
 }
 
 // task is one item of the queue: a checkpoint to upload; then is called once it is
@@ -136,10 +138,9 @@ func (m *Mirror) URI() bucket.URI { return m.store.URI() }
 // once the upload ended, with whether the checkpoint is committed in the bucket. It waits
 // while the queue is full.
 func (m *Mirror) Committed(info checkpoint.Info, then func(committed bool)) {
-	m.mu.Lock()
-	closed := m.closed
-	m.mu.Unlock()
-	if closed {
+	m.sending.RLock() // Close does not close the queue meanwhile
+	defer m.sending.RUnlock()
+	if m.closed {
 		then(false)
 		return
 	}
@@ -370,14 +371,14 @@ func (m *Mirror) deleteCheckpoint(ctx context.Context, name string) error {
 // Close waits for the queued uploads (up to ctx's end), uploads the run's files a last
 // time, and stops the uploader.
 func (m *Mirror) Close(ctx context.Context) error {
-	m.mu.Lock()
+	m.sending.Lock()
 	if m.closed {
-		m.mu.Unlock()
+		m.sending.Unlock()
 		return nil
 	}
 	m.closed = true
-	m.mu.Unlock()
 	close(m.queue)
+	m.sending.Unlock()
 	select {
 	case <-m.done:
 	case <-ctx.Done():

@@ -248,7 +248,9 @@ func Pull(ctx context.Context, store *bucket.Store, dir string) (bool, error) {
 		return false, nil
 	}
 	// The record last: a pull cut short has none, and the next one starts over.
-	slices.SortStableFunc(objs, func(a, b bucket.Object) int { return cmp.Compare(boolInt(a.Key == runFiles[0]), boolInt(b.Key == runFiles[0])) })
+	slices.SortStableFunc(objs, func(a, b bucket.Object) int {
+		return cmp.Compare(boolInt(a.Key == runFiles[0]), boolInt(b.Key == runFiles[0]))
+	})
 	for _, o := range objs {
 		first, _, _ := strings.Cut(o.Key, "/")
 		if strings.HasPrefix(first, "checkpoint_") || strings.HasPrefix(path.Base(o.Key), ".") || !fs.ValidPath(o.Key) {
