@@ -9,7 +9,6 @@ import (
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
 	"github.com/trainyard/trainyard/internal/device"
-	"github.com/trainyard/trainyard/internal/jobspec"
 	"github.com/trainyard/trainyard/internal/secrets"
 )
 
@@ -116,8 +115,6 @@ func trainyardEnv(job *v1.TrainJob, p Proc, runDir string) map[string]string {
 		"TRAINYARD_RUN_NAME":     s.RunName,
 		"TRAINYARD_STORAGE_PATH": s.StoragePath,
 		"TRAINYARD_RUN_DIR":      runDir,
-		// Where runs kept in a bucket are staged here: a Ray driver's gang in s3:// is found there.
-		jobspec.StagingEnv:       jobspec.StagingRoot(),
 		"TRAINYARD_ATTEMPT":      strconv.Itoa(p.Attempt),
 		"TRAINYARD_MAX_RESTARTS": strconv.Itoa(int(s.MaxRestarts)),
 		"TRAINYARD_WORKER":       strconv.Itoa(p.Worker),
