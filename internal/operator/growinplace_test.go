@@ -76,12 +76,7 @@ func testElasticGrowInPlace(k *cluster) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = k.c.Delete(context.Background(), node) })
-	for _, p := range k.waitProbes("growin", 2) {
-		if err := k.c.SubResource("binding").Create(ctx, &p, &corev1.Binding{
-			Target: corev1.ObjectReference{Kind: "Node", Name: node.Name}}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	k.bindProbes("growin", 2, node.Name, nil)
 	note := k.eventSaying("growin", operator.ReasonResized, "resized from 2 to 4 workers")
 	for _, want := range []string{"room for 2 more worker(s): room probes placed on " + node.Name,
 		"workers 2, 3 get new pods in attempt 1's pod set and join the gang at its next checkpoint", "the 2 running keep their pods"} {

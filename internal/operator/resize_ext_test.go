@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -135,8 +136,7 @@ func testElasticGrowsIntoRoom(k *cluster) {
 	k.setPod(pods[3], unschedulableSince(time.Minute))
 	k.waitStatus("room", "shrunk to 2", func(st *v1.TrainJobStatus) bool { return st.Attempt == 2 && st.Workers == 2 })
 	k.runAll("room", 2)
-	probes := k.waitProbes("room", 2)
-	for _, p := range probes {
+	k.bindProbes("room", 2, node.Name, func(p corev1.Pod) {
 		c := p.Spec.Containers[0]
 		if c.Image != operator.DefaultRoomProbeImage || c.Command != nil || c.Env != nil || deref(p.Spec.Priority) != int32(0) ||
 			p.Spec.PriorityClassName != roomProbeClass || deref(p.Spec.PreemptionPolicy) != corev1.PreemptNever {
@@ -144,11 +144,7 @@ func testElasticGrowsIntoRoom(k *cluster) {
 				"priority 0 in %s, preempting nothing", p.Name, c.Image, c.Command, c.Env, deref(p.Spec.Priority), p.Spec.PriorityClassName,
 				deref(p.Spec.PreemptionPolicy), roomProbeClass)
 		}
-		if err := k.c.SubResource("binding").Create(ctx, &p, &corev1.Binding{
-			Target: corev1.ObjectReference{Kind: "Node", Name: node.Name}}); err != nil {
-			k.t.Fatal(err)
-		}
-	}
+	})
 	got := k.waitStatus("room", "grown to 4", func(st *v1.TrainJobStatus) bool { return st.Attempt == 3 && st.Workers == 0 })
 	k.eventSaying("room", operator.ReasonResized, "resized from 2 to 4 workers: room for 2 more worker(s): room probes placed on "+node.Name)
 	if got.Status.Restarts != 0 {
@@ -209,6 +205,36 @@ func (k *cluster) probes() []corev1.Pod {
 		k.t.Fatal(err)
 	}
 	return l.Items
+}
+
+// bindProbes waits for n room probes of the TrainJob name, checks each with check (nil:
+// none), and binds them to node. A round of probes deleted before the test bound them all
+// (its settle time ran out on a loaded machine) is waited past: the next round is bound.
+func (k *cluster) bindProbes(name string, n int, node string, check func(corev1.Pod)) {
+	k.t.Helper()
+	for round := 1; ; round++ {
+		probes, gone := k.waitProbes(name, n), false
+		for _, p := range probes {
+			if check != nil {
+				check(p)
+			}
+			err := k.c.SubResource("binding").Create(context.Background(), &p, &corev1.Binding{
+				Target: corev1.ObjectReference{Kind: "Node", Name: node}})
+			if apierrors.IsNotFound(err) && round < 3 {
+				gone = true
+				break
+			}
+			if err != nil {
+				k.t.Fatal(err)
+			}
+		}
+		if !gone {
+			return
+		}
+		k.eventuallyWithin(2*time.Minute, "the round of probes gone", func() (bool, string) {
+			return len(k.probes()) == 0, fmt.Sprintf("%d probes left", len(k.probes()))
+		})
+	}
 }
 
 // waitProbes waits for the room probes of the TrainJob name to number n and returns them.
@@ -297,12 +323,7 @@ func testElasticLostNodeGoneForGood(k *cluster) {
 		k.t.Fatal(err)
 	}
 	k.t.Cleanup(func() { _ = k.c.Delete(context.Background(), other) })
-	for _, p := range k.waitProbes("gone", 2) {
-		if err := k.c.SubResource("binding").Create(context.Background(), &p, &corev1.Binding{
-			Target: corev1.ObjectReference{Kind: "Node", Name: other.Name}}); err != nil {
-			k.t.Fatal(err)
-		}
-	}
+	k.bindProbes("gone", 2, other.Name, nil)
 	k.waitStatus("gone", "grown to 4", func(st *v1.TrainJobStatus) bool { return st.Attempt == 3 && st.Workers == 0 })
 	k.eventSaying("gone", operator.ReasonResized, "resized from 2 to 4 workers: room for 2 more worker(s): room probes placed on "+other.Name)
 	k.runAll("gone", 3)
