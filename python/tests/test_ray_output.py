@@ -6,6 +6,7 @@ import io
 import os
 import sys
 import unittest
+from unittest import mock
 
 _COMPAT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "compat")
 if _COMPAT not in sys.path:
@@ -76,6 +77,8 @@ class PrinterTest(unittest.TestCase):
                                r"Total running time: \d+s\n╭")
         self.assertIn("│ checkpoint_dir_name   checkpoint_000002 │", text)
         self.assertIn("Training saved a checkpoint for iteration 2 at: (local)/runs/x/checkpoint_000002", text)
+        with mock.patch.dict(os.environ, TRAINYARD_STORAGE_PATH="s3://bucket/exp"):  # as Ray names a bucket's
+            self.assertEqual(_output._where("/stage/s3/bucket/exp/x/checkpoint_000002"), "(s3)bucket/exp/x/checkpoint_000002")
         self.assertRegex(text, r"Training completed after 2 iterations at .*\. Total running time: \d+s\n$")
 
     def test_without_configuration_and_disabled(self) -> None:

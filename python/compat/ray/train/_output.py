@@ -25,6 +25,7 @@ log is the same place.
 from __future__ import annotations
 
 import datetime
+import os
 import sys
 import time
 from typing import Any, Iterator
@@ -137,10 +138,20 @@ class Printer:
         self._print(f"Training finished iteration {iteration} at {_now()}. Total running time: {self._total()}\n"
                     + table("Training result", result_rows(shown)))
         if checkpoint_path:
-            self._print(f"Training saved a checkpoint for iteration {iteration} at: (local){checkpoint_path}")
+            self._print(f"Training saved a checkpoint for iteration {iteration} at: {_where(checkpoint_path)}")
         return auto
 
     def completed(self) -> None:
         """Print the line Ray prints when training ends."""
         self._print(f"Training completed after {self.iterations} iterations at {_now()}. "
                     f"Total running time: {self._total()}")
+
+
+def _where(checkpoint_path: str) -> str:
+    """Where a checkpoint is kept, as Ray writes it: ``(local)/path``, or for a run kept in a
+    bucket ``(s3)bucket/prefix/run/checkpoint_NNNNNN`` (the folder here is its staging copy)."""
+    storage = os.environ.get("TRAINYARD_STORAGE_PATH") or ""
+    if storage.lower().startswith("s3://"):
+        run = os.path.basename(os.path.dirname(checkpoint_path))
+        return "(s3)" + "/".join([storage[5:].strip("/"), run, os.path.basename(checkpoint_path)])
+    return f"(local){checkpoint_path}"
