@@ -34,7 +34,7 @@ EPOCHS       ?= 5
 WORKERS      ?= 2
 DEMO_ARGS    ?=
 
-.PHONY: demo-ray cluster-apt all deps apt-deps demo-apt go-deps build install image generate check-generated test unit-test lint demo bench clean envtest-assets cluster-assets test-servers
+.PHONY: demo-ray cluster-apt all deps apt-deps demo-apt go-deps build install image generate check-generated test go-test unit-test lint demo bench clean envtest-assets cluster-assets test-servers
 
 CONTROLLER_GEN_VERSION := v0.23.0
 CONTROLLER_GEN         := $(BIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
@@ -189,8 +189,19 @@ lint:
 	$(GO) vet ./...
 	@for m in $(TEST_MODULES); do echo "cd $$m && $(GO) vet ./..."; (cd $$m && $(GO) vet ./...) || exit 1; done
 
-## test: every test, including end-to-end training with real PyTorch
-test: deps build lint check-generated envtest-assets cluster-assets test-servers
+## test: every test, including end-to-end training with real PyTorch; each part's time at the end
+TEST_PARTS := deps build lint check-generated envtest-assets cluster-assets test-servers go-test
+test:
+	@rm -f $(BIN)/.test-times; mkdir -p $(BIN); \
+	for part in $(TEST_PARTS); do \
+		start=$$(date +%s); $(MAKE) --no-print-directory $$part || exit 1; \
+		echo "$$part $$(( $$(date +%s) - start ))" >> $(BIN)/.test-times; \
+	done; \
+	echo; echo "make test: each part's time (seconds; the go test lines above give each package's)"; \
+	awk '{ printf "  %-16s %6d\n", $$1, $$2; total += $$2 } END { printf "  %-16s %6d\n", "total", total }' $(BIN)/.test-times
+
+# go-test: the tests themselves (make test builds what they need first)
+go-test:
 	TRAINYARD_BIN=$(BIN)/trainyard TRAINYARD_PYTHON=$(PYTHON) KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) \
 		TRAINYARD_CLUSTER_ASSETS=$(BIN) TRAINYARD_MINIO=$(MINIO) $(GO) test -count=1 -timeout 50m ./...
 	@for m in $(TEST_MODULES); do echo "cd $$m && $(GO) test ./..."; \
