@@ -115,7 +115,8 @@ func (a *attempt) startOne(i int, p Proc, env []string) (*process, error) {
 	if py, ok := a.l.pythonRun(); ok {
 		sp, misfit := a.l.spares.take(i, a.l.path, py, p, env)
 		if misfit != "" {
-			a.l.notice("attempt %d: rank %d starts afresh: the prestarted Python does not fit it (%s)", a.number, p.Rank, misfit)
+			a.l.notice("attempt %d: rank %d starts in a new Python, not in its waiting spare, which was made for another shape of gang (%s)",
+				a.number, p.Rank, misfit)
 		}
 		if sp != nil {
 			if err := sp.hand(s.WorkingDir, env, py, args); err != nil {

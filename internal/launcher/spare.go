@@ -217,7 +217,7 @@ func (s *spare) kill() {
 // reads the GPUs' variables when the rank first uses a GPU.
 func (s *spare) misfit(path string, py pythonRun, p Proc, env []string) string {
 	if s.path != path || !slices.Equal(s.py.flags, py.flags) {
-		return fmt.Sprintf("Python %s %q, the rank's %s %q", s.path, s.py.flags, path, py.flags)
+		return fmt.Sprintf("Python: %s %q for the spare, %s %q for the rank", s.path, s.py.flags, path, py.flags)
 	}
 	a, b := s.proc, p
 	a.Attempt, b.Attempt, a.MasterPort, b.MasterPort = 0, 0, 0, 0
@@ -225,7 +225,7 @@ func (s *spare) misfit(path string, py pythonRun, p Proc, env []string) string {
 	// reach the process in the environment it is handed.
 	a.Rank, b.Rank, a.Worker, b.Worker, a.Node, b.Node, a.Nodes, b.Nodes = 0, 0, 0, 0, 0, 0, 0, 0
 	if !s.pooled && (!slices.Equal(a.GPUs, b.GPUs) || !slices.Equal(a.WorkerGPUs, b.WorkerGPUs)) {
-		return "other GPUs"
+		return "it was started for other GPUs"
 	}
 	a.GPUs, b.GPUs, a.WorkerGPUs, b.WorkerGPUs = nil, nil, nil, nil
 	if s.pooled {
@@ -238,21 +238,35 @@ func (s *spare) misfit(path string, py pythonRun, p Proc, env []string) string {
 	for _, vars := range []map[string]string{old, cur} {
 		for k := range vars {
 			if old[k] != cur[k] && importTime(k) && !(s.pooled && gpuChoice(k)) {
-				return fmt.Sprintf("%s=%q, the rank's %q", k, old[k], cur[k])
+				return fmt.Sprintf("%s: %q for the spare, %q for the rank (read while torch is imported)", k, old[k], cur[k])
 			}
 		}
 	}
 	return ""
 }
 
-// procDiff names the fields in which a and b differ, with both values, or "".
+// procWords names Proc's fields in the user's words, for misfit's messages.
+var procWords = map[string]string{
+	"LocalRank":    "local rank",
+	"MasterAddr":   "rendezvous address",
+	"Device":       "GPU index",
+	"HostProcs":    "processes on this machine",
+	"HostMilliCPU": "CPU of this machine's processes (millicores)",
+}
+
+// procDiff says in which of Proc's fields a (the spare's) and b (the rank's) differ, with
+// both values ("processes on this machine: 3 for the spare, 2 for the rank"), or "".
 func procDiff(a, b Proc) string {
 	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
 	var out []string
 	for i := range va.NumField() {
 		x, y := fmt.Sprint(va.Field(i).Interface()), fmt.Sprint(vb.Field(i).Interface())
 		if x != y {
-			out = append(out, fmt.Sprintf("%s %s, the rank's %s", va.Type().Field(i).Name, x, y))
+			name := va.Type().Field(i).Name
+			if w, ok := procWords[name]; ok {
+				name = w
+			}
+			out = append(out, fmt.Sprintf("%s: %s for the spare, %s for the rank", name, x, y))
 		}
 	}
 	return strings.Join(out, "; ")

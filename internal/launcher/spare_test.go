@@ -81,8 +81,8 @@ func TestSpareFits(t *testing.T) {
 	}
 	other = next
 	other.LocalRank = 0
-	if why := s.misfit("/usr/bin/python3", py, other, []string{"OMP_NUM_THREADS=1", "CUDA_VISIBLE_DEVICES=1"}); why != "LocalRank 1, the rank's 0" {
-		t.Errorf("another process of the machine: misfit %q, want \"LocalRank 1, the rank's 0\"", why)
+	if why := s.misfit("/usr/bin/python3", py, other, []string{"OMP_NUM_THREADS=1", "CUDA_VISIBLE_DEVICES=1"}); why != "local rank: 1 for the spare, 0 for the rank" {
+		t.Errorf("another process of the machine: misfit %q, want \"local rank: 1 for the spare, 0 for the rank\"", why)
 	}
 	other = next
 	other.WorkerGPUs, other.GPUs, other.Device = []device.GPU{{Index: 2}}, []device.GPU{{Index: 2}}, 0
