@@ -28,6 +28,9 @@ func LocalStorage(p string) string {
 // StagingRoot is the folder under which runs in object storage are staged (StagingEnv).
 func StagingRoot() string {
 	if d := os.Getenv(StagingEnv); d != "" {
+		if abs, err := filepath.Abs(d); err == nil {
+			return abs
+		}
 		return d
 	}
 	cache, err := os.UserCacheDir()
