@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import pathlib
 import shutil
@@ -333,28 +334,42 @@ class WithoutLauncherTest(unittest.TestCase):
 
     def test_prints_metrics_once_per_call(self) -> None:
         stderr = io.StringIO()
-        with environment(), contextlib.redirect_stderr(stderr):
+        with tempfile.TemporaryDirectory() as local, environment(TRAINYARD_LOCAL_DIR=local), \
+                contextlib.redirect_stderr(stderr):
             first = trainyard.report({"loss": 0.5, "epoch": 1})
             second = trainyard.report({"loss": float("nan")})
-        self.assertEqual(
-            stderr.getvalue(),
-            'trainyard.report: {"loss": 0.5, "epoch": 1}\ntrainyard.report: {"loss": "NaN"}\n',
-        )
+            with open(os.path.join(local, "result.json")) as f:
+                records = [json.loads(line) for line in f]
+        lines = stderr.getvalue().splitlines()
+        self.assertEqual(lines[0], 'trainyard.report: {"loss": 0.5, "epoch": 1}')
+        self.assertIn(f"rank 0's metrics and checkpoints are kept in {local}", lines[1])  # said once
+        self.assertEqual(lines[2:], ['trainyard.report: {"loss": "NaN"}'])
         self.assertEqual(second.iteration, first.iteration + 1)
         self.assertIsNone(second.checkpoint)
+        self.assertEqual([(r["training_iteration"], r["loss"]) for r in records], [(first.iteration, 0.5), (second.iteration, "NaN")])
 
-    def test_checkpoint_ignored_with_warning(self) -> None:
+    def test_checkpoints_kept_locally(self) -> None:
+        """As Ray Train's local mode: rank 0's checkpoint folders move into the local folder."""
         stderr = io.StringIO()
-        with tempfile.TemporaryDirectory() as folder, environment(), contextlib.redirect_stderr(
-            stderr
-        ):
-            result = trainyard.report({"a": 1}, checkpoint=folder)
-            trainyard.report({"a": 2}, checkpoint=folder)
-            self.assertTrue(os.path.isdir(folder))
-        self.assertIsNone(result.checkpoint)
-        lines = stderr.getvalue().splitlines()
-        self.assertEqual(len(lines), 3)  # one warning, two reports
-        self.assertIn("checkpoints are not kept", lines[0])
+        with tempfile.TemporaryDirectory() as local, tempfile.TemporaryDirectory() as folder, \
+                environment(TRAINYARD_LOCAL_DIR=local), contextlib.redirect_stderr(stderr):
+            for epoch in (1, 2):
+                with open(os.path.join(folder, "model.pt"), "w") as f:
+                    f.write(f"epoch {epoch}")
+                result = trainyard.report({"epoch": epoch}, checkpoint=folder)
+                self.assertEqual(result.checkpoint, f"checkpoint_00000{epoch}")
+                self.assertEqual(os.listdir(folder), [])  # handed over, as under trainyard
+            with open(os.path.join(local, "checkpoint_000002", "model.pt")) as f:
+                self.assertEqual(f.read(), "epoch 2")
+            with open(os.path.join(local, "result.json")) as f:
+                self.assertEqual([json.loads(line)["checkpoint"] for line in f], ["checkpoint_000001", "checkpoint_000002"])
+        with tempfile.TemporaryDirectory() as local, tempfile.TemporaryDirectory() as folder, \
+                environment(TRAINYARD_LOCAL_DIR=local, RANK="1", WORLD_SIZE="2"), contextlib.redirect_stderr(stderr):
+            open(os.path.join(folder, "shard-1.pt"), "w").close()
+            self.assertIsNone(trainyard.report({"a": 1}, checkpoint=folder).checkpoint)
+            self.assertEqual(os.listdir(folder), ["shard-1.pt"])  # another rank's: left alone
+            self.assertEqual(os.listdir(local), [])
+        self.assertIn("only rank 0's checkpoints are kept", stderr.getvalue())
 
     def test_validation_still_applies(self) -> None:
         with environment(), self.assertRaises(TypeError):

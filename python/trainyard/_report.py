@@ -50,8 +50,9 @@ Response, on success and on failure::
 When the socket cannot be reached, or the connection breaks before a whole response line
 has come back, ``report()`` raises :class:`ReportError`; the next call connects again.
 
-Without TRAINYARD_REPORT_SOCKET (a plain ``python3 train.py``), rank 0 prints each report's
-metrics on stderr as ``trainyard.report: {...}`` and checkpoints are ignored with a warning.
+Without TRAINYARD_REPORT_SOCKET (a plain ``python3 train.py``, torchrun, an IDE), rank 0
+prints each report's metrics on stderr as ``trainyard.report: {...}`` and keeps them and its
+checkpoints in a local folder (:func:`local_dir`), as Ray Train's local mode does.
 """
 
 from __future__ import annotations
@@ -60,9 +61,11 @@ import atexit
 import json
 import math
 import os
+import shutil
 import socket
 import sys
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -218,25 +221,65 @@ def _checkpoint_path(checkpoint: Any) -> str | None:
 _local_lock = threading.Lock()
 _local_iteration = 0
 
+#: Names the folder where a script run outside Trainyard keeps rank 0's metrics and
+#: checkpoints; by default ~/trainyard_results/local/<script name>.
+LOCAL_DIR_ENV = "TRAINYARD_LOCAL_DIR"
+
+
+def local_dir() -> str:
+    """The folder where reports made outside Trainyard are kept (see LOCAL_DIR_ENV)."""
+    given = os.environ.get(LOCAL_DIR_ENV)
+    if given:
+        return os.path.abspath(os.path.expanduser(given))
+    script = os.path.splitext(os.path.basename(sys.argv[0] if sys.argv and sys.argv[0] else ""))[0] or "python"
+    name = "".join(c if c.isalnum() or c in "-_." else "-" for c in script) or "python"
+    return os.path.join(os.path.expanduser("~"), "trainyard_results", "local", name)
+
 
 def _report_locally(
     rank: int, metrics: dict[str, int | float | str], checkpoint: str | None
 ) -> ReportResult:
-    """Outside Trainyard: print rank 0's metrics on stderr and ignore the checkpoint."""
+    """Outside Trainyard (plain python, torchrun, an IDE, unit tests), as Ray Train's local
+    mode: rank 0 prints its metrics on stderr, appends them to ``result.json`` in
+    :func:`local_dir`, and moves its checkpoint folder there as ``checkpoint_NNNNNN``; other
+    ranks' checkpoint folders are left where they are. Said once, with the folder."""
     global _local_iteration
-    if checkpoint is not None:
-        _warn_once(
-            "local-checkpoint",
-            "report: not running under trainyard (TRAINYARD_REPORT_SOCKET is unset); "
-            "checkpoints are not kept",
-        )
     with _local_lock:
         _local_iteration += 1
         iteration = _local_iteration
-    if rank == 0:
-        line = json.dumps(metrics, ensure_ascii=False)
-        print(f"trainyard.report: {line}", file=sys.stderr, flush=True)
-    return ReportResult(iteration=iteration, checkpoint=None)
+    if rank != 0:
+        if checkpoint is not None:
+            _warn_once("local-checkpoint", "report: outside trainyard (TRAINYARD_REPORT_SOCKET is unset) "
+                       "only rank 0's checkpoints are kept; this rank's folder is left where it is")
+        return ReportResult(iteration=iteration, checkpoint=None)
+    line = json.dumps(metrics, ensure_ascii=False)
+    print(f"trainyard.report: {line}", file=sys.stderr, flush=True)
+    folder = local_dir()
+    _warn_once("local", f"report: outside trainyard (TRAINYARD_REPORT_SOCKET is unset): rank 0's metrics and "
+               f"checkpoints are kept in {folder} ({LOCAL_DIR_ENV} to choose another folder)")
+    try:
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        name = _keep_locally(folder, checkpoint) if checkpoint is not None else None
+        record = {"training_iteration": iteration, "timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                  **metrics}
+        if name is not None:
+            record["checkpoint"] = name
+        with open(os.path.join(folder, "result.json"), "a", encoding="utf-8") as f:
+            f.write(json.dumps(record, ensure_ascii=False) + "\n")
+    except OSError as e:
+        _warn_once("local-error", f"report: could not keep the report in {folder}: {e}")
+        name = None
+    return ReportResult(iteration=iteration, checkpoint=name)
+
+
+def _keep_locally(folder: str, checkpoint: str) -> str:
+    """Move the checkpoint folder into folder as the next checkpoint_NNNNNN; its name."""
+    taken = [int(n[len("checkpoint_"):]) for n in os.listdir(folder)
+             if n.startswith("checkpoint_") and n[len("checkpoint_"):].isdigit()]
+    name = "checkpoint_%06d" % (max(taken, default=0) + 1)
+    shutil.move(checkpoint, os.path.join(folder, name))
+    os.makedirs(checkpoint, exist_ok=True)  # the folder handed over is left empty, as under trainyard
+    return name
 
 
 # --- the connection to the launcher ------------------------------------------------------

@@ -30,13 +30,21 @@ func TestPythonPathOutsideARun(t *testing.T) {
 	}
 	script := filepath.Join(t.TempDir(), "train.py")
 	writeFile(t, script, standaloneScript)
-	pyEnv := append(os.Environ(), "PYTHONPATH="+dir)
+	pyEnv := append(os.Environ(), "PYTHONPATH="+dir, "HOME="+home)
 
 	cmd := exec.Command(python, script)
 	cmd.Env = pyEnv
 	got, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(got), "rank 0 of 1") || !strings.Contains(string(got), `trainyard.report: {"loss": 0.5}`) {
 		t.Errorf("plain python3: %v\n%s", err, got)
+	}
+	// As Ray Train's local mode, rank 0's reports are kept, and it says where, once.
+	local := filepath.Join(home, "trainyard_results", "local", "train")
+	if !strings.Contains(string(got), "rank 0's metrics and checkpoints are kept in "+local) {
+		t.Errorf("plain python3 does not say where its reports are kept:\n%s", got)
+	}
+	if data, err := os.ReadFile(filepath.Join(local, "result.json")); err != nil || !strings.Contains(string(data), `"loss": 0.5`) {
+		t.Errorf("%s/result.json: %v, %q", local, err, data)
 	}
 
 	torchrun := filepath.Join(filepath.Dir(python), "torchrun")
