@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -161,17 +162,33 @@ func object(t *testing.T, srv *testminio.Server, key string) string {
 }
 
 // A Ray Train script whose RunConfig keeps runs in s3:// (no run name, a failure restarted
-// by FailureConfig): the gang's run is kept in the bucket, and fit() returns its latest
-// checkpoint.
+// by FailureConfig), submitted as a Ray user does: through the Ray Jobs API with the
+// server's default submission ID and a `cd dir && python` entrypoint. The gang's run is
+// kept in the bucket, report() (SYNC) returns once the bucket has each checkpoint, and
+// fit() returns the latest.
 func TestRayStoragePathInABucket(t *testing.T) {
 	needPlainTorch(t)
 	srv := testminio.Start(t)
 	srv.MakeBucket(t, "ray")
-	script := filepath.Join(repoRoot(t), "test", "e2e", "testdata", "ray_s3.py")
-	env := append(srv.Env(), "STORAGE=s3://ray/exp", "TRAINYARD_STAGING_DIR="+t.TempDir(), "PYTHONPATH=", "PYTHONUSERBASE="+t.TempDir())
-	code, out := run(t, t.TempDir(), env, "run", "--storage-path", t.TempDir(), "--name", "driver", "--", python, script)
-	if code != 0 {
-		t.Fatalf("exit %d:\n%s", code, out)
+	dir := t.TempDir()
+	t.Setenv("TRAINYARD_STAGING_DIR", filepath.Join(dir, "staging"))
+	s := newJobServer(t, dir)
+	s.restartWith(t, s.env, append(srv.Env(), "PYTHONPATH=", "PYTHONUSERBASE="+t.TempDir())...)
+	defer s.stopJobs(t)
+	src, err := os.ReadFile(filepath.Join(repoRoot(t), "test", "e2e", "testdata", "ray_s3.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	project := filepath.Join(dir, "project")
+	if err := os.MkdirAll(project, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(project, "train.py"), strings.Replace(string(src), `os.environ["STORAGE"]`, `"s3://ray/exp"`, 1))
+	id := s.raySubmitDefault(t, fmt.Sprintf("cd %s && %s train.py", project, python))
+	j := s.waitRay(t, id, 300*time.Second, func(j rayJob) bool { return j.Status != "RUNNING" && j.Status != "PENDING" })
+	out := s.rayLogs(t, id)
+	if j.Status != "SUCCEEDED" {
+		t.Fatalf("%s: %+v; log:\n%s", id, j, out)
 	}
 	// Attempt 1 commits epoch 0's checkpoint only (rank 1 never reports epoch 1), attempt 2
 	// resumes from it and commits epochs 1 and 2 (with the next indices: rank 0's report of
