@@ -26,6 +26,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/trainyard/trainyard/bench/internal/host"
 	"github.com/trainyard/trainyard/internal/bucket"
 	"github.com/trainyard/trainyard/internal/testminio"
 )
@@ -138,11 +139,7 @@ func childUpload(path string) {
 	start := time.Now()
 	must(s.PutFile(context.Background(), "big.bin", path))
 	took := time.Since(start)
-	status, err := os.ReadFile("/proc/self/status")
+	mem, err := host.ReadMemory(os.Getpid())
 	must(err)
-	for _, line := range strings.Split(string(status), "\n") {
-		if strings.HasPrefix(line, "VmHWM:") {
-			fmt.Printf("%s took=%s\n", strings.Join(strings.Fields(line), " "), took.Round(time.Millisecond))
-		}
-	}
+	fmt.Printf("VmHWM: %d kB took=%s\n", mem.HWM>>10, took.Round(time.Millisecond))
 }

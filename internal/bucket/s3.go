@@ -40,7 +40,7 @@ type Store struct {
 // ErrExists is returned (wrapped) by PutIfAbsent when the object is there already.
 var ErrExists = errors.New("object exists")
 
-// ErrNotFound is returned (wrapped) by Get and Head when there is no such object.
+// ErrNotFound is returned (wrapped) by Get and GetFile when there is no such object.
 var ErrNotFound = errors.New("no such object")
 
 // Open returns the store of u, with credentials, region and endpoint from the AWS SDK's
@@ -160,28 +160,15 @@ func code(err error) string {
 	return ""
 }
 
-// Put writes the object key from r (size bytes). Objects larger than partSize*2 go up in
-// parts, several at once (see PutFile).
-func (s *Store) Put(ctx context.Context, key string, data []byte) error {
-	_, err := s.client.PutObject(ctx, &s3.PutObjectInput{Bucket: &s.uri.Bucket, Key: aws.String(s.uri.Key(key)),
-		Body: bytes.NewReader(data), ContentLength: aws.Int64(int64(len(data)))})
-	if err != nil {
-		return fmt.Errorf("put %s: %w", s.uri.Join(key), err)
-	}
-	return nil
-}
-
 // PutIfAbsent writes the object key only if there is none yet (a conditional write,
 // If-None-Match: *), and returns ErrExists otherwise: two writers never both succeed.
 func (s *Store) PutIfAbsent(ctx context.Context, key string, data []byte) error {
 	_, err := s.client.PutObject(ctx, &s3.PutObjectInput{Bucket: &s.uri.Bucket, Key: aws.String(s.uri.Key(key)),
 		Body: bytes.NewReader(data), ContentLength: aws.Int64(int64(len(data))), IfNoneMatch: aws.String("*")})
-	switch code(err) {
-	case "":
-		if err == nil {
-			return nil
-		}
-	case "PreconditionFailed", "ConditionalRequestConflict":
+	switch {
+	case err == nil:
+		return nil
+	case code(err) == "PreconditionFailed" || code(err) == "ConditionalRequestConflict":
 		return fmt.Errorf("put %s: %w", s.uri.Join(key), ErrExists)
 	}
 	return fmt.Errorf("put %s: %w", s.uri.Join(key), err)

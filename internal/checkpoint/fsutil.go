@@ -146,20 +146,16 @@ func openRegular(d *dir, rel string) (*os.File, error) {
 	return f, nil
 }
 
-// FileCRC returns the CRC-32C of the file at path as the manifest writes it (8 hex digits),
-// and its size.
+// FileCRC returns the CRC-32C of the regular file at path as the manifest writes it (8 hex
+// digits), and its size.
 func FileCRC(path string) (string, int64, error) {
-	f, err := os.Open(path)
+	d, err := openDirPath(filepath.Dir(path))
 	if err != nil {
 		return "", 0, err
 	}
-	defer f.Close()
-	h := crc32.New(castagnoli)
-	n, err := io.Copy(h, f)
-	if err != nil {
-		return "", n, err
-	}
-	return crcHex(h.Sum32()), n, nil
+	defer d.Close()
+	n, crc, err := hashFile(d, filepath.Base(path), make([]byte, bufSize), false)
+	return crcHex(crc), n, err
 }
 
 // crcHex formats a CRC-32C as the manifest writes it.

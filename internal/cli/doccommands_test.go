@@ -67,7 +67,11 @@ func subcommand(cmd *cobra.Command, name string) *cobra.Command {
 	return nil
 }
 
-var fence = regexp.MustCompile("(?s)```(?:sh|bash|shell|console)\n(.*?)```")
+var (
+	fence         = regexp.MustCompile("(?s)```(?:sh|bash|shell|console)\n(.*?)```")
+	shellOperator = regexp.MustCompile(`\s*;\s|\s(?:&&|\|\||\|)\s`) // ; && || |
+	assignment    = regexp.MustCompile(`^[A-Z_][A-Z0-9_]*=`)        // VAR=value before a command
+)
 
 // shellCommands returns the commands of the docs' shell blocks: continuation lines joined,
 // comments dropped, split at ; && || and |.
@@ -78,7 +82,7 @@ func shellCommands(doc string) []string {
 		for _, line := range strings.Split(block, "\n") {
 			line = strings.TrimPrefix(strings.TrimSpace(line), "$ ")
 			line = stripComment(line)
-			for _, part := range regexp.MustCompile(`\s*;\s|\s(?:&&|\|\||\|)\s`).Split(line, -1) {
+			for _, part := range shellOperator.Split(line, -1) {
 				cmds = append(cmds, strings.TrimSpace(part))
 			}
 		}
@@ -109,7 +113,7 @@ func stripComment(line string) string {
 // operator; ok is false for a command that is not trainyard's.
 func trainyardArgs(cmd string) ([]string, bool) {
 	words := splitWords(cmd)
-	for len(words) > 0 && regexp.MustCompile(`^[A-Z_][A-Z0-9_]*=`).MatchString(words[0]) {
+	for len(words) > 0 && assignment.MatchString(words[0]) {
 		words = words[1:]
 	}
 	if len(words) == 0 || (words[0] != "trainyard" && words[0] != "./bin/trainyard" && words[0] != "bin/trainyard") {

@@ -28,12 +28,9 @@ const uploadTimeout = 30 * time.Minute
 // (nil otherwise), and checks that the bucket answers with the credentials found, before
 // anything starts.
 func bucketStore(ctx context.Context, job *v1.TrainJob) (*bucket.Store, error) {
-	if !jobspec.InBucket(job.Spec.StoragePath) {
-		return nil, nil
-	}
 	u, err := bucket.Parse(job.Spec.StoragePath)
 	if err != nil {
-		return nil, err
+		return nil, nil // a folder: Validate refused any other URI
 	}
 	store, err := bucket.Open(ctx, u)
 	if err != nil {
@@ -58,6 +55,15 @@ func useBucketEnv(env []v1.EnvVar) {
 	}
 }
 
+// checkStaging checks that no other user can change the staging folder of the bucket
+// storage (u, for the message), before anything is downloaded into it.
+func checkStaging(storage string, u bucket.URI) error {
+	if err := rundir.CheckStorage(jobspec.LocalStorage(storage)); err != nil {
+		return fmt.Errorf("the staging folder of %s (%s): %w", u, jobspec.StagingEnv, err)
+	}
+	return nil
+}
+
 // pullTimeout bounds the pull of a run's files from its bucket.
 const pullTimeout = 5 * time.Minute
 
@@ -68,8 +74,8 @@ func pullRun(storage, name string) error {
 	if err != nil {
 		return err
 	}
-	if err := rundir.CheckStorage(jobspec.LocalStorage(storage)); err != nil {
-		return fmt.Errorf("the staging folder of %s (%s): %w", u, jobspec.StagingEnv, err)
+	if err := checkStaging(storage, u); err != nil {
+		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), pullTimeout)
 	defer cancel()
@@ -106,8 +112,8 @@ func startMirror(ctx context.Context, g *globals, job *v1.TrainJob, opts runOpti
 	}
 	// The staging folder is trusted as a folder storage path is, before anything is
 	// downloaded into it: no other user can rename or replace what is in it.
-	if err := rundir.CheckStorage(jobspec.LocalStorage(job.Spec.StoragePath)); err != nil {
-		return &runMirror{}, usageError(fmt.Errorf("the staging folder of %s (%s): %w", store.URI(), jobspec.StagingEnv, err))
+	if err := checkStaging(job.Spec.StoragePath, store.URI()); err != nil {
+		return &runMirror{}, usageError(err)
 	}
 	c := job.Spec.Checkpoints
 	policy := checkpoint.Policy{Keep: int(c.Keep), Score: c.ScoreMetric, Order: c.ScoreOrder}

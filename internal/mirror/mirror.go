@@ -74,9 +74,8 @@ type Mirror struct {
 	policy checkpoint.Policy
 	id     string // this mirror's claims
 
-	mu       sync.Mutex
-	uploaded int   // the highest index uploaded by this mirror
-	failed   []int // the last uploads that failed (maxFailed)
+	mu     sync.Mutex
+	failed []int // the last uploads that failed (maxFailed)
 	// highest is the highest index of a checkpoint folder in the bucket, committed or not.
 	highest int
 	// remote are the manifests of the checkpoints committed in the bucket, by index (read
@@ -255,15 +254,14 @@ func (m *Mirror) uploadWithRetries(info checkpoint.Info) error {
 // writeStatus records the end of index's upload in StatusFile (replaced whole).
 func (m *Mirror) writeStatus(index int, ok bool) {
 	m.mu.Lock()
-	if ok {
-		m.uploaded = max(m.uploaded, index)
-	} else {
+	if !ok {
 		m.failed = append(m.failed, index)
 		if len(m.failed) > maxFailed {
 			m.failed = m.failed[len(m.failed)-maxFailed:]
 		}
 	}
-	data, _ := json.Marshal(map[string]any{"uploaded": m.uploaded, "failed": m.failed})
+	// The bucket's latest is the highest index uploaded: retention never deletes it.
+	data, _ := json.Marshal(map[string]any{"uploaded": latestOf(m.remote), "failed": m.failed})
 	m.mu.Unlock()
 	tmp := filepath.Join(m.dir, StatusFile+".tmp")
 	if err := os.WriteFile(tmp, data, 0o600); err == nil {

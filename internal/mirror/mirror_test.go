@@ -190,7 +190,7 @@ func TestTwoRunsNeverCommitTheSameIndex(t *testing.T) {
 		!strings.Contains(b.said.String(), "committed in the bucket already, by another run of the same name") {
 		t.Fatalf("b was told: %s", b.said)
 	}
-	data := get(t, a.srv, "exp/run/checkpoint_000001/model.pt")
+	data := a.srv.Object(t, "runs", "exp/run/checkpoint_000001/model.pt")
 	if data != "a's" {
 		t.Fatalf("the bucket's checkpoint_000001 holds %q", data)
 	}
@@ -218,17 +218,6 @@ func put(t *testing.T, srv *testminio.Server, key, data string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-}
-
-func get(t *testing.T, srv *testminio.Server, key string) string {
-	t.Helper()
-	out, err := srv.Client().GetObject(context.Background(), &s3.GetObjectInput{Bucket: aws.String("runs"), Key: aws.String(key)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer out.Body.Close()
-	data, _ := io.ReadAll(out.Body)
-	return string(data)
 }
 
 // A store that answers 503 SlowDown (S3's throttling) to the first requests: the

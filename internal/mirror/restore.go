@@ -1,10 +1,8 @@
 package mirror
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -175,13 +173,6 @@ func (m *Mirror) downloadFile(ctx context.Context, name, tmp string, f checkpoin
 	return os.Chmod(dst, 0o444)
 }
 
-func boolInt(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
-}
-
 // removeLeftovers removes what a Restore that crashed left in the run folder.
 func removeLeftovers(dir string) error {
 	entries, err := os.ReadDir(dir)
@@ -198,27 +189,19 @@ func removeLeftovers(dir string) error {
 	return nil
 }
 
-// restoreResults brings the run's record and results when the run folder has no record.
+// restoreResults brings the run's record and results when the run folder has no record,
+// and counts them as uploaded.
 func (m *Mirror) restoreResults(ctx context.Context) error {
-	if _, err := os.Lstat(filepath.Join(m.dir, runFiles[0])); err == nil {
-		return nil
+	keys, _, err := pullFiles(ctx, m.store, m.dir, false, func(key string) bool { return slices.Contains(runFiles, key) })
+	if err != nil {
+		return err
 	}
-	for _, name := range runFiles {
-		data, err := m.store.Get(ctx, name, 1<<30)
-		if errors.Is(err, bucket.ErrNotFound) {
-			continue
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, key := range keys {
+		if info, err := os.Stat(filepath.Join(m.dir, key)); err == nil {
+			m.sent[key] = fileStamp{size: info.Size(), mtime: info.ModTime()}
 		}
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(filepath.Join(m.dir, name), data, 0o600); err != nil {
-			return err
-		}
-		m.mu.Lock()
-		if info, err := os.Stat(filepath.Join(m.dir, name)); err == nil {
-			m.sent[name] = fileStamp{size: info.Size(), mtime: info.ModTime()}
-		}
-		m.mu.Unlock()
 	}
 	return nil
 }
@@ -228,41 +211,48 @@ func (m *Mirror) restoreResults(ctx context.Context) error {
 // so that results, logs and tensorboard read a run that ran on another machine. It
 // returns false when the bucket has no such run.
 func Pull(ctx context.Context, store *bucket.Store, dir string) (bool, error) {
+	_, found, err := pullFiles(ctx, store, dir, true, func(key string) bool {
+		first, _, _ := strings.Cut(key, "/")
+		return !strings.HasPrefix(first, "checkpoint_") && !strings.HasPrefix(path.Base(key), ".")
+	})
+	return found, err
+}
+
+// pullFiles downloads the objects of the run that keep selects into the run folder dir,
+// the record (run.json) last, so that a pull cut short leaves none and the next one starts
+// over; nothing when dir has a record already (found is then true), or, with needRecord,
+// when the bucket has none. It returns the keys it downloaded and whether there is a record.
+func pullFiles(ctx context.Context, store *bucket.Store, dir string, needRecord bool, keep func(key string) bool) (keys []string, found bool, err error) {
 	if _, err := os.Lstat(filepath.Join(dir, runFiles[0])); err == nil {
-		return true, nil
+		return nil, true, nil
 	}
 	objs, err := store.List(ctx, "")
 	if err != nil {
-		return false, err
+		return nil, false, err
 	}
-	found := false
+	var todo []bucket.Object
+	var record []bucket.Object
 	for _, o := range objs {
-		if first, _, _ := strings.Cut(o.Key, "/"); strings.HasPrefix(first, "checkpoint_") || strings.HasPrefix(path.Base(o.Key), ".") {
-			continue
-		}
-		if o.Key == runFiles[0] {
-			found = true
+		switch {
+		case !keep(o.Key) || !fs.ValidPath(o.Key):
+		case o.Key == runFiles[0]:
+			record = append(record, o)
+		default:
+			todo = append(todo, o)
 		}
 	}
-	if !found {
-		return false, nil
+	if needRecord && len(record) == 0 {
+		return nil, false, nil
 	}
-	// The record last: a pull cut short has none, and the next one starts over.
-	slices.SortStableFunc(objs, func(a, b bucket.Object) int {
-		return cmp.Compare(boolInt(a.Key == runFiles[0]), boolInt(b.Key == runFiles[0]))
-	})
-	for _, o := range objs {
-		first, _, _ := strings.Cut(o.Key, "/")
-		if strings.HasPrefix(first, "checkpoint_") || strings.HasPrefix(path.Base(o.Key), ".") || !fs.ValidPath(o.Key) {
-			continue
-		}
+	for _, o := range append(todo, record...) {
 		dst := filepath.Join(dir, filepath.FromSlash(o.Key))
 		if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
-			return false, err
+			return keys, false, err
 		}
 		if err := store.GetFile(ctx, o.Key, dst, o.Size); err != nil {
-			return false, err
+			return keys, false, err
 		}
+		keys = append(keys, o.Key)
 	}
-	return true, nil
+	return keys, len(record) > 0, nil
 }

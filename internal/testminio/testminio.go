@@ -6,6 +6,7 @@ package testminio
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -168,6 +169,21 @@ func (s *Server) CreateBucket(name string) error {
 		return fmt.Errorf("create bucket %s: %w", name, err)
 	}
 	return nil
+}
+
+// Object reads the object key of bucket whole.
+func (s *Server) Object(t testing.TB, bucket, key string) string {
+	t.Helper()
+	out, err := s.Client().GetObject(context.Background(), &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
+	if err != nil {
+		t.Fatalf("get s3://%s/%s: %v", bucket, key, err)
+	}
+	defer out.Body.Close()
+	data, err := io.ReadAll(out.Body)
+	if err != nil {
+		t.Fatalf("get s3://%s/%s: %v", bucket, key, err)
+	}
+	return string(data)
 }
 
 // Keys lists the keys under prefix in bucket.

@@ -1,10 +1,8 @@
 package e2e
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,9 +10,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
 	"github.com/trainyard/trainyard/internal/rundir"
@@ -77,7 +72,7 @@ func TestRunKeptInABucket(t *testing.T) {
 		}
 	}
 	var rec rundir.Record
-	if err := json.Unmarshal([]byte(object(t, srv, "exp/fm/run.json")), &rec); err != nil {
+	if err := json.Unmarshal([]byte(srv.Object(t, "runs", "exp/fm/run.json")), &rec); err != nil {
 		t.Fatal(err)
 	}
 	if rec.Phase != v1.PhaseSucceeded || len(rec.Attempts) != 2 {
@@ -148,17 +143,6 @@ func manifests(keys []string) []string {
 		}
 	}
 	return out
-}
-
-func object(t *testing.T, srv *testminio.Server, key string) string {
-	t.Helper()
-	o, err := srv.Client().GetObject(context.Background(), &s3.GetObjectInput{Bucket: aws.String("runs"), Key: aws.String(key)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer o.Body.Close()
-	data, _ := io.ReadAll(o.Body)
-	return string(data)
 }
 
 // A Ray Train script whose RunConfig keeps runs in s3:// (no run name, a failure restarted
