@@ -34,7 +34,7 @@ def train_loop_per_worker(config):
 
 if __name__ == "__main__":
     trainer = TorchTrainer(train_loop_per_worker, scaling_config=ScalingConfig(num_workers=2),
-                           run_config=RunConfig(storage_path=os.environ["STORAGE"],
+                           run_config=RunConfig(storage_path="s3://ray/exp",
                                                 failure_config=FailureConfig(max_failures=1)))
     result = trainer.fit()
     print(f"RESULT checkpoint={os.path.basename(result.checkpoint.path)} epoch={result.metrics['epoch']}", flush=True)
