@@ -448,6 +448,13 @@ type TrainJobStatus struct {
 	// ObservedGeneration is the spec generation this status describes.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// GivenBack is how many times the gang gave back the room its pods held while it
+	// started, on a cluster without a gang scheduler: to a gang ahead of it, or because the
+	// rest of its workers found no room (condition WaitingForRoom). Each one ended an
+	// attempt without counting as a restart; the wait before the next try doubles.
+	// +optional
+	GivenBack int32 `json:"givenBack,omitempty"`
 }
 
 // JobPhase is a one-word summary of a job's state.
@@ -595,6 +602,10 @@ const (
 	CondSucceeded  = "Succeeded"
 	CondFailed     = "Failed"
 	CondSuspended  = "Suspended"
+	// CondWaitingForRoom is true while a gang that gave its room back waits to try again
+	// (operator without Kueue or the scheduler's gang scheduling); its message names what
+	// it waits for. False once it makes its pods again.
+	CondWaitingForRoom = "WaitingForRoom"
 )
 
 // Reasons of the Failed condition (and Events) that the operator's pod policy gives.
@@ -613,6 +624,14 @@ const (
 	// ReasonQueued says that a job in a Kueue queue waits for Kueue to admit its gang; the
 	// message carries Kueue's own reason ("waiting: Kueue admitted 0 of 8 workers (...)").
 	ReasonQueued = "Queued"
+	// ReasonGaveWay says that a gang placed in part gave its room back to a gang ahead of
+	// it (higher priority, or older) that was placed in part too.
+	ReasonGaveWay = "GaveWay"
+	// ReasonNoRoom says that a gang placed in part gave its room back after the rest of
+	// its workers found no room for a while.
+	ReasonNoRoom = "NoRoom"
+	// ReasonWaitingForGang says that a gang waits to make its pods behind another gang.
+	ReasonWaitingForGang = "WaitingForGang"
 )
 
 // LabelTrainJobAccess, set to "true" on a Secret or a ServiceAccount, says that the

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -58,6 +59,16 @@ and is never throttled or OOM-killed at a limit it did not ask for. "0" gives no
 default; what the job asks for (or its pod template's requests and limits) always wins,
 and workers without GPUs get none.
 
+A gang is placed whole, never in part (--gang-placement auto): where the cluster serves
+the scheduler's gang scheduling (scheduling.k8s.io/v1beta1 PodGroups: Kubernetes 1.35+
+with the GenericWorkload feature gate), each attempt's pods form a PodGroup the scheduler
+binds together; elsewhere the operator places one gang at a time, higher priority then
+older first, and a gang the scheduler placed in part gives its pods' room back to a gang
+ahead of it, or after 15s without room for the rest, and tries again when a gang ends
+(status condition WaitingForRoom says why). Gangs in a Kueue queue are admitted whole by
+Kueue instead. --gang-placement operator uses the operator's rules even with PodGroups;
+off leaves each pod to the scheduler.
+
 With --leader-elect, replicas elect one active operator through a Lease in
 --leader-election-namespace (default: the namespace it runs in). It logs on stderr, at
 --log-level info unless told otherwise. SIGINT or SIGTERM stops it gracefully;
@@ -93,6 +104,9 @@ func newOperatorCommand(g *globals) *cobra.Command {
 				return usageError(fmt.Errorf("--pod-policy: %w", err))
 			}
 			opts.PodPolicy = level
+			if !slices.Contains(operator.GangPlacements, opts.GangPlacement) {
+				return usageError(fmt.Errorf("--gang-placement %q: give one of %s", opts.GangPlacement, strings.Join(operator.GangPlacements, ", ")))
+			}
 			if opts.ElasticSettle < 0 {
 				return usageError(fmt.Errorf("--elastic-settle %s: give a duration of 0 or more, such as 30s (0: the default, %s)",
 					opts.ElasticSettle, operator.DefaultElasticSettle))
@@ -156,6 +170,8 @@ func newOperatorCommand(g *globals) *cobra.Command {
 		"that ask the scheduler whether there is room again for the workers an elastic TrainJob went without (the pause image nodes already have)")
 	fs.StringVar(&opts.RoomProbePriorityClass, "room-probe-priority-class", "", "PriorityClass of the room probes (default: none, the "+
 		"cluster's default priority); 'trainyard install' makes trainyard-operator-room-probe, with preemptionPolicy Never, and passes it")
+	fs.StringVar(&opts.GangPlacement, "gang-placement", operator.GangPlacementAuto, "how a gang in no Kueue queue is kept from holding part of the room it needs: auto (PodGroups where\n"+
+		"the cluster serves them, else the operator's rules), operator (its rules always) or off (each pod on its own)")
 	fs.DurationVar(&opts.ProgressInterval, "progress-interval", operator.DefaultProgressInterval, "how often a running job's worker 0 is asked for its progress (iteration, metrics, checkpoint)")
 	return cmd
 }

@@ -82,7 +82,7 @@ func (r *Reconciler) teardown(ctx context.Context, job *v1.TrainJob, kids childr
 	if err := r.Client.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(job.Namespace), labels); err != nil {
 		return fmt.Errorf("delete the pods of attempt %d of TrainJob %s: %w", n, job.Name, err)
 	}
-	return nil
+	return r.deletePodGroups(ctx, job, labels, n)
 }
 
 // stopAttempt stops what still runs of a job that failed for good: its running pods are

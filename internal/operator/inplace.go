@@ -113,7 +113,8 @@ func (s *step) attemptEnded(ctx context.Context, f *failure) error {
 		if reason != gang.FinalRestarts && reason != gang.FinalDisruptions {
 			reason = gang.FinalRestarts
 		}
-		return s.fail(reason, sum.Reason)
+		return s.fail(reason, sum.Reason+f.unplaced)
 	}
+	f.reason += f.unplaced
 	return s.attemptFailed(ctx, f)
 }

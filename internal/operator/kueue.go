@@ -64,11 +64,14 @@ func newWorkloadObject() *unstructured.Unstructured {
 
 // queueName is the Kueue LocalQueue of the job: spec.kubernetes.queueName, or Kueue's own
 // queue-name label on the TrainJob.
-func (s *step) queueName() string {
-	if k := s.job.Spec.Kubernetes; k != nil && k.QueueName != "" {
+func (s *step) queueName() string { return jobQueue(s.job) }
+
+// jobQueue is the Kueue LocalQueue of job, or "".
+func jobQueue(job *v1.TrainJob) string {
+	if k := job.Spec.Kubernetes; k != nil && k.QueueName != "" {
 		return k.QueueName
 	}
-	return s.job.Labels[workload.LabelQueue]
+	return job.Labels[workload.LabelQueue]
 }
 
 // workloadName names the TrainJob's Workload: its name and UID, so a TrainJob made again

@@ -5,6 +5,8 @@ import (
 	"crypto/tls"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
@@ -65,6 +67,10 @@ func NewManager(cfg *rest.Config, opts Options, logger *slog.Logger) (manager.Ma
 	}
 	ctrl.SetLogger(logr.FromSlogHandler(logger.Handler()))
 	kueue, err := servesWorkloads(cfg)
+	if err != nil {
+		return nil, err
+	}
+	podGroups, err := gangPlacement(cfg, opts, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -134,7 +140,7 @@ func NewManager(cfg *rest.Config, opts Options, logger *slog.Logger) (manager.Ma
 	if !kueue {
 		logger.Info("the cluster serves no Kueue Workloads (kueue.x-k8s.io/v1beta2): TrainJobs with a queue name wait until Kueue is installed and the operator restarted")
 	}
-	r := &Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(Name), Options: opts, Kueue: kueue}
+	r := &Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(Name), Options: opts, Kueue: kueue, PodGroups: podGroups}
 	if err := r.SetupWithManager(mgr, opts.Workers); err != nil {
 		return nil, err
 	}
@@ -191,6 +197,31 @@ func servesWorkloads(cfg *rest.Config) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// gangPlacement reports whether the gangs' pods form PodGroups (podgroup.go), and says
+// how gangs are placed.
+func gangPlacement(cfg *rest.Config, opts Options, logger *slog.Logger) (bool, error) {
+	mode := opts.gangPlacement()
+	if !slices.Contains(GangPlacements, mode) {
+		return false, fmt.Errorf("operator: gang placement %q: want one of %s", mode, strings.Join(GangPlacements, ", "))
+	}
+	served := false
+	if mode == GangPlacementAuto {
+		var err error
+		if served, err = servesPodGroups(cfg); err != nil {
+			return false, err
+		}
+	}
+	switch {
+	case served:
+		logger.Info("gangs in no Kueue queue are placed whole by the scheduler: each attempt's pods form a PodGroup (scheduling.k8s.io/v1beta1)")
+	case mode == GangPlacementOff:
+		logger.Info("gang placement is off: the scheduler places each pod on its own, and two gangs may split the room between them")
+	default:
+		logger.Info("gangs in no Kueue queue are placed whole by the operator: one gang places at a time, and a gang placed in part gives its room back")
+	}
+	return served, nil
 }
 
 // podToJob maps a worker pod to its TrainJob.

@@ -56,6 +56,9 @@ type failure struct {
 	// nodeDown: the pod's node is not ready, so no kubelet will confirm the pod's end: it
 	// is deleted at once (grace period 0).
 	nodeDown bool
+	// unplaced says which workers' pods the scheduler never placed, and why, when the
+	// attempt ended with some: a worker that never connected was waiting for room.
+	unplaced string
 }
 
 // exitBadInput is `trainyard worker`'s exit code for input no restart can fix.

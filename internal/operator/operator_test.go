@@ -51,9 +51,11 @@ func TestOperator(t *testing.T) {
 	if err := env.Client.Create(context.Background(), class); err != nil {
 		t.Fatal(err)
 	}
-	// Progress is read often, from the pods that serve it (testInPlace's worker 0).
+	// Progress is read often, from the pods that serve it (testInPlace's worker 0). The
+	// control plane has no scheduler, so no pod is ever bound or refused: gang placement,
+	// which waits for the scheduler's answer, is off (test/cluster tests it).
 	mgr, err := operator.NewManager(env.Config, operator.Options{Image: "ghcr.io/trainyard/trainyard:test", ProbeAddr: "0",
-		ProgressInterval: 100 * time.Millisecond, RoomProbePriorityClass: roomProbeClass}, logger)
+		ProgressInterval: 100 * time.Millisecond, RoomProbePriorityClass: roomProbeClass, GangPlacement: operator.GangPlacementOff}, logger)
 	if err != nil {
 		t.Fatal(err)
 	}

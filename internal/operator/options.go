@@ -59,6 +59,18 @@ type Options struct {
 	// WorkerPerGPU are the CPU and memory requests per GPU of a worker whose TrainJob
 	// names none (a zero amount: no default); nil means workload.DefaultPerGPU().
 	WorkerPerGPU *workload.PerGPU
+	// GangPlacement is how a gang in no Kueue queue is kept from being placed in part
+	// (gangs.go): GangPlacementAuto (the default, ""), GangPlacementOperator or
+	// GangPlacementOff.
+	GangPlacement string
+}
+
+// gangPlacement is GangPlacement, defaulted.
+func (o *Options) gangPlacement() string {
+	if o.GangPlacement == "" {
+		return GangPlacementAuto
+	}
+	return o.GangPlacement
 }
 
 // podPolicy is PodPolicy, defaulted.

@@ -270,6 +270,7 @@ func TestEveryPodCreationIsChecked(t *testing.T) {
 	want := map[string]bool{ // function that creates -> it checks
 		"createPods": true, "createProbes": true, "tensorBoard": true, "createWorkload": true, "askForSlice": true,
 		"create": false, "networkPolicy": false, "gangSecret": false, // a Service, a NetworkPolicy, a Secret
+		"podGroup": false, // a PodGroup
 	}
 	files, err := filepath.Glob("*.go")
 	if err != nil {

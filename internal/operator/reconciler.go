@@ -45,6 +45,9 @@ type Reconciler struct {
 	Kueue bool
 	// Progress reads a running worker 0's progress; nil means over HTTP.
 	Progress func(ctx context.Context, url string) (*workload.Summary, error)
+	// PodGroups is whether each attempt's pods form a PodGroup the scheduler binds whole
+	// (podgroup.go): the cluster serves them and Options.GangPlacement allows it.
+	PodGroups bool
 
 	// written holds, per TrainJob UID, the attempt number of the last status this
 	// reconciler wrote: a TrainJob read from the cache with an older one is stale, and acting
@@ -80,6 +83,8 @@ type Reconciler struct {
 	// sliceWait holds, per TrainJob UID, when a gang that shrank for want of room may ask
 	// Kueue for a slice again (slices.go).
 	sliceWait sync.Map
+	// gangs is what the operator remembers of gang placement (gangs.go).
+	gangs gangMemory
 }
 
 // forget drops what the reconciler remembers of a TrainJob that is gone or going.
@@ -99,6 +104,8 @@ func (r *Reconciler) forget(key types.NamespacedName) {
 	r.room.Delete(uid)
 	r.readmitting.Delete(uid)
 	r.sliceWait.Delete(uid)
+	r.forgetGang(uid.(types.UID))
+	r.roomFreed()
 	if r.poller != nil {
 		r.poller.forget(uid.(types.UID))
 	}
@@ -222,6 +229,9 @@ func (s *step) run(ctx context.Context) error {
 		return s.waitTeardown(ctx)
 	}
 	if !s.kids.made(s.podsAttempt()) {
+		if ok, err := s.placeGang(ctx); !ok || err != nil {
+			return err
+		}
 		return s.create(ctx)
 	}
 	pods := s.kids.podsOf(s.podsAttempt())
@@ -268,6 +278,9 @@ func (s *step) create(ctx context.Context) error {
 		return err
 	}
 	if ok, err := s.gangSecret(ctx); !ok || err != nil {
+		return err
+	}
+	if err := s.podGroup(ctx, a); err != nil {
 		return err
 	}
 	if err := s.r.Client.Create(ctx, a.Service); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -335,6 +348,7 @@ func (s *step) track(ctx context.Context, o observation) error {
 	}
 	switch {
 	case o.failure != nil:
+		o.failure.unplaced = neverPlaced(o.stuck)
 		return s.attemptEnded(ctx, o.failure)
 	case o.done():
 		return s.succeed()
@@ -441,6 +455,10 @@ func (s *step) configProblem(ctx context.Context) *problem {
 // starting surfaces why workers do not run yet and enforces preRunningDeadlineSeconds.
 func (s *step) starting(ctx context.Context, o observation) error {
 	st := &s.job.Status
+	gave, waits, err := s.giveBackRoom(ctx, o)
+	if gave || err != nil {
+		return err
+	}
 	// A problem found in the configuration (a missing PVC, more GPUs than any node has) is
 	// named more precisely than the scheduler's Unschedulable that follows from it; a fatal
 	// one seen on the pods (an invalid image name) ends the job whatever else is wrong.
@@ -451,8 +469,11 @@ func (s *step) starting(ctx context.Context, o observation) error {
 		}
 	}
 	starting := p == nil
-	if starting {
+	switch {
+	case starting:
 		p = &problem{reason: "Starting", message: fmt.Sprintf("attempt %d: %d of %d workers running", st.Attempt, o.running, o.workers)}
+	case waits != "" && !p.fatal:
+		p = &problem{reason: p.reason, message: fmt.Sprintf("attempt %d: %s; %s", st.Attempt, waits, p.message)}
 	}
 	if s.condition(v1.CondRunning, false, p.reason, p.message) && !starting {
 		s.event(corev1.EventTypeWarning, p.reason, p.message)
@@ -538,6 +559,7 @@ func (s *step) succeed() error {
 	s.condition(v1.CondRunning, false, "Completed", msg)
 	s.condition(v1.CondRestarting, false, "Completed", msg)
 	s.event(corev1.EventTypeNormal, "Succeeded", msg)
+	s.afterWrite(s.r.roomFreed)
 	s.ttl()
 	return nil
 }
@@ -550,6 +572,7 @@ func (s *step) fail(reason, msg string) error {
 	s.condition(v1.CondRunning, false, reason, msg)
 	s.condition(v1.CondRestarting, false, reason, msg)
 	s.event(corev1.EventTypeWarning, reason, msg)
+	s.afterWrite(s.r.roomFreed)
 	s.ttl()
 	return nil
 }
@@ -635,6 +658,7 @@ func (s *step) suspend(ctx context.Context) error {
 	s.condition(v1.CondSuspended, true, "Suspended", msg)
 	s.condition(v1.CondRunning, false, "Suspended", msg)
 	s.event(corev1.EventTypeNormal, "Suspended", msg)
+	s.afterWrite(s.r.roomFreed)
 	return nil
 }
 

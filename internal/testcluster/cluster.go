@@ -68,6 +68,10 @@ type Cluster struct {
 	pki        *pki
 	lock       *os.File
 	kubeconfig string
+	// apiserver and scheduler run with apiserverArgs and schedulerArgs (GangScheduling
+	// restarts them with more).
+	apiserver, scheduler         *component
+	apiserverArgs, schedulerArgs []string
 	// restoreNeighbour puts back the machine's ARP table thresholds (raiseNeighbourLimits).
 	restoreNeighbour func()
 	// Client is an admin client.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -39,8 +40,7 @@ func (c *Cluster) startControlPlane(ctx context.Context, b binaries) error {
 		return err
 	}
 	p := c.pki.path
-	if _, err := c.start("kube-apiserver", b.apiserver,
-		"--etcd-servers", etcdURL,
+	c.apiserverArgs = []string{"--etcd-servers", etcdURL,
 		"--bind-address", apiServerIP, "--advertise-address", apiServerIP, "--secure-port", "443",
 		"--tls-cert-file", p("apiserver.crt"), "--tls-private-key-file", p("apiserver.key"),
 		"--client-ca-file", p("ca.crt"),
@@ -53,16 +53,14 @@ func (c *Cluster) startControlPlane(ctx context.Context, b binaries) error {
 		// Webhooks through their Services' endpoints: there is no kube-proxy for ClusterIPs.
 		"--enable-aggregator-routing=true",
 		// Pods asking for nvidia.com/gpu tolerate GPU nodes' taint (GPUTaint).
-		"--enable-admission-plugins=ExtendedResourceToleration"); err != nil {
+		"--enable-admission-plugins=ExtendedResourceToleration"}
+	if c.apiserver, err = c.start("kube-apiserver", b.apiserver, c.apiserverArgs...); err != nil {
 		return err
 	}
 	if err := c.admin(); err != nil {
 		return err
 	}
-	if err := c.waitFor("kube-apiserver /readyz", 90*time.Second, func() (bool, error) {
-		err := c.Client.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx).Error()
-		return err == nil, err
-	}); err != nil {
+	if err := c.apiserverReady(ctx); err != nil {
 		return err
 	}
 	if _, err := c.start("kube-controller-manager", b.controllerManager,
@@ -73,10 +71,52 @@ func (c *Cluster) startControlPlane(ctx context.Context, b binaries) error {
 		"--node-monitor-grace-period=20s", "--node-monitor-period=2s"); err != nil {
 		return err
 	}
-	if _, err := c.start("kube-scheduler", b.scheduler, "--kubeconfig", c.kubeconfig, "--leader-elect=false", "--secure-port=0"); err != nil {
+	c.schedulerArgs = []string{"--kubeconfig", c.kubeconfig, "--leader-elect=false", "--secure-port=0"}
+	if c.scheduler, err = c.start("kube-scheduler", b.scheduler, c.schedulerArgs...); err != nil {
 		return err
 	}
 	return c.startCoreDNS(b)
+}
+
+// apiserverReady waits for kube-apiserver's /readyz.
+func (c *Cluster) apiserverReady(ctx context.Context) error {
+	return c.waitFor("kube-apiserver /readyz", 90*time.Second, func() (bool, error) {
+		err := c.Client.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx).Error()
+		return err == nil, err
+	})
+}
+
+// gangSchedulingFlags serve the scheduler's gang scheduling in Kubernetes 1.37: the
+// Workload and PodGroup API (scheduling.k8s.io/v1beta1) and the GangScheduling plugin.
+// The API server serves them only with both flags.
+var gangSchedulingFlags = []string{"--feature-gates=GenericWorkload=true", "--runtime-config=scheduling.k8s.io/v1beta1=true"}
+
+// GangScheduling restarts kube-apiserver and kube-scheduler with the scheduler's gang
+// scheduling served (on) or not (off, as the cluster starts), and waits until the API
+// server is ready and its discovery says so. Pods and objects stay; clients reconnect.
+func (c *Cluster) GangScheduling(ctx context.Context, on bool) error {
+	apiArgs, schedArgs := c.apiserverArgs, c.schedulerArgs
+	if on {
+		apiArgs = append(slices.Clone(apiArgs), gangSchedulingFlags...)
+		schedArgs = append(slices.Clone(schedArgs), gangSchedulingFlags[0])
+	}
+	c.stopComponent(c.scheduler, 10*time.Second)
+	c.stopComponent(c.apiserver, 10*time.Second)
+	var err error
+	if c.apiserver, err = c.start("kube-apiserver", c.bins.apiserver, apiArgs...); err != nil {
+		return err
+	}
+	if err := c.apiserverReady(ctx); err != nil {
+		return err
+	}
+	if err := c.waitFor("scheduling.k8s.io/v1beta1 served: "+strconv.FormatBool(on), 60*time.Second, func() (bool, error) {
+		_, err := c.Client.Discovery().ServerResourcesForGroupVersion("scheduling.k8s.io/v1beta1")
+		return (err == nil) == on, nil
+	}); err != nil {
+		return err
+	}
+	c.scheduler, err = c.start("kube-scheduler", c.bins.scheduler, schedArgs...)
+	return err
 }
 
 // startCoreDNS serves cluster.local on the node's address, port 53. No cache: an early
