@@ -32,9 +32,15 @@
 // group; it alternates with the peer, a 2-worker gang waiting in the same queue for the
 // same quota, timed to its start (slices.go).
 //
+// With -gangs it measures gangs placed whole without a queue (issue 44): -gang-count gangs
+// of 3 workers x 1 GPU made at once on the node's 4 GPUs, each running -gang-seconds, timed
+// until all ended, with the operator's gang placement, in a Kueue queue (the peer), and
+// with --gang-placement=off as main had it (gangs.go).
+//
 // Usage:
 //
 //	sudo go run ./bench/cluster -assets ./bin -trainyard ./bin/trainyard [-runs 3]
+//	sudo go run ./bench/cluster -assets ./bin -trainyard ./bin/trainyard -gangs [-gang-count 6 -gang-seconds 60]
 //	sudo go run ./bench/cluster -assets ./bin -trainyard ./bin/trainyard -inplace -workers 2,8,32 -runs 3
 //	sudo go run ./bench/cluster -assets ./bin -trainyard ./bin/trainyard -shrink -runs 3
 //	sudo go run ./bench/cluster -assets ./bin -trainyard ./bin/trainyard -slices -runs 3
@@ -82,6 +88,9 @@ func main() {
 	shrink := flag.Bool("shrink", false, "measure an elastic 2:3 gang that loses a worker for good instead (issue 22): -runs trials")
 	slicesMode := flag.Bool("slices", false, "measure an elastic gang in a Kueue queue that grows through a workload slice when quota frees, "+
 		"against a queued gang of that size started by the same quota, instead (issue 22): -runs trials of each")
+	gangs := flag.Bool("gangs", false, "measure gangs made together in no queue, against a Kueue queue and against no gang placement, instead (issue 44)")
+	gangCount := flag.Int("gang-count", 6, "with -gangs: how many gangs of 3 workers x 1 GPU")
+	gangSeconds := flag.Int("gang-seconds", 60, "with -gangs: how long each gang runs once all its workers do")
 	flag.Parse()
 	if *noRecreate {
 		restartModes = []restartMode{inPlace, local}
@@ -100,6 +109,9 @@ func main() {
 	}
 	if *slicesMode {
 		m.slices, m.script = true, *script
+	}
+	if *gangs {
+		m.gangs, m.gangCount, m.gangSeconds = true, *gangCount, *gangSeconds
 	}
 	if *until != "" {
 		if m.until, err = time.Parse(time.RFC3339, *until); err != nil {
@@ -120,9 +132,12 @@ type mode struct {
 	inplace bool
 	shrink  bool
 	slices  bool
-	sizes   []gangSize
-	script  string
-	until   time.Time
+	gangs   bool
+	// gangCount gangs of gangSeconds each (-gangs).
+	gangCount, gangSeconds int
+	sizes                  []gangSize
+	script                 string
+	until                  time.Time
 }
 
 // gangSize is a gang size of -inplace and its number of rounds.
@@ -164,7 +179,7 @@ func run(assets, trainyard string, m mode) error {
 	defer cl.Stop()
 	b := &bench{cl: cl, trainyard: trainyard, shared: "/tmp/trainyard-bench-shared"}
 	_ = os.RemoveAll(b.shared)
-	if m.slices { // before the operator, which looks for Kueue's Workloads when it starts
+	if m.slices || m.gangs { // before the operator, which looks for Kueue's Workloads when it starts
 		ctrllog.SetLogger(logr.Discard()) // the controller-runtime clients of Kueue's objects log nothing here
 		if err := cl.StartKueue(ctx, assets); err != nil {
 			return err
@@ -187,6 +202,9 @@ func run(assets, trainyard string, m mode) error {
 	}
 	if m.slices {
 		return b.slicesBench(ctx, m.script, runs)
+	}
+	if m.gangs {
+		return b.gangsBench(ctx, m.gangCount, m.gangSeconds)
 	}
 	var submit, floor []time.Duration
 	for i := range runs {
