@@ -194,7 +194,7 @@ var table = []rule{
 			Why: fmt.Sprintf("gave back the room of its %d placed worker(s) to gang %s, ahead of it, which %s", g.Bound, o.Key, waitsFor(o))}, ok
 	}},
 	{"hold-limit", []State{Short}, func(r Rules, g Gang, all []Gang, now time.Time) (Decision, bool) {
-		missing := g.Workers - g.Bound
+		missing := g.Need - g.Bound
 		if g.Bound == 0 {
 			// It holds nothing: its pods wait for room as any pod does.
 			return Decision{Action: Keep, Why: fmt.Sprintf("waiting for room for its %d workers%s", missing, holders(all, g))}, true
@@ -209,7 +209,7 @@ var table = []rule{
 				"it gives their room back in %s if none comes", g.Bound, g.Workers, missing, holders(all, g), left.Round(time.Second))}, true
 		}
 		return Decision{Action: GiveBack,
-			Why: fmt.Sprintf("gave back the room of its %d placed worker(s): no room came for the other %d in %s", g.Bound, missing, hold)}, true
+			Why: fmt.Sprintf("gave back the room of its %d placed worker(s): no room came for %d more in %s", g.Bound, missing, hold)}, true
 	}},
 	{"keep", nil, func(Rules, Gang, []Gang, time.Time) (Decision, bool) {
 		return Decision{Action: Keep}, true

@@ -254,7 +254,8 @@ func (r *Reconciler) gangViews(ctx context.Context, now time.Time) ([]gangroom.G
 			Priority: r.priority(ctx, job, now), GivenBack: int(st.GivenBack),
 			Need: min(job.Spec.MinWorkerCount(), job.GangSize()), Workers: job.GangSize()}
 		if st.Phase == v1.PhaseRunning {
-			g.State = gangroom.Placed
+			g.State, g.Bound = gangroom.Placed, g.Workers
+			g.Holds = holdsString(job, g.Bound)
 			out = append(out, g)
 			continue
 		}

@@ -203,7 +203,7 @@ func TestGangsWithoutAQueue(t *testing.T) {
 
 	t.Run("two gangs made together both run, one after the other", func(t *testing.T) {
 		w := watchGangs(t, map[string]int{"pair-a": 3, "pair-b": 3})
-		createTogether(t, ctx, gangJob(t, "pair-a", 3, 20, "", ""), gangJob(t, "pair-b", 3, 20, "", ""))
+		createTogether(t, ctx, gangJob(t, "pair-a", 3, 10, "", ""), gangJob(t, "pair-b", 3, 10, "", ""))
 		w.finished(t, 4*time.Minute, nil, "pair-a", "pair-b")
 		// The younger (or, made in the same second, the later by name) waited for the other.
 		if !w.said("pair-b", "gang default/pair-a") {
@@ -213,9 +213,9 @@ func TestGangsWithoutAQueue(t *testing.T) {
 
 	t.Run("a gang made while another's pods are made", func(t *testing.T) {
 		w := watchGangs(t, map[string]int{"first": 3, "then": 3})
-		createTogether(t, ctx, gangJob(t, "first", 3, 20, "", ""))
+		createTogether(t, ctx, gangJob(t, "first", 3, 10, "", ""))
 		waitFor(t, "first's pods", time.Minute, func() bool { return len(jobPods(t, ctx, "first")) > 0 })
-		createTogether(t, ctx, gangJob(t, "then", 3, 20, "", ""))
+		createTogether(t, ctx, gangJob(t, "then", 3, 10, "", ""))
 		w.finished(t, 4*time.Minute, nil, "first", "then")
 	})
 
@@ -230,39 +230,37 @@ func TestGangsWithoutAQueue(t *testing.T) {
 		w.finished(t, 5*time.Minute, map[string]int{"flaky3": 1}, "flaky3", "calm")
 	})
 
-	t.Run("a gang placed in part gives its room back, and runs when room is freed", func(t *testing.T) {
-		// holder runs 2 of the 4 GPUs; short (3 workers) gets the other 2, waits for its
-		// third, gives both back (NoRoom) and runs once holder ends. Its worker 0 never
-		// waits its six minutes for a worker with no room.
+	t.Run("the gang first in line keeps what it got, and runs when room is freed", func(t *testing.T) {
+		// holder runs on 2 of the 4 GPUs; short (3 workers) gets the other 2 and, first in
+		// line, keeps them for its third, saying who holds the rest; it runs once holder
+		// ends, in its first attempt. Its worker 0 never waits its five minutes.
 		w := watchGangs(t, map[string]int{"holder": 2, "short": 3})
-		createTogether(t, ctx, gangJob(t, "holder", 2, 45, "", ""))
+		createTogether(t, ctx, gangJob(t, "holder", 2, 30, "", ""))
 		waitStatus(t, "holder", 2*time.Minute, func(s trainJobStatus) bool { return s.Phase == "Running" })
 		createTogether(t, ctx, gangJob(t, "short", 3, 5, "", ""))
-		s := waitStatus(t, "short", time.Minute, func(s trainJobStatus) bool { return s.hasReason("NoRoom") })
-		if !strings.Contains(s.Reason, "gave back the room of its 1 placed worker(s)") && !strings.Contains(s.Reason, "gave back the room of its 2 placed worker(s)") {
-			t.Errorf("short: reason %q; want that it gave back its placed workers' room", s.Reason)
-		}
+		s := waitStatus(t, "short", time.Minute, func(s trainJobStatus) bool {
+			return strings.Contains(s.Reason, "2 of its 3 workers placed, waiting for room for 1 more; gang default/holder holds 2 GPUs")
+		})
 		if !strings.Contains(s.Reason, "Insufficient nvidia.com/gpu") {
-			t.Errorf("short: reason %q; want the scheduler's reason", s.Reason)
+			t.Errorf("short: reason %q; want the scheduler's reason too", s.Reason)
 		}
 		got := w.finished(t, 4*time.Minute, nil, "holder", "short")
-		if got["short"].Attempt < 2 {
-			t.Errorf("short ran in attempt %d; want a later attempt than the one it gave back", got["short"].Attempt)
+		if got["short"].Attempt != 1 {
+			t.Errorf("short ran in attempt %d; want its first", got["short"].Attempt)
 		}
 	})
 
-	t.Run("an elastic gang placed below its minimum gives its room back", func(t *testing.T) {
-		// big runs 3 of the 4 GPUs; elastic (2 to 3 workers) gets 1, fewer than its
-		// minimum, gives it back, and runs whole once big ends.
-		w := watchGangs(t, map[string]int{"big": 3, "elastic3": 2})
+	t.Run("an elastic gang placed below its minimum waits, and runs whole once room is freed", func(t *testing.T) {
+		// big runs on 3 of the 4 GPUs; elastic3 (2 to 3 workers) gets 1, fewer than its
+		// minimum, and waits for 1 more; it runs once big ends.
+		w := watchGangs(t, map[string]int{"big": 3, "elastic3": 3})
 		createTogether(t, ctx, gangJob(t, "big", 3, 40, "", ""))
 		waitStatus(t, "big", 2*time.Minute, func(s trainJobStatus) bool { return s.Phase == "Running" })
 		createTogether(t, ctx, gangJob(t, "elastic3", 3, 5, "\n  minWorkers: 2", ""))
-		waitStatus(t, "elastic3", time.Minute, func(s trainJobStatus) bool { return s.hasReason("NoRoom") })
-		got := w.finished(t, 4*time.Minute, nil, "big", "elastic3")
-		if got["elastic3"].Workers != 0 {
-			t.Errorf("elastic3 ran with %d workers; want all 3 once big ended", got["elastic3"].Workers)
-		}
+		waitStatus(t, "elastic3", time.Minute, func(s trainJobStatus) bool {
+			return strings.Contains(s.Reason, "1 of its 3 workers placed, waiting for room for 1 more")
+		})
+		w.finished(t, 4*time.Minute, nil, "big", "elastic3")
 	})
 
 	t.Run("a higher priority gang goes before a lower one placed in part", func(t *testing.T) {
@@ -285,6 +283,9 @@ func TestGangsWithoutAQueue(t *testing.T) {
 		})
 		createTogether(t, ctx, gangJob(t, "high3", 3, 5, "", "    priorityClassName: gang-high"))
 		w.finished(t, 5*time.Minute, nil, "blocker", "high3", "low3")
+		if !w.said("low3", "gave back the room of its 2 placed worker(s)", "waits for room (not a restart)") {
+			t.Errorf("low3 never said it gave its room back for high3: %q", w.reasons["low3"])
+		}
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		if hi, lo := w.runningAt["high3"], w.runningAt["low3"]; hi.IsZero() || lo.IsZero() || !hi.Before(lo) {
@@ -310,7 +311,7 @@ func TestGangsInPodGroups(t *testing.T) {
 	})
 	installOperator(t) // after the restart: it finds PodGroups served when it starts
 	w := watchGangs(t, map[string]int{"group-a": 3, "group-b": 3})
-	createTogether(t, ctx, gangJob(t, "group-a", 3, 20, "", ""), gangJob(t, "group-b", 3, 20, "", ""))
+	createTogether(t, ctx, gangJob(t, "group-a", 3, 10, "", ""), gangJob(t, "group-b", 3, 10, "", ""))
 	waitFor(t, "a PodGroup per gang", time.Minute, func() bool {
 		b, err := cl.Client.CoreV1().RESTClient().Get().AbsPath("/apis/scheduling.k8s.io/v1beta1/namespaces/default/podgroups").DoRaw(ctx)
 		return err == nil && strings.Contains(string(b), `"name":"group-a-a1"`) && strings.Contains(string(b), `"name":"group-b-a1"`) &&
