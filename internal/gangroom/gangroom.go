@@ -179,7 +179,7 @@ var table = []rule{
 	{"back-off", []State{Waiting}, func(r Rules, g Gang, _ []Gang, now time.Time) (Decision, bool) {
 		ok, left := r.ready(g, now)
 		return Decision{Action: Wait, Retry: left,
-			Why: fmt.Sprintf("waiting for room: tries again when a gang ends, or in %s", left.Round(time.Second))}, !ok
+			Why: fmt.Sprintf("waiting for room: tries again when a gang ends, or %s after it gave its room back", r.Backoff(g.GivenBack))}, !ok
 	}},
 	{"start", []State{New, Waiting}, func(Rules, Gang, []Gang, time.Time) (Decision, bool) {
 		return Decision{Action: Start}, true
@@ -206,7 +206,7 @@ var table = []rule{
 		left := g.Since.Add(hold).Sub(now)
 		if left > 0 {
 			return Decision{Action: Keep, Retry: left, Why: fmt.Sprintf("%d of its %d workers placed, waiting for room for %d more%s; "+
-				"it gives their room back in %s if none comes", g.Bound, g.Workers, missing, holders(all, g), left.Round(time.Second))}, true
+				"it gives their room back if none comes within %s", g.Bound, g.Workers, missing, holders(all, g), hold)}, true
 		}
 		return Decision{Action: GiveBack,
 			Why: fmt.Sprintf("gave back the room of its %d placed worker(s): no room came for %d more in %s", g.Bound, missing, hold)}, true

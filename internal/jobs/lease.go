@@ -1,6 +1,7 @@
 package jobs
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -64,7 +65,7 @@ func gangName(id string) string { return id + "'s gang" }
 // gangJob is what the scheduler needs to know of a job's gang lease.
 func gangJob(j *store.Job) scheduler.Job {
 	g := j.Gang
-	return scheduler.Job{ID: gangName(j.ID), Priority: j.Priority, Seq: j.Seq, Workers: g.Workers,
+	return scheduler.Job{ID: gangName(j.ID), Name: gangName(cmp.Or(j.Name, j.ID)), Priority: j.Priority, Seq: j.Seq, Workers: g.Workers,
 		PerWorker: scheduler.Resources{GPUs: g.GPUsPerWorker, MilliCPU: g.MilliCPUPerWorker, MemoryBytes: g.MemoryBytesPerWorker}}
 }
 

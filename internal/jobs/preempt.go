@@ -1,6 +1,7 @@
 package jobs
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"time"
@@ -36,7 +37,7 @@ func (s *Service) preempt(id, forID string, p scheduler.Preemption) {
 		if j.Status != store.Running || j.StopRequested || j.Preempting() {
 			return errNotPreemptible
 		}
-		j.Preemption = &store.Preemption{For: forID, ForPriority: p.ForPriority, At: now}
+		j.Preemption = &store.Preemption{For: forID, ForName: p.ForName, ForPriority: p.ForPriority, At: now}
 		j.Message = p.Reason + "; stopping, to go back to the queue and resume from its latest checkpoint"
 		return nil
 	})
@@ -47,7 +48,7 @@ func (s *Service) preempt(id, forID string, p scheduler.Preemption) {
 		return
 	}
 	s.log.Info("preempting a job", "job", id, "priority", j.Priority, "for", forID, "forPriority", p.ForPriority)
-	s.tellWhy(id, fmt.Sprintf("preempted by job %s (priority %d)", forID, p.ForPriority))
+	s.tellWhy(id, fmt.Sprintf("preempted by job %s (priority %d)", cmp.Or(p.ForName, forID), p.ForPriority))
 	s.fault(FaultAfterPreemptRecord)
 	s.tellPreempted(j)
 }
@@ -94,7 +95,7 @@ func requeuePreempted(j *store.Job, rec rundir.Record, now time.Time) bool {
 // (priority 5); requeued, resumes from its latest checkpoint (preemption 1)".
 func requeuedMessage(j *store.Job) string {
 	return fmt.Sprintf("preempted by job %s (priority %d); requeued, resumes from its latest checkpoint (preemption %d)",
-		j.Preemption.For, j.Preemption.ForPriority, j.Preemptions)
+		cmp.Or(j.Preemption.ForName, j.Preemption.For), j.Preemption.ForPriority, j.Preemptions)
 }
 
 // waitingMessage is the message of a pending job that waits for the reason: the reason,

@@ -1,6 +1,7 @@
 package jobs
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -39,7 +40,7 @@ func (s *Service) resize(r scheduler.Resize) {
 		if j.Status != store.Running || j.StopRequested || j.Preempting() || j.Resize != nil || len(j.GPUs) != r.From {
 			return errNotResizable
 		}
-		j.Resize = &store.Resize{From: r.From, To: r.To, GPUs: r.GPUs, Reason: r.Reason, For: r.For, At: now, Seq: now.UnixNano()}
+		j.Resize = &store.Resize{From: r.From, To: r.To, GPUs: r.GPUs, Reason: r.Reason, For: r.For, ForName: r.ForName, At: now, Seq: now.UnixNano()}
 		if !r.Shrinks() {
 			j.GPUs = r.GPUs
 		}
@@ -128,7 +129,7 @@ func (s *Service) checkResized(j *store.Job) {
 		j.Message = fmt.Sprintf("%s from %d to %d workers: %s; resumed from its latest checkpoint (no restart used)", verb, r.From, r.To, r.Reason)
 		if r.For != "" {
 			j.Message = fmt.Sprintf("%s from %d to %d workers to make room for job %s; resumed from its latest checkpoint (no restart used)",
-				verb, r.From, r.To, r.For)
+				verb, r.From, r.To, cmp.Or(r.ForName, r.For))
 		}
 		return nil
 	})

@@ -1,6 +1,7 @@
 package jobs
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -10,7 +11,8 @@ import (
 	"github.com/trainyard/trainyard/internal/store"
 )
 
-// schedJob is what the scheduler needs to know of a job.
+// schedJob is what the scheduler needs to know of a job; messages call it by its name
+// (schedule sets it).
 func schedJob(id string, priority int, seq uint64, job *v1.TrainJob) scheduler.Job {
 	r := job.Spec.Resources
 	per := scheduler.Resources{GPUs: int(r.GPU)}
@@ -75,7 +77,7 @@ func (s *Service) reconcile() {
 			continue
 		}
 		sj := schedJob(j.ID, j.Priority, j.Seq, spec)
-		sj.Queued = queuedSince(j)
+		sj.Name, sj.Queued = j.Name, queuedSince(j)
 		queue = append(queue, sj)
 		byID[j.ID] = j
 	}
@@ -109,6 +111,7 @@ func (s *Service) reconcile() {
 		forID := p.For
 		if j := gangByName[p.For]; j != nil {
 			forID = j.ID
+			p.ForName = gangName(cmp.Or(j.Name, j.ID))
 		}
 		s.preempt(owners[p.JobID], forID, p)
 	}
@@ -139,6 +142,7 @@ func (s *Service) state() (scheduler.State, map[string]string, []*store.Job, err
 		}
 		stopping := j.StopRequested || j.Preempting()
 		sj := schedJob(j.ID, j.Priority, j.Seq, spec)
+		sj.Name = j.Name
 		if j.Gang != nil { // its process waits on its gang: its CPU and memory are lent to it
 			w := int64(max(1, sj.Workers))
 			milli, mem := j.Gang.DriverHolds(w*sj.PerWorker.MilliCPU, w*sj.PerWorker.MemoryBytes)

@@ -151,7 +151,7 @@ func TestSplitGangGivesWay(t *testing.T) {
 		}
 	}
 	kept := reconcileJob(t, r, "a")
-	if kept.Status.Attempt != 1 || !strings.Contains(kept.Status.Reason, "2 of its 3 workers placed, waiting for room for 1 more; it gives their room back in 1m55s") {
+	if kept.Status.Attempt != 1 || !strings.Contains(kept.Status.Reason, "2 of its 3 workers placed, waiting for room for 1 more; it gives their room back if none comes within 2m0s") {
 		t.Errorf("a: attempt %d, reason %q; want it to keep attempt 1 and say what it waits for", kept.Status.Attempt, kept.Status.Reason)
 	}
 	// b tears attempt 1 down, then waits with no pods: it gave back, and no room was freed.

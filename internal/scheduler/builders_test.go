@@ -65,3 +65,4 @@ func (b *jobBuilder) queued(t time.Time) *jobBuilder { b.j.Queued = t; return b 
 func (b *jobBuilder) runningSmaller(started time.Time, gpus ...[]int) Running {
 	return Running{Job: b.j, GPUs: gpus, Started: started, Workers: len(gpus)}
 }
+func (b *jobBuilder) named(name string) *jobBuilder { b.j.Name = name; return b }

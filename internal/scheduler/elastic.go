@@ -75,8 +75,8 @@ func (sc *scheduler) shrink(i, k int, head Job) {
 	sc.holders[i] = kept
 	sc.holders = append(sc.holders, rest)
 	sc.out.Resize = append(sc.out.Resize, Resize{JobID: h.id, From: h.workers, To: k, GPUs: kept.workerGPUs,
-		For: head.ID, ForPriority: head.Priority,
-		Reason: fmt.Sprintf("to make room for job %s (priority %d, higher than %d)", head.ID, head.Priority, h.priority)})
+		For: head.ID, ForName: head.Name, ForPriority: head.Priority,
+		Reason: fmt.Sprintf("to make room for job %s (priority %d, higher than %d)", head.Label(), head.Priority, h.priority)})
 }
 
 // grow gives the running elastic gangs below their most workers the room that no queued

@@ -84,8 +84,8 @@ func (sc *scheduler) preemptFor(head Job) string {
 			continue
 		}
 		h.goAway(sc.now)
-		sc.out.Preempt = append(sc.out.Preempt, Preemption{JobID: h.id, For: head.ID, ForPriority: head.Priority,
-			Reason: fmt.Sprintf("preempted to make room for job %s (priority %d, higher than %d)", head.ID, head.Priority, h.priority)})
+		sc.out.Preempt = append(sc.out.Preempt, Preemption{JobID: h.id, For: head.ID, ForName: head.Name, ForPriority: head.Priority,
+			Reason: fmt.Sprintf("preempted to make room for job %s (priority %d, higher than %d)", head.Label(), head.Priority, h.priority)})
 	}
 	if len(chosen) == 0 && len(shrunk) == 0 {
 		return ""

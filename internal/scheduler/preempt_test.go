@@ -315,3 +315,23 @@ func checkPreemption(t *testing.T, s State, queue []Job, d Decision, stats *prop
 		stats.backfilledBesidePreemption += len(d.Start) - h
 	}
 }
+
+// Messages call a job by the name its user gave it, not by its ID.
+func TestMessagesCallJobsByName(t *testing.T) {
+	n := node(4).cpus(32).memGiB(256).obj()
+	lo := job("j-1").named("lo").gpus(4).running(ago(time.Hour), []int{0, 1, 2, 3})
+	head := job("raysubmit_pOffX").named("llama").gpus(2).priority(5).obj()
+	d := Schedule(preemptive(state(n, lo)), []Job{head})
+	want := []Preemption{{JobID: "j-1", For: "raysubmit_pOffX", ForName: "llama", ForPriority: 5,
+		Reason: "preempted to make room for job llama (priority 5, higher than 0)"}}
+	if diff := cmp.Diff(want, d.Preempt); diff != "" {
+		t.Errorf("preemptions (-want +got):\n%s", diff)
+	}
+	// A job that fits waits behind the head, which does not.
+	half := job("j-2").named("half").gpus(2).priority(9).running(ago(time.Hour), []int{0, 1})
+	big := job("raysubmit_pOffX").named("llama").gpus(4).priority(5).seq(1).obj()
+	d = Schedule(state(n, half), []Job{big, job("j-3").named("later").gpus(2).seq(2).obj()})
+	if w := d.Waiting["j-3"]; !strings.Contains(w, "waiting behind job llama (priority 5") {
+		t.Errorf("j-3 waits with %q; want it to name the head llama", w)
+	}
+}

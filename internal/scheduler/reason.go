@@ -34,7 +34,7 @@ func behind(head, j Job) string {
 	case head.Seq < j.Seq:
 		why = "submitted earlier"
 	}
-	return fmt.Sprintf("waiting behind job %s (priority %d, %s)", head.ID, head.Priority, why)
+	return fmt.Sprintf("waiting behind job %s (priority %d, %s)", head.Label(), head.Priority, why)
 }
 
 // plural returns "1 GPU", "2 GPUs" and the like.

@@ -33,6 +33,9 @@ type Job struct {
 	// ID names the job. IDs are unique within a queue and among running
 	// jobs.
 	ID string
+	// Name is what messages call the job (the name its user gave it); ""
+	// means the ID.
+	Name string
 	// Priority orders the queue: higher first.
 	Priority int
 	// Seq is the job's place in submit order: among jobs of equal priority,
@@ -191,10 +194,10 @@ type Resize struct {
 	// those of the first To workers when it shrinks, those it holds and then
 	// new ones when it grows.
 	GPUs [][]int
-	// For is the ID of the queued job a shrink makes room for, and
-	// ForPriority its priority; "" and 0 for a grow.
-	For         string
-	ForPriority int
+	// For is the ID of the queued job a shrink makes room for, ForName its
+	// Name ("": the ID), and ForPriority its priority; "" and 0 for a grow.
+	For, ForName string
+	ForPriority  int
 	// Reason says why, in words: "GPUs 2,3 free", "to make room for job hi
 	// (priority 5, higher than 0)".
 	Reason string
@@ -209,11 +212,20 @@ func (r Resize) Shrinks() bool { return r.To < r.From }
 type Preemption struct {
 	// JobID is the ID of the running job to stop.
 	JobID string
-	// For is the ID of the queued job it makes room for, and ForPriority
-	// that job's priority, always higher than the preempted job's.
-	For         string
-	ForPriority int
+	// For is the ID of the queued job it makes room for, ForName its
+	// Name ("": the ID), and ForPriority that job's priority, always higher
+	// than the preempted job's.
+	For, ForName string
+	ForPriority  int
 	// Reason says why, in words: "preempted by job hi (priority 5, higher
 	// than 0), which needs 2 GPUs, 1 free".
 	Reason string
+}
+
+// Label is what messages call the job: its Name, or its ID.
+func (j Job) Label() string {
+	if j.Name != "" {
+		return j.Name
+	}
+	return j.ID
 }

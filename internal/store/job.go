@@ -121,8 +121,10 @@ type Job struct {
 // Preemption is the server's decision to stop a running job to make room for another of
 // higher priority, and how far it went.
 type Preemption struct {
-	// For is the ID of the job it makes room for; ForPriority is that job's priority.
+	// For is the ID of the job it makes room for, ForName what messages call it (its
+	// name, or "" for the ID); ForPriority is that job's priority.
 	For         string `json:"for"`
+	ForName     string `json:"forName,omitempty"`
 	ForPriority int    `json:"forPriority"`
 	// At is when the server decided it.
 	At time.Time `json:"at"`
@@ -152,9 +154,11 @@ type Resize struct {
 	To   int `json:"to"`
 	// GPUs are each worker's GPU indices after the resize.
 	GPUs [][]int `json:"gpus"`
-	// Reason says why ("GPUs 2,3 free"); For names the job a shrink makes room for.
-	Reason string `json:"reason"`
-	For    string `json:"for,omitempty"`
+	// Reason says why ("GPUs 2,3 free"); For is the ID of the job a shrink makes room
+	// for, ForName what messages call it.
+	Reason  string `json:"reason"`
+	For     string `json:"for,omitempty"`
+	ForName string `json:"forName,omitempty"`
 	// At is when it was decided, and Seq tells the request apart in the supervisor's
 	// request file.
 	At  time.Time `json:"at"`
