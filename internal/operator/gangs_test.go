@@ -182,3 +182,26 @@ func TestSplitGangGivesWay(t *testing.T) {
 		t.Errorf("b's WaitingForRoom condition %+v; want false once it places again", c)
 	}
 }
+
+// An attempt that ends while a worker's pod was never placed (gang placement off, as
+// main had it) says which pod and why, beside worker 0's own words.
+func TestAttemptEndedWhileAWorkerWaitedForRoom(t *testing.T) {
+	now := gangT0.Add(7 * time.Minute)
+	job := gangJobObject("late", 0)
+	job.Status = v1.TrainJobStatus{Attempt: 1, Phase: v1.PhasePending}
+	pods := gangPods(job, 2)
+	w0 := pods[0].(*corev1.Pod)
+	w0.Status.Phase = corev1.PodFailed
+	w0.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: workload.WorkerContainer, State: corev1.ContainerState{
+		Terminated: &corev1.ContainerStateTerminated{ExitCode: 1,
+			Message: `{"worker":0,"outcome":"failed","reason":"attempt 1 could not start: worker 2 did not connect to worker 0 within 6m0s"}`}}}}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}, Status: corev1.NodeStatus{
+		Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
+	r := gangReconciler(&now, append([]client.Object{job, node}, pods...)...)
+	r.Options.GangPlacement = GangPlacementOff
+	got := reconcileJob(t, r, "late")
+	want := "the scheduler never placed worker 2 (pod late-a1-2): 0/1 nodes are available: 1 Insufficient nvidia.com/gpu."
+	if got.Status.Phase != v1.PhaseFailed || !strings.Contains(got.Status.Reason, want) {
+		t.Errorf("late: %s, %q; want it Failed, saying %q", got.Status.Phase, got.Status.Reason, want)
+	}
+}
