@@ -19,5 +19,5 @@ import "embed"
 // FS holds the manifests and templates under their paths in this folder, e.g.
 // "crd/bases/trainyard.dev_trainjobs.yaml".
 //
-//go:embed crd/bases/*.yaml rbac/role.yaml manager/*.yaml
+//go:embed crd/bases/*.yaml rbac/role.yaml manager/*.yaml rayapi/*.yaml
 var FS embed.FS

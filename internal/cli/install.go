@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/trainyard/trainyard/internal/install"
@@ -74,7 +76,7 @@ func (f *installFlags) bind(cmd *cobra.Command) {
 
 func newInstallCommand(g *globals) *cobra.Command {
 	var f installFlags
-	var pullPolicy, policy string
+	var pullPolicy, policy, rayPullPolicy string
 	cmd := &cobra.Command{
 		Use:     "install",
 		Short:   "Install the Trainyard operator and the TrainJob CRD on a Kubernetes cluster",
@@ -84,6 +86,7 @@ func newInstallCommand(g *globals) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f.opts.PullPolicy = corev1.PullPolicy(pullPolicy)
 			f.opts.PodPolicy = podpolicy.Level(policy)
+			f.opts.RayAPI.PullPolicy = corev1.PullPolicy(rayPullPolicy)
 			if f.opts.Replicas < 1 {
 				return usageError(fmt.Errorf("--replicas %d: must be at least 1", f.opts.Replicas))
 			}
@@ -108,6 +111,12 @@ func newInstallCommand(g *globals) *cobra.Command {
 				}
 				ns := f.opts.Namespace
 				_, err := fmt.Fprintf(g.io.Out, "Installed. The operator is starting: kubectl -n %s rollout status deployment/%s\n", ns, install.Name)
+				if r := f.opts.RayAPI; err == nil && (r.Image != "" || r.Claim != "") {
+					rns := cmp.Or(r.Namespace, "default")
+					_, err = fmt.Fprintf(g.io.Out, "Ray's Jobs API: service/%s in %s, port 8265 (kubectl -n %s port-forward service/%s 8265); "+
+						"its token: kubectl -n %s get secret %s-token -o jsonpath='{.data.token}' | base64 -d\n",
+						install.RayAPIName, rns, rns, install.RayAPIName, rns, install.RayAPIName)
+				}
 				return err
 			})
 		},
@@ -126,6 +135,7 @@ func newInstallCommand(g *globals) *cobra.Command {
 	fs.StringVar(&f.opts.RoomProbeImage, "room-probe-image", "", "image of the operator's room probes (default: the operator's, "+operator.DefaultRoomProbeImage+"; give the pause image your nodes have where they pull nothing)")
 	fs.StringVar(&f.opts.WorkerCPUPerGPU, "worker-cpu-per-gpu", workload.DefaultCPUPerGPU, "CPU a worker with GPUs requests per GPU when its TrainJob names none (\"0\": none)")
 	fs.StringVar(&f.opts.WorkerMemoryPerGPU, "worker-memory-per-gpu", workload.DefaultMemoryPerGPU, "memory a worker with GPUs requests per GPU when its TrainJob names none (\"0\": none)")
+	bindRayAPI(fs, &f.opts.RayAPI, &rayPullPolicy)
 	return cmd
 }
 
@@ -161,4 +171,15 @@ func installExit(ctx context.Context, err error) error {
 		return &exitError{code: ExitInterrupted, err: errors.New("interrupted")}
 	}
 	return failed(err)
+}
+
+// bindRayAPI binds the flags of Ray's Jobs API served in the cluster (install --ray-api-image).
+func bindRayAPI(fs *pflag.FlagSet, r *install.RayAPI, pullPolicy *string) {
+	fs.StringVar(&r.Image, "ray-api-image", "", "also serve Ray's Jobs API and the dashboard in the cluster (service/"+install.RayAPIName+", port 8265):\n"+
+		"trainyard server in a pod of this training image (Python, torch, your packages), whose drivers' gangs run as TrainJobs")
+	fs.StringVar(&r.Claim, "ray-api-claim", "", "with --ray-api-image: the PersistentVolumeClaim (ReadWriteMany across nodes) the server, its drivers and\n"+
+		"their gangs' workers mount: the server's state, uploaded working folders and runs")
+	fs.StringVar(&r.Namespace, "ray-api-namespace", "default", "with --ray-api-image: the namespace of the server and its gangs' TrainJobs")
+	fs.StringVar(&r.MountPath, "ray-api-mount", install.DefaultRayAPIMount, "with --ray-api-image: where the claim is mounted, in the server's pod and the workers'")
+	fs.StringVar(pullPolicy, "ray-api-image-pull-policy", string(corev1.PullIfNotPresent), "with --ray-api-image: Always, IfNotPresent or Never")
 }

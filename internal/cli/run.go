@@ -184,6 +184,12 @@ func noDataHere(machine string) error {
 }
 
 func runJob(ctx context.Context, g *globals, flags *jobspec.Flags, opts runOptions, command []string) (err error) {
+	if cg, ok, err := clusterGang(); err != nil || ok { // the gang of an in-cluster job server's job (clustergang.go)
+		if err != nil {
+			return usageError(err)
+		}
+		return runOnCluster(ctx, g, flags, cg, command)
+	}
 	adopted, err := launcher.TakeSpares() // this process was a job server's standby
 	if err != nil {
 		g.logger().Warn("the standby's spares are not used", "err", err)

@@ -51,5 +51,6 @@ func newUninstallCommand(g *globals) *cobra.Command {
 	fs.BoolVar(&f.dryRun, "dry-run", false, "check and report what would be deleted; delete nothing")
 	fs.BoolVar(&u.KeepCRD, "keep-crd", false, "keep the TrainJob CRD, and so every TrainJob")
 	fs.BoolVarP(&u.Yes, "yes", "y", false, "delete even if TrainJobs (or PersistentVolumeClaims in the namespace) go with it")
+	fs.StringVar(&f.opts.RayAPI.Namespace, "ray-api-namespace", "default", "also delete Ray's Jobs API that install --ray-api-image made in this namespace, if it is there")
 	return cmd
 }

@@ -39,6 +39,13 @@ func (t Target) Install(ctx context.Context, opts Options) error {
 			return err
 		}
 	}
+	if opts.RayAPI.enabled() {
+		result, err := t.ensureRayAPIToken(ctx, opts.RayAPI)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(t.Out, "secret/%s-token (%s) %s\n", opts.RayAPI.Name, opts.RayAPI.Namespace, result)
+	}
 	return nil
 }
 

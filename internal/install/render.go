@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/netip"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"text/template"
@@ -87,6 +88,9 @@ type Options struct {
 	// RoomProbeImage is the image of the operator's room probes (its --room-probe-image);
 	// empty: the operator's default, operator.DefaultRoomProbeImage.
 	RoomProbeImage string
+	// RayAPI is Ray's Jobs API served in the cluster (rayapi.go); the zero value installs
+	// none.
+	RayAPI RayAPI
 }
 
 // DefaultImage is the published image of a trainyard version: ImageRepository tagged with
@@ -127,6 +131,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.WorkerMemoryPerGPU == "" {
 		o.WorkerMemoryPerGPU = workload.DefaultMemoryPerGPU
+	}
+	if o.RayAPI.enabled() {
+		o.RayAPI = o.RayAPI.withDefaults()
 	}
 	return o
 }
@@ -182,6 +189,7 @@ func (o Options) Validate() error {
 	if _, err := workload.ParseMemoryPerGPU(o.WorkerMemoryPerGPU); err != nil {
 		errs = append(errs, &OptionError{"--worker-memory-per-gpu", err})
 	}
+	errs = append(errs, o.RayAPI.validate()...)
 	return errors.Join(errs...)
 }
 
@@ -233,24 +241,15 @@ func Render(opts Options) ([]*unstructured.Unstructured, error) {
 		return nil, err
 	}
 	opts = opts.withDefaults()
-	funcs := template.FuncMap{"quote": strconv.Quote}
 	var objs []*unstructured.Unstructured
-	for _, path := range manifests {
-		text, err := config.FS.ReadFile(path)
+	paths := manifests
+	if opts.RayAPI.enabled() {
+		paths = append(slices.Clone(manifests), rayAPIManifest)
+	}
+	for _, path := range paths {
+		docs, err := renderTemplate(path, opts)
 		if err != nil {
-			return nil, fmt.Errorf("read embedded %s: %w", path, err)
-		}
-		tmpl, err := template.New(path).Funcs(funcs).Option("missingkey=error").Parse(string(text))
-		if err != nil {
-			return nil, fmt.Errorf("parse embedded %s: %w", path, err)
-		}
-		var buf bytes.Buffer
-		if err := tmpl.Execute(&buf, templateData{Options: opts, Name: Name}); err != nil {
-			return nil, fmt.Errorf("render %s: %w", path, err)
-		}
-		docs, err := decodeObjects(buf.Bytes())
-		if err != nil {
-			return nil, fmt.Errorf("render %s: %w", path, err)
+			return nil, err
 		}
 		if path == roleManifest && opts.WatchNamespace != "" && len(docs) == 1 {
 			docs = splitRole(docs[0], opts)
@@ -267,6 +266,28 @@ func Render(opts Options) ([]*unstructured.Unstructured, error) {
 		obj.SetLabels(labels)
 	}
 	return objs, nil
+}
+
+// renderTemplate renders the embedded template at path with the (defaulted) options.
+func renderTemplate(path string, opts Options) ([]*unstructured.Unstructured, error) {
+	text, err := config.FS.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read embedded %s: %w", path, err)
+	}
+	funcs := template.FuncMap{"quote": strconv.Quote}
+	tmpl, err := template.New(path).Funcs(funcs).Option("missingkey=error").Parse(string(text))
+	if err != nil {
+		return nil, fmt.Errorf("parse embedded %s: %w", path, err)
+	}
+	var buf bytes.Buffer
+	if err := tmpl.Execute(&buf, templateData{Options: opts, Name: Name}); err != nil {
+		return nil, fmt.Errorf("render %s: %w", path, err)
+	}
+	docs, err := decodeObjects(buf.Bytes())
+	if err != nil {
+		return nil, fmt.Errorf("render %s: %w", path, err)
+	}
+	return docs, nil
 }
 
 // RenderYAML returns the objects of Render as one YAML stream.

@@ -77,6 +77,11 @@ func (t Target) Uninstall(ctx context.Context, opts Options, u UninstallOptions)
 	if err != nil {
 		return err
 	}
+	ray, err := t.rayAPIObjects(ctx, opts.RayAPI.Namespace)
+	if err != nil {
+		return err
+	}
+	roles = append(roles, ray...)
 	p, err := t.plan(ctx, append(objs, roles...), u)
 	if err != nil {
 		return err

@@ -1,0 +1,145 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	v1 "github.com/trainyard/trainyard/api/v1alpha1"
+	"github.com/trainyard/trainyard/internal/ganglease"
+	"github.com/trainyard/trainyard/internal/jobspec"
+	"github.com/trainyard/trainyard/internal/kubecli"
+	"github.com/trainyard/trainyard/internal/kubeconfig"
+)
+
+// A job server that runs in a cluster (`trainyard install --ray-api`: Ray's Jobs API
+// served in the cluster) runs each submission's entrypoint, Ray's driver, as a process of
+// its own pod, as a KubeRay head runs it; the gang a driver's TorchTrainer.fit() starts
+// does not fit in that pod, so it runs as a TrainJob: `trainyard run` of the gang, in a
+// job of such a server, creates the TrainJob the flags describe, in the training image and
+// on the shared volume the server's pod mounts (its run folder at the same path, so the
+// driver reads the gang's results as on one machine), streams the workers' logs, and
+// ends as the TrainJob does. Stopping it (ray job stop) deletes the TrainJob.
+
+// EnvGangCluster holds, in the environment of a job server that runs in a cluster, where
+// its jobs' gangs run: a JSON ClusterGang.
+const EnvGangCluster = "TRAINYARD_GANG_CLUSTER"
+
+// ClusterGang is where the gangs of an in-cluster job server's jobs run.
+type ClusterGang struct {
+	// Namespace of the TrainJobs; Image the workers' (the server's own, the training
+	// image); Claim the PersistentVolumeClaim mounted at MountPath in the server's pod
+	// and in the workers' (the working folders and the runs).
+	Namespace string `json:"namespace"`
+	Image     string `json:"image"`
+	Claim     string `json:"claim"`
+	MountPath string `json:"mountPath"`
+	// Job is the server's job the gang belongs to (a label of its TrainJob).
+	Job string `json:"job,omitempty"`
+}
+
+// LabelRayJob labels the TrainJob of an in-cluster job server's job with the job's ID.
+const LabelRayJob = "trainyard.dev/ray-job"
+
+// clusterGang returns where this run's gang runs when it is the gang of an in-cluster job
+// server's job; ok is false otherwise.
+func clusterGang() (ClusterGang, bool, error) {
+	raw, set := os.LookupEnv(EnvGangCluster)
+	if !set || os.Getenv(ganglease.EnvSocket) == "" {
+		return ClusterGang{}, false, nil
+	}
+	var cg ClusterGang
+	if err := json.Unmarshal([]byte(raw), &cg); err != nil {
+		return cg, false, fmt.Errorf("%s: %w", EnvGangCluster, err)
+	}
+	if cg.Image == "" || cg.Claim == "" || !filepath.IsAbs(cg.MountPath) {
+		return cg, false, fmt.Errorf("%s: give image, claim and an absolute mountPath", EnvGangCluster)
+	}
+	cg.Job = os.Getenv(ganglease.EnvJob)
+	return cg, true, nil
+}
+
+// runOnCluster runs the gang as a TrainJob and follows it to its end.
+func runOnCluster(ctx context.Context, g *globals, flags *jobspec.Flags, cg ClusterGang, command []string) error {
+	sig := handleSignals(ctx)
+	kf := &kubecli.JobFlags{Image: cg.Image, PullPolicy: "IfNotPresent", Data: []string{cg.Claim + ":" + cg.MountPath}}
+	if flags.WorkingDir == "" {
+		if wd, err := os.Getwd(); err == nil && strings.HasPrefix(wd, cg.MountPath+"/") {
+			flags.WorkingDir = wd // the working folder the server unpacked, on the shared volume
+		}
+	}
+	job, _, err := kubecli.BuildJob(flags, kf, command)
+	if err != nil {
+		return kubeError(err)
+	}
+	job.Namespace, job.Spec.RunName = cg.Namespace, job.Name // its folder: <storage path>/<name>, where the driver looks
+	job.Labels = map[string]string{LabelRayJob: cg.Job}
+	c, err := kubecli.Connect(&kubeconfig.Flags{Namespace: cg.Namespace}, "trainyard/"+Version, g.io.Err)
+	if err != nil {
+		return kubeError(err)
+	}
+	if err := replaceEnded(sig.ctx, c, job.Name); err != nil {
+		return failed(err)
+	}
+	if _, err := c.Submit(sig.ctx, job, false); err != nil {
+		return kubeError(err)
+	}
+	fmt.Fprintf(g.io.Err, "trainyard: the gang runs as TrainJob %s/%s (%d workers)\n", job.Namespace, job.Name, job.Spec.WorkerCount())
+	logs := make(chan error, 1)
+	lctx, stopLogs := context.WithCancel(sig.ctx)
+	defer stopLogs()
+	go func() { logs <- c.Logs(lctx, job.Name, kubecli.LogOptions{Follow: true}, g.io.Out, g.io.Err) }()
+	end, err := waitEnded(sig.ctx, c, job.Name)
+	if err != nil {
+		stop, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if derr := c.Delete(stop, job.Name, false, 0); derr != nil {
+			fmt.Fprintf(g.io.Err, "trainyard: delete TrainJob %s: %v\n", job.Name, derr)
+		}
+		return &exitError{code: ExitInterrupted, err: fmt.Errorf("run %s stopped: TrainJob %s deleted", job.Name, job.Name)}
+	}
+	select { // the last lines
+	case <-logs:
+	case <-time.After(10 * time.Second):
+	}
+	if end.Status.Phase != v1.PhaseSucceeded {
+		return &exitError{code: ExitFailed, err: fmt.Errorf("run %s failed: %s (TrainJob %s/%s)", job.Name, end.Status.Reason, job.Namespace, job.Name)}
+	}
+	fmt.Fprintf(g.io.Out, "trainyard: run %s succeeded: %s (TrainJob %s/%s)\n", job.Name, end.Status.Reason, job.Namespace, job.Name)
+	return nil
+}
+
+// replaceEnded deletes the TrainJob name when one has ended already (an earlier fit() of
+// the same run: the new gang resumes from its checkpoints in the run folder), and waits
+// until it is gone; a running one is left, and the create that follows says so.
+func replaceEnded(ctx context.Context, c *kubecli.Cluster, name string) error {
+	old, err := c.Jobs.Get(ctx, c.Namespace, name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil || !old.Status.Phase.Finished() {
+		return err
+	}
+	return c.Delete(ctx, name, true, 2*time.Minute)
+}
+
+// waitEnded polls the TrainJob until it has finished, or ctx ends.
+func waitEnded(ctx context.Context, c *kubecli.Cluster, name string) (*v1.TrainJob, error) {
+	for {
+		job, err := c.GetJob(ctx, name)
+		if err == nil && job.Status.Phase.Finished() {
+			return job, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(2 * time.Second):
+		}
+	}
+}
