@@ -4,12 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/trainyard/trainyard/api/v1alpha1"
 	"github.com/trainyard/trainyard/internal/ganglease"
@@ -43,6 +47,11 @@ type ClusterGang struct {
 	// Job is the server's job the gang belongs to (a label of its TrainJob).
 	Job string `json:"job,omitempty"`
 }
+
+// EnvJobEnvNames names, for a job's processes, the variables its spec sets (a Ray job's
+// runtime_env env_vars): a gang that runs on a cluster gives them to its workers, as a
+// gang on one machine inherits them.
+const EnvJobEnvNames = "TRAINYARD_JOB_ENV"
 
 // LabelRayJob labels the TrainJob of an in-cluster job server's job with the job's ID.
 const LabelRayJob = "trainyard.dev/ray-job"
@@ -80,6 +89,7 @@ func runOnCluster(ctx context.Context, g *globals, flags *jobspec.Flags, cg Clus
 	}
 	job.Namespace, job.Spec.RunName = cg.Namespace, job.Name // its folder: <storage path>/<name>, where the driver looks
 	job.Labels = map[string]string{LabelRayJob: cg.Job}
+	passJobEnv(job)
 	c, err := kubecli.Connect(&kubeconfig.Flags{Namespace: cg.Namespace}, "trainyard/"+Version, g.io.Err)
 	if err != nil {
 		return kubeError(err)
@@ -95,7 +105,7 @@ func runOnCluster(ctx context.Context, g *globals, flags *jobspec.Flags, cg Clus
 	lctx, stopLogs := context.WithCancel(sig.ctx)
 	defer stopLogs()
 	go func() { logs <- c.Logs(lctx, job.Name, kubecli.LogOptions{Follow: true}, g.io.Out, g.io.Err) }()
-	end, err := waitEnded(sig.ctx, c, job.Name)
+	end, err := waitEnded(sig.ctx, c, job.Name, g.io.Err)
 	if err != nil {
 		stop, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -115,6 +125,18 @@ func runOnCluster(ctx context.Context, g *globals, flags *jobspec.Flags, cg Clus
 	return nil
 }
 
+// passJobEnv gives the gang's workers the variables of the job this run is a gang of
+// (EnvJobEnvNames), those the job file names itself winning.
+func passJobEnv(job *v1.TrainJob) {
+	for _, name := range strings.Split(os.Getenv(EnvJobEnvNames), ",") {
+		value, set := os.LookupEnv(name)
+		if name == "" || !set || strings.HasPrefix(name, "TRAINYARD_") || slices.ContainsFunc(job.Spec.Env, func(e v1.EnvVar) bool { return e.Name == name }) {
+			continue
+		}
+		job.Spec.Env = append(job.Spec.Env, v1.EnvVar{Name: name, Value: value})
+	}
+}
+
 // replaceEnded deletes the TrainJob name when one has ended already (an earlier fit() of
 // the same run: the new gang resumes from its checkpoints in the run folder), and waits
 // until it is gone; a running one is left, and the create that follows says so.
@@ -129,17 +151,58 @@ func replaceEnded(ctx context.Context, c *kubecli.Cluster, name string) error {
 	return c.Delete(ctx, name, true, 2*time.Minute)
 }
 
-// waitEnded polls the TrainJob until it has finished, or ctx ends.
-func waitEnded(ctx context.Context, c *kubecli.Cluster, name string) (*v1.TrainJob, error) {
+// waitEnded polls the TrainJob until it has finished, or ctx ends, saying on notes why
+// it waits while it does (no room, an image that does not pull).
+func waitEnded(ctx context.Context, c *kubecli.Cluster, name string, notes io.Writer) (*v1.TrainJob, error) {
+	said := ""
 	for {
 		job, err := c.GetJob(ctx, name)
 		if err == nil && job.Status.Phase.Finished() {
 			return job, nil
+		}
+		if err == nil && job.Status.Phase != v1.PhaseRunning && job.Status.Reason != said {
+			said = job.Status.Reason
+			fmt.Fprintf(notes, "trainyard: TrainJob %s is %s: %s\n", name, job.Status.Phase, said)
 		}
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-time.After(2 * time.Second):
 		}
+	}
+}
+
+// deleteClusterGangs, for a job server that runs in a cluster (EnvGangCluster), deletes
+// the TrainJobs of a job's gangs when the job is deleted (ray job delete); nil elsewhere.
+func deleteClusterGangs(log *slog.Logger) func(id string) error {
+	raw, ok := os.LookupEnv(EnvGangCluster)
+	if !ok {
+		return nil
+	}
+	var cg ClusterGang
+	if err := json.Unmarshal([]byte(raw), &cg); err != nil {
+		return nil
+	}
+	return func(id string) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		c, err := kubecli.Connect(&kubeconfig.Flags{Namespace: cg.Namespace}, "trainyard/"+Version, io.Discard)
+		if err != nil {
+			return fmt.Errorf("delete its gangs' TrainJobs: %w", err)
+		}
+		jobs, err := c.Jobs.List(ctx, cg.Namespace)
+		if err != nil {
+			return fmt.Errorf("delete its gangs' TrainJobs: %w", err)
+		}
+		for _, j := range jobs {
+			if j.Labels[LabelRayJob] != id {
+				continue
+			}
+			if err := c.Jobs.Delete(ctx, j.Namespace, j.Name, metav1.DeletePropagationBackground); err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("delete its gang's TrainJob %s: %w", j.Name, err)
+			}
+			log.Info("deleted the TrainJob of a deleted job's gang", "job", id, "trainjob", j.Name)
+		}
+		return nil
 	}
 }

@@ -468,6 +468,15 @@ func driverEnv(job *v1.TrainJob, opts runOptions, helper string) map[string]stri
 	if visible, ok := os.LookupEnv("CUDA_VISIBLE_DEVICES"); ok {
 		env["TRAINYARD_HOST_CUDA_VISIBLE_DEVICES"] = visible
 	}
+	var names []string
+	for _, e := range job.Spec.Env {
+		if !strings.HasPrefix(e.Name, "TRAINYARD_") {
+			names = append(names, e.Name)
+		}
+	}
+	if len(names) > 0 {
+		env[EnvJobEnvNames] = strings.Join(names, ",") // what a gang on a cluster passes on (clustergang.go)
+	}
 	return env
 }
 

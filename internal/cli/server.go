@@ -445,7 +445,7 @@ func newEngine(st *store.Store, node scheduler.Node, inv device.Inventory, token
 	svc, err := jobs.New(jobs.Config{Store: st, Node: node, StateDir: opts.stateDir, Binary: self, Logger: log,
 		LeaseKey: []byte(token), LeaseSocket: filepath.Join(opts.stateDir, "lease.sock"), Preemption: opts.preemptionPolicy,
 		ElasticSettle: opts.elasticSettle, Prestart: opts.prestart,
-		PrestartShapes: opts.prestartShapes})
+		PrestartShapes: opts.prestartShapes, Deleted: deleteClusterGangs(log)})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -63,6 +63,10 @@ type Config struct {
 	// PrestartShapes is how many standbys, each of another shape (the most recent jobs'),
 	// may wait at once with Prestart; 0 means 1.
 	PrestartShapes int
+	// Deleted, when set, is called with the ID of a job about to be deleted, to delete
+	// what it made elsewhere (an in-cluster server's gangs' TrainJobs); an error keeps
+	// the job.
+	Deleted func(id string) error
 }
 
 // Service runs jobs on this machine. Its methods are safe for concurrent use.
@@ -214,6 +218,11 @@ func (s *Service) Delete(id string) error {
 	}
 	if !j.Status.Terminal() {
 		return fmt.Errorf("job %s is %s; stop it first: %w", id, j.Status, ErrNotFinished)
+	}
+	if s.cfg.Deleted != nil {
+		if err := s.cfg.Deleted(id); err != nil {
+			return fmt.Errorf("job %s: %w", id, err)
+		}
 	}
 	if err := s.cfg.Store.Delete(id); err != nil {
 		return err

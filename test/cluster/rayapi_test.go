@@ -111,6 +111,73 @@ func zipFolder(t *testing.T, files map[string]string) []byte {
 	return buf.Bytes()
 }
 
+// submit submits a job as Ray's clients do, without a submission_id, and returns the one
+// the server gave it.
+func (r rayAPI) submit(t *testing.T, entrypoint, workingDir string) string {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"entrypoint": entrypoint, "runtime_env": map[string]any{"working_dir": workingDir}})
+	code, out := r.do(t, "POST", "/api/jobs/", body, "application/json")
+	if code != http.StatusOK {
+		t.Fatalf("submit: %d %s", code, out)
+	}
+	var sub struct {
+		SubmissionID string `json:"submission_id"`
+	}
+	if err := json.Unmarshal(out, &sub); err != nil || !strings.HasPrefix(sub.SubmissionID, "raysubmit_") {
+		t.Fatalf("submit answered %s (%v); want Ray's default submission_id", out, err)
+	}
+	return sub.SubmissionID
+}
+
+// rayJobState is what GET /api/jobs/<id> says.
+type rayJobState struct {
+	Status, Message string
+}
+
+// wait polls the job until ok, for timeout at most.
+func (r rayAPI) wait(t *testing.T, id string, timeout time.Duration, ok func(rayJobState) bool) rayJobState {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		code, body := r.do(t, "GET", "/api/jobs/"+id, nil, "")
+		if code != http.StatusOK {
+			t.Fatalf("job status: %d %s", code, body)
+		}
+		var j rayJobState
+		_ = json.Unmarshal(body, &j)
+		if ok(j) {
+			return j
+		}
+		if time.Now().After(deadline) {
+			_, logs := r.do(t, "GET", "/api/jobs/"+id+"/logs", nil, "")
+			t.Fatalf("job %s: %s (%s) after %s; logs:\n%s", id, j.Status, j.Message, timeout, logs)
+		}
+		time.Sleep(2 * time.Second)
+	}
+}
+
+// gangsOf lists the TrainJobs of a submission's gangs.
+func gangsOf(t *testing.T, ctx context.Context, id string) []gangTrainJob {
+	t.Helper()
+	b, err := cl.Client.CoreV1().RESTClient().Get().AbsPath("/apis/trainyard.dev/v1alpha1/namespaces/default/trainjobs").
+		Param("labelSelector", "trainyard.dev/ray-job="+id).DoRaw(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list struct{ Items []gangTrainJob }
+	if err := json.Unmarshal(b, &list); err != nil {
+		t.Fatal(err)
+	}
+	return list.Items
+}
+
+// gangTrainJob is what the test reads of a gang's TrainJob.
+type gangTrainJob struct {
+	Metadata struct{ Name string }
+	Spec     struct{ Workers int }
+	Status   trainJobStatus
+}
+
 func TestRayJobsAPIInTheCluster(t *testing.T) {
 	cluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
@@ -124,59 +191,44 @@ func TestRayJobsAPIInTheCluster(t *testing.T) {
 	if code, body := api.do(t, "PUT", "/api/packages/gcs/_ray_pkg_3f2a1b0c9d8e7f60.zip", pkg, "application/octet-stream"); code != http.StatusOK {
 		t.Fatalf("upload the working_dir: %d %s", code, body)
 	}
-	submit, _ := json.Marshal(map[string]any{"entrypoint": "cd project && python3 train.py 2 gpu=0 cpu=0.2",
-		"runtime_env": map[string]any{"working_dir": "gcs://_ray_pkg_3f2a1b0c9d8e7f60.zip"}})
-	code, body := api.do(t, "POST", "/api/jobs/", submit, "application/json")
-	if code != http.StatusOK {
-		t.Fatalf("submit: %d %s", code, body)
-	}
-	var sub struct {
-		SubmissionID string `json:"submission_id"`
-	}
-	if err := json.Unmarshal(body, &sub); err != nil || !strings.HasPrefix(sub.SubmissionID, "raysubmit_") {
-		t.Fatalf("submit answered %s (%v); want Ray's default submission_id", body, err)
-	}
-	var job struct {
-		Status, Message string
-	}
-	deadline := time.Now().Add(8 * time.Minute)
-	for {
-		code, body = api.do(t, "GET", "/api/jobs/"+sub.SubmissionID, nil, "")
-		if code != http.StatusOK {
-			t.Fatalf("job status: %d %s", code, body)
-		}
-		_ = json.Unmarshal(body, &job)
-		if job.Status != "PENDING" && job.Status != "RUNNING" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("job %s still %s after 8 minutes: %s", sub.SubmissionID, job.Status, job.Message)
-		}
-		time.Sleep(2 * time.Second)
-	}
-	_, logs := api.do(t, "GET", "/api/jobs/"+sub.SubmissionID+"/logs", nil, "")
+	const workingDir = "gcs://_ray_pkg_3f2a1b0c9d8e7f60.zip"
+	id := api.submit(t, "cd project && python3 train.py 2 gpu=0 cpu=0.2", workingDir)
+	job := api.wait(t, id, 8*time.Minute, func(j rayJobState) bool { return j.Status != "PENDING" && j.Status != "RUNNING" })
+	_, logs := api.do(t, "GET", "/api/jobs/"+id+"/logs", nil, "")
 	if job.Status != "SUCCEEDED" || strings.Count(string(logs), "GANG rank=") != 2 || !strings.Contains(string(logs), "DRIVER RESULT") {
-		t.Fatalf("job %s: %s (%s), want SUCCEEDED with a gang of 2 and the driver's result; logs:\n%s", sub.SubmissionID, job.Status, job.Message, logs)
+		t.Fatalf("job %s: %s (%s), want SUCCEEDED with a gang of 2 and the driver's result; logs:\n%s", id, job.Status, job.Message, logs)
 	}
 	// The gang ran as a TrainJob of 2 worker pods, labelled with the submission.
-	b, err := cl.Client.CoreV1().RESTClient().Get().AbsPath("/apis/trainyard.dev/v1alpha1/namespaces/default/trainjobs").
-		Param("labelSelector", "trainyard.dev/ray-job="+sub.SubmissionID).DoRaw(ctx)
-	if err != nil {
-		t.Fatal(err)
+	gangs := gangsOf(t, ctx, id)
+	if len(gangs) != 1 || gangs[0].Spec.Workers != 2 || gangs[0].Status.Phase != "Succeeded" {
+		t.Fatalf("TrainJobs of %s: %+v; want one of 2 workers, Succeeded", id, gangs)
 	}
-	var list struct {
-		Items []struct {
-			Metadata struct{ Name string }
-			Spec     struct{ Workers int }
-			Status   trainJobStatus
-		}
+	fmt.Fprintf(os.Stderr, "ray job %s ran its gang as TrainJob %s\n", id, gangs[0].Metadata.Name)
+
+	// ray job stop stops the gang: its TrainJob is deleted.
+	held := api.submit(t, "cd project && python3 train.py 2 gpu=0 cpu=0.2 hold=/shared/never", workingDir)
+	waitFor(t, "the held job's gang running", 5*time.Minute, func() bool {
+		g := gangsOf(t, ctx, held)
+		return len(g) == 1 && g[0].Status.Phase == "Running"
+	})
+	if code, body := api.do(t, "POST", "/api/jobs/"+held+"/stop", nil, ""); code != http.StatusOK {
+		t.Fatalf("stop: %d %s", code, body)
 	}
-	if err := json.Unmarshal(b, &list); err != nil || len(list.Items) != 1 {
-		t.Fatalf("TrainJobs of %s: %v, %s", sub.SubmissionID, err, b)
+	stopped := api.wait(t, held, 2*time.Minute, func(j rayJobState) bool { return j.Status != "PENDING" && j.Status != "RUNNING" })
+	if stopped.Status != "STOPPED" {
+		t.Errorf("the held job after ray job stop: %s (%s); want STOPPED", stopped.Status, stopped.Message)
 	}
-	tj := list.Items[0]
-	if tj.Spec.Workers != 2 || tj.Status.Phase != "Succeeded" {
-		t.Errorf("TrainJob %s: %d workers, %s; want 2, Succeeded", tj.Metadata.Name, tj.Spec.Workers, tj.Status.Phase)
+	waitFor(t, "the stopped job's TrainJob deleted", time.Minute, func() bool { return len(gangsOf(t, ctx, held)) == 0 })
+
+	// ray job delete deletes the gang's TrainJob.
+	if code, body := api.do(t, "DELETE", "/api/jobs/"+id, nil, ""); code != http.StatusOK {
+		t.Fatalf("delete: %d %s", code, body)
 	}
-	fmt.Fprintf(os.Stderr, "ray job %s ran its gang as TrainJob %s\n", sub.SubmissionID, tj.Metadata.Name)
+	waitFor(t, "the deleted job's TrainJob deleted", time.Minute, func() bool { return len(gangsOf(t, ctx, id)) == 0 })
+
+	// A wrong token is refused.
+	bad := rayAPI{base: api.base, token: strings.Repeat("0", 64)}
+	if code, _ := bad.do(t, "GET", "/api/jobs/", nil, ""); code != http.StatusForbidden && code != http.StatusUnauthorized {
+		t.Errorf("a wrong token: %d; want 401 or 403", code)
+	}
 }
