@@ -37,10 +37,15 @@
 // until all ended, with the operator's gang placement, in a Kueue queue (the peer), and
 // with --gang-placement=off as main had it (gangs.go).
 //
+// With -rayapi it measures Ray's Jobs API served in the cluster (issue 40): a Ray Train
+// script submitted as Ray's clients do, to its gang's ranks in the loop, against `trainyard
+// submit --kube` of the same gang, and what a driver costs (rayapi.go).
+//
 // Usage:
 //
 //	sudo go run ./bench/cluster -assets ./bin -trainyard ./bin/trainyard [-runs 3]
 //	sudo go run ./bench/cluster -assets ./bin -trainyard ./bin/trainyard -gangs [-gang-count 6 -gang-seconds 60]
+//	sudo go run ./bench/cluster -assets ./bin -trainyard ./bin/trainyard -rayapi -runs 3
 //	sudo go run ./bench/cluster -assets ./bin -trainyard ./bin/trainyard -inplace -workers 2,8,32 -runs 3
 //	sudo go run ./bench/cluster -assets ./bin -trainyard ./bin/trainyard -shrink -runs 3
 //	sudo go run ./bench/cluster -assets ./bin -trainyard ./bin/trainyard -slices -runs 3
@@ -88,6 +93,7 @@ func main() {
 	shrink := flag.Bool("shrink", false, "measure an elastic 2:3 gang that loses a worker for good instead (issue 22): -runs trials")
 	slicesMode := flag.Bool("slices", false, "measure an elastic gang in a Kueue queue that grows through a workload slice when quota frees, "+
 		"against a queued gang of that size started by the same quota, instead (issue 22): -runs trials of each")
+	rayAPI := flag.Bool("rayapi", false, "measure Ray's Jobs API in the cluster against submit --kube instead (issue 40): -runs trials of each")
 	gangs := flag.Bool("gangs", false, "measure gangs made together in no queue, against a Kueue queue and against no gang placement, instead (issue 44)")
 	gangCount := flag.Int("gang-count", 6, "with -gangs: how many gangs of 3 workers x 1 GPU")
 	gangSeconds := flag.Int("gang-seconds", 60, "with -gangs: how long each gang runs once all its workers do")
@@ -113,6 +119,7 @@ func main() {
 	if *gangs {
 		m.gangs, m.gangCount, m.gangSeconds = true, *gangCount, *gangSeconds
 	}
+	m.rayAPI = *rayAPI
 	if *until != "" {
 		if m.until, err = time.Parse(time.RFC3339, *until); err != nil {
 			fmt.Fprintln(os.Stderr, "bench/cluster: -until:", err)
@@ -133,6 +140,7 @@ type mode struct {
 	shrink  bool
 	slices  bool
 	gangs   bool
+	rayAPI  bool
 	// gangCount gangs of gangSeconds each (-gangs).
 	gangCount, gangSeconds int
 	sizes                  []gangSize
@@ -205,6 +213,9 @@ func run(assets, trainyard string, m mode) error {
 	}
 	if m.gangs {
 		return b.gangsBench(ctx, m.gangCount, m.gangSeconds)
+	}
+	if m.rayAPI {
+		return b.rayAPIBench(ctx, runs)
 	}
 	var submit, floor []time.Duration
 	for i := range runs {
