@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/pflag"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -77,7 +78,10 @@ func clusterGang() (ClusterGang, bool, error) {
 // runOnCluster runs the gang as a TrainJob and follows it to its end.
 func runOnCluster(ctx context.Context, g *globals, flags *jobspec.Flags, cg ClusterGang, command []string) error {
 	sig := handleSignals(ctx)
-	kf := &kubecli.JobFlags{Image: cg.Image, PullPolicy: "IfNotPresent", Data: []string{cg.Claim + ":" + cg.MountPath}}
+	kf, err := clusterJobFlags(cg)
+	if err != nil {
+		return usageError(err)
+	}
 	if flags.WorkingDir == "" {
 		if wd, err := os.Getwd(); err == nil && strings.HasPrefix(wd, cg.MountPath+"/") {
 			flags.WorkingDir = wd // the working folder the server unpacked, on the shared volume
@@ -123,6 +127,20 @@ func runOnCluster(ctx context.Context, g *globals, flags *jobspec.Flags, cg Clus
 	}
 	fmt.Fprintf(g.io.Out, "trainyard: run %s succeeded: %s (TrainJob %s/%s)\n", job.Name, end.Status.Reason, job.Namespace, job.Name)
 	return nil
+}
+
+// clusterJobFlags are the flags of `submit --kube` that put a gang in the server's image
+// with its claim mounted.
+func clusterJobFlags(cg ClusterGang) (*kubecli.JobFlags, error) {
+	kf := &kubecli.JobFlags{}
+	fs := pflag.NewFlagSet("gang", pflag.ContinueOnError)
+	kf.Bind(fs)
+	for name, value := range map[string]string{"image": cg.Image, "image-pull-policy": "IfNotPresent", "data": cg.Claim + ":" + cg.MountPath} {
+		if err := fs.Set(name, value); err != nil {
+			return nil, fmt.Errorf("%s: --%s %s: %w", EnvGangCluster, name, value, err)
+		}
+	}
+	return kf, nil
 }
 
 // passJobEnv gives the gang's workers the variables of the job this run is a gang of
