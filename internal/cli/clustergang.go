@@ -108,7 +108,7 @@ func runOnCluster(ctx context.Context, g *globals, flags *jobspec.Flags, cg Clus
 	logs := make(chan error, 1)
 	lctx, stopLogs := context.WithCancel(sig.ctx)
 	defer stopLogs()
-	go func() { logs <- c.Logs(lctx, job.Name, kubecli.LogOptions{Follow: true}, g.io.Out, g.io.Err) }()
+	go func() { logs <- c.Logs(lctx, job.Name, kubecli.LogOptions{Follow: true, Rank: -1}, g.io.Out, g.io.Err) }()
 	end, err := waitEnded(sig.ctx, c, job.Name, g.io.Err)
 	if err != nil {
 		stop, cancel := context.WithTimeout(context.Background(), 30*time.Second)
