@@ -226,6 +226,19 @@ func TestRayJobsAPIInTheCluster(t *testing.T) {
 	}
 	waitFor(t, "the deleted job's TrainJob deleted", time.Minute, func() bool { return len(gangsOf(t, ctx, id)) == 0 })
 
+	// A gang the cluster cannot hold: the job's log says why at once, and it waits as a pod
+	// does (a cluster may grow), until it is stopped.
+	big := api.submit(t, "cd project && python3 train.py 2 gpu=0 cpu=64", workingDir)
+	waitFor(t, "the big job's log saying why its gang waits", 3*time.Minute, func() bool {
+		_, logs := api.do(t, "GET", "/api/jobs/"+big+"/logs", nil, "")
+		return strings.Contains(string(logs), "cannot be scheduled") && strings.Contains(string(logs), "Insufficient cpu")
+	})
+	if code, body := api.do(t, "POST", "/api/jobs/"+big+"/stop", nil, ""); code != http.StatusOK {
+		t.Fatalf("stop: %d %s", code, body)
+	}
+	api.wait(t, big, 2*time.Minute, func(j rayJobState) bool { return j.Status == "STOPPED" })
+	waitFor(t, "the big job's TrainJob deleted", time.Minute, func() bool { return len(gangsOf(t, ctx, big)) == 0 })
+
 	// A wrong token is refused.
 	bad := rayAPI{base: api.base, token: strings.Repeat("0", 64)}
 	if code, _ := bad.do(t, "GET", "/api/jobs/", nil, ""); code != http.StatusForbidden && code != http.StatusUnauthorized {
