@@ -132,7 +132,8 @@ func (b *bench) rayAPI(ctx context.Context) (jobsAPI, error) {
 // loop; it returns what the driver cost once the job ended.
 func (b *bench) rayAPITrial(ctx context.Context, api jobsAPI, workingDir string, i int) (time.Duration, string, error) {
 	tag := fmt.Sprintf("trial=%d", i)
-	body, _ := json.Marshal(map[string]any{"entrypoint": "cd project && python3 train.py 2 gpu=0 cpu=0.2 " + tag,
+	release := fmt.Sprintf("release-api-%d", i) // the ranks wait for it after their first line
+	body, _ := json.Marshal(map[string]any{"entrypoint": "cd project && python3 train.py 2 gpu=0 cpu=0.2 hold=/shared/" + release + " " + tag,
 		"runtime_env": map[string]any{"working_dir": workingDir}})
 	start := time.Now()
 	code, out, err := api.do("POST", "/api/jobs/", body, "application/json")
@@ -156,9 +157,11 @@ func (b *bench) rayAPITrial(ctx context.Context, api jobsAPI, workingDir string,
 	if err != nil {
 		return 0, "", err
 	}
-	var cost string
+	cost := driverCost(tag, gang) // while the driver waits on its gang
+	if err := os.WriteFile(filepath.Join(b.shared, release), nil, 0o644); err != nil {
+		return 0, "", err
+	}
 	for {
-		cost = driverCost(tag, gang) // while the driver waits on its gang
 		code, out, err := api.do("GET", "/api/jobs/"+sub.SubmissionID, nil, "")
 		if err != nil || code != 200 {
 			return 0, "", fmt.Errorf("status: %d %s %v", code, out, err)
@@ -185,13 +188,14 @@ func (b *bench) submitKubeTrial(ctx context.Context, name string) (time.Duration
 	start := time.Now()
 	if out, err := b.cli("submit", "--kube", "--name", name, "--image", testcluster.WorkerImage, "--image-pull-policy", "IfNotPresent",
 		"--workers", "2", "--cpus-per-worker", "0.2", "--data", sharedClaim+":/shared", "--storage-path", "/shared/results",
-		"--working-dir", "/shared/code", "--", "python3", "train.py", "2", "gpu=0"); err != nil {
+		"--working-dir", "/shared/code", "--", "python3", "train.py", "2", "gpu=0", "hold=/shared/release-"+name); err != nil {
 		return 0, fmt.Errorf("submit: %v: %s", err, out)
 	}
 	if err := poll(5*time.Minute, name+": 2 ranks in the loop", func() bool { return b.ranksInLoop(ctx, name) == 2 }); err != nil {
 		return 0, err
 	}
 	d := time.Since(start)
+	_ = os.WriteFile(filepath.Join(b.shared, "release-"+name), nil, 0o644)
 	_, _ = b.cli("delete", "--kube", name)
 	return d, b.settle(ctx, name)
 }
@@ -232,7 +236,7 @@ func (b *bench) ranksInLoop(ctx context.Context, job string) int {
 // gang's trainyard's peak memory and CPU time, from /proc.
 func driverCost(tag, gang string) string {
 	var parts []string
-	for _, p := range []struct{ what, needle string }{{"Python", tag}, {"trainyard run (the gang's)", "--name\x00" + gang}} {
+	for _, p := range []struct{ what, needle string }{{"Python", "train.py\x002\x00"}, {"trainyard run (the gang's)", "--name\x00" + gang}} {
 		pid := findProc(p.needle)
 		if pid == 0 {
 			continue

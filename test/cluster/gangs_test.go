@@ -211,24 +211,8 @@ func TestGangsWithoutAQueue(t *testing.T) {
 		}
 	})
 
-	t.Run("a gang made while another's pods are made", func(t *testing.T) {
-		w := watchGangs(t, map[string]int{"first": 3, "then": 3})
-		createTogether(t, ctx, gangJob(t, "first", 3, 10, "", ""))
-		waitFor(t, "first's pods", time.Minute, func() bool { return len(jobPods(t, ctx, "first")) > 0 })
-		createTogether(t, ctx, gangJob(t, "then", 3, 10, "", ""))
-		w.finished(t, 4*time.Minute, nil, "first", "then")
-	})
-
-	t.Run("a gang whose rank fails restarts, another waits", func(t *testing.T) {
-		// Rank 1 fails in attempt 1: flaky restarts (in place, on its pods) and succeeds;
-		// calm, made with it, runs once flaky is done.
-		flaky := gangJob(t, "flaky3", 3, 0, "\n  maxRestarts: 1", "")
-		flaky.command = []string{"python3", "-c", "import os, sys, time; time.sleep(10); " +
-			"sys.exit(3 if os.environ['TRAINYARD_ATTEMPT'] == '1' and os.environ['RANK'] == '1' else 0)"}
-		w := watchGangs(t, map[string]int{"flaky3": 3, "calm": 3})
-		createTogether(t, ctx, flaky, gangJob(t, "calm", 3, 10, "", ""))
-		w.finished(t, 5*time.Minute, map[string]int{"flaky3": 1}, "flaky3", "calm")
-	})
+	t.Run("a gang made while another's pods are made", func(t *testing.T) { madeWhilePlacing(t, ctx, "") })
+	t.Run("a gang whose rank fails restarts, another waits", func(t *testing.T) { restartBeside(t, ctx, "") })
 
 	t.Run("the gang first in line keeps what it got, and runs when room is freed", func(t *testing.T) {
 		// holder runs on 2 of the 4 GPUs; short (3 workers) gets the other 2 and, first in
@@ -294,9 +278,34 @@ func TestGangsWithoutAQueue(t *testing.T) {
 	})
 }
 
+// madeWhilePlacing makes a gang while another's pods are made; both run (names begin with
+// prefix).
+func madeWhilePlacing(t *testing.T, ctx context.Context, prefix string) {
+	first, then := prefix+"first", prefix+"then"
+	w := watchGangs(t, map[string]int{first: 3, then: 3})
+	createTogether(t, ctx, gangJob(t, first, 3, 10, "", ""))
+	waitFor(t, first+"'s pods", time.Minute, func() bool { return len(jobPods(t, ctx, first)) > 0 })
+	createTogether(t, ctx, gangJob(t, then, 3, 10, "", ""))
+	w.finished(t, 4*time.Minute, nil, first, then)
+}
+
+// restartBeside makes, together, a gang whose rank 1 fails in attempt 1 (it restarts in
+// place, on its pods, and succeeds) and another, which runs once the first is done.
+func restartBeside(t *testing.T, ctx context.Context, prefix string) {
+	flakyName, calmName := prefix+"flaky3", prefix+"calm"
+	flaky := gangJob(t, flakyName, 3, 0, "\n  maxRestarts: 1", "")
+	flaky.command = []string{"python3", "-c", "import os, sys, time; time.sleep(10); " +
+		"sys.exit(3 if os.environ['TRAINYARD_ATTEMPT'] == '1' and os.environ['RANK'] == '1' else 0)"}
+	w := watchGangs(t, map[string]int{flakyName: 3, calmName: 3})
+	createTogether(t, ctx, flaky, gangJob(t, calmName, 3, 10, "", ""))
+	w.finished(t, 5*time.Minute, map[string]int{flakyName: 1}, flakyName, calmName)
+}
+
 // With the scheduler's gang scheduling served (the API server and the scheduler
 // restarted with it), each attempt's pods form a PodGroup and the scheduler binds a gang
-// whole: two gangs made together both run.
+// whole: two gangs made together both run, as do one made while another's pods are made,
+// one beside a gang that restarts, and an elastic gang (minCount its minimum) waiting for
+// room held by another.
 func TestGangsInPodGroups(t *testing.T) {
 	c := cluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
@@ -323,4 +332,23 @@ func TestGangsInPodGroups(t *testing.T) {
 		}
 	}
 	w.finished(t, 4*time.Minute, nil, "group-a", "group-b")
+
+	t.Run("a gang made while another's pods are made", func(t *testing.T) { madeWhilePlacing(t, ctx, "g-") })
+	t.Run("a gang whose rank fails restarts, another waits", func(t *testing.T) { restartBeside(t, ctx, "g-") })
+	t.Run("an elastic gang waits whole for its minimum", func(t *testing.T) {
+		w := watchGangs(t, map[string]int{"g-big": 3, "g-elastic": 3})
+		createTogether(t, ctx, gangJob(t, "g-big", 3, 30, "", ""))
+		waitStatus(t, "g-big", 2*time.Minute, func(s trainJobStatus) bool { return s.Phase == "Running" })
+		createTogether(t, ctx, gangJob(t, "g-elastic", 3, 5, "\n  minWorkers: 2", ""))
+		waitFor(t, "g-elastic's PodGroup of minCount 2", time.Minute, func() bool {
+			b, err := cl.Client.CoreV1().RESTClient().Get().AbsPath("/apis/scheduling.k8s.io/v1beta1/namespaces/default/podgroups/g-elastic-a1").DoRaw(ctx)
+			return err == nil && strings.Contains(string(b), `"minCount":2`)
+		})
+		for _, p := range jobPods(t, ctx, "g-elastic") {
+			if p.Spec.NodeName != "" && getStatus(t, ctx, "g-big").Phase == "Running" {
+				t.Errorf("pod %s of g-elastic was bound while g-big holds 3 of the 4 GPUs: fewer than its minimum of 2 fit", p.Name)
+			}
+		}
+		w.finished(t, 4*time.Minute, nil, "g-big", "g-elastic")
+	})
 }
