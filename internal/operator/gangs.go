@@ -132,10 +132,11 @@ func (s *step) placeGang(ctx context.Context) (bool, error) {
 	msg := fmt.Sprintf("attempt %d: %s", st.Attempt, d.Why)
 	st.Reason = msg
 	s.condition(v1.CondRunning, false, reason, msg)
-	s.requeue(max(d.Retry, time.Millisecond))
-	if d.Retry <= 0 {
-		s.requeue(2 * time.Second)
+	retry := d.Retry
+	if retry <= 0 {
+		retry = 2 * time.Second
 	}
+	s.requeue(retry)
 	return false, nil
 }
 

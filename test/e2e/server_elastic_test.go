@@ -99,7 +99,8 @@ func TestServerElasticJobStartsSmallAndGrows(t *testing.T) {
 	}
 
 	hi := submit("--name", "high", "--priority", "5", "--", python, "-c", "import time; print('high ran', flush=True); time.sleep(2)")
-	waitLog(t, console, "resized from 2 to 1 workers: to make room for job "+hi, 90*time.Second, more)
+	// Messages call the job by the name its user gave it (issue 43), not its ID.
+	waitLog(t, console, "resized from 2 to 1 workers: to make room for job high", 90*time.Second, more)
 	if st := s.waitStatus(t, hi, 90*time.Second, "SUCCEEDED", "FAILED", "STOPPED"); st != "SUCCEEDED" {
 		t.Fatalf("high job %s:\n%s", st, s.out)
 	}

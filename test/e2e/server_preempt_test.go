@@ -99,7 +99,8 @@ func TestServerPreemptsLowerPriority(t *testing.T) {
 
 	s.waitStatus(t, low, 60*time.Second, "PENDING")
 	requeued := s.preemption(t, low)
-	want := "preempted by job " + hi + " (priority 5); requeued, resumes from its latest checkpoint (preemption 1)"
+	// Messages call the job by the name its user gave it (issue 43); Preemption.For is its ID.
+	want := "preempted by job high (priority 5); requeued, resumes from its latest checkpoint (preemption 1)"
 	if requeued.Preemptions != 1 || requeued.Restarts != 0 || !strings.HasPrefix(requeued.Message, want) ||
 		requeued.Preemption == nil || requeued.Preemption.For != hi {
 		t.Errorf("requeued low job: %+v; want 1 preemption for %s, 0 restarts, message %q", requeued, hi, want)
@@ -115,7 +116,7 @@ func TestServerPreemptsLowerPriority(t *testing.T) {
 	if saved == nil || !strings.Contains(string(log), "resumed after step "+saved[1]+"\n") || !strings.Contains(string(log), "done") {
 		t.Errorf("the low job did not save at the notice and resume from there:\n%s", log)
 	}
-	if notice := "preempted by job " + hi + " (priority 5): the ranks have until"; !strings.Contains(string(log), notice) {
+	if notice := "preempted by job high (priority 5): the ranks have until"; !strings.Contains(string(log), notice) {
 		t.Errorf("the supervisor's notice does not say who preempted the job (%q):\n%s", notice, log)
 	}
 	rec := readRecord(t, runDir)
