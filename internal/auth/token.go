@@ -161,8 +161,8 @@ func validToken(s string) bool {
 	return true
 }
 
-// newToken returns a new random token.
-func newToken() (string, error) {
+// NewToken returns a new random token (32 bytes, base64url): a server's, or the in-cluster Jobs API's.
+func NewToken() (string, error) {
 	b := make([]byte, tokenBytes)
 	if _, err := rand.Read(b); err != nil {
 		return "", fmt.Errorf("make token: %w", err)
@@ -177,7 +177,7 @@ func create(path string) (string, error) {
 	if err := ensureDir(dir); err != nil {
 		return "", err
 	}
-	tok, err := newToken()
+	tok, err := NewToken()
 	if err != nil {
 		return "", err
 	}

@@ -60,8 +60,18 @@ const LabelRayJob = "trainyard.dev/ray-job"
 // clusterGang returns where this run's gang runs when it is the gang of an in-cluster job
 // server's job; ok is false otherwise.
 func clusterGang() (ClusterGang, bool, error) {
+	if os.Getenv(ganglease.EnvSocket) == "" {
+		return ClusterGang{}, false, nil
+	}
+	cg, ok, err := gangClusterFromEnv()
+	cg.Job = os.Getenv(ganglease.EnvJob)
+	return cg, ok, err
+}
+
+// gangClusterFromEnv reads EnvGangCluster: ok is false where it is not set.
+func gangClusterFromEnv() (ClusterGang, bool, error) {
 	raw, set := os.LookupEnv(EnvGangCluster)
-	if !set || os.Getenv(ganglease.EnvSocket) == "" {
+	if !set {
 		return ClusterGang{}, false, nil
 	}
 	var cg ClusterGang
@@ -71,7 +81,6 @@ func clusterGang() (ClusterGang, bool, error) {
 	if cg.Image == "" || cg.Claim == "" || !filepath.IsAbs(cg.MountPath) {
 		return cg, false, fmt.Errorf("%s: give image, claim and an absolute mountPath", EnvGangCluster)
 	}
-	cg.Job = os.Getenv(ganglease.EnvJob)
 	return cg, true, nil
 }
 
@@ -193,12 +202,8 @@ func waitEnded(ctx context.Context, c *kubecli.Cluster, name string, notes io.Wr
 // deleteClusterGangs, for a job server that runs in a cluster (EnvGangCluster), deletes
 // the TrainJobs of a job's gangs when the job is deleted (ray job delete); nil elsewhere.
 func deleteClusterGangs(log *slog.Logger) func(id string) error {
-	raw, ok := os.LookupEnv(EnvGangCluster)
-	if !ok {
-		return nil
-	}
-	var cg ClusterGang
-	if err := json.Unmarshal([]byte(raw), &cg); err != nil {
+	cg, ok, err := gangClusterFromEnv()
+	if !ok || err != nil {
 		return nil
 	}
 	return func(id string) error {

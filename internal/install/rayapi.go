@@ -2,8 +2,6 @@ package install
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"path"
@@ -16,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trainyard/trainyard/internal/auth"
 )
 
 // RayAPI is Ray's Jobs API and the dashboard served in the cluster (install --ray-api):
@@ -115,13 +115,13 @@ func (t Target) ensureRayAPIToken(ctx context.Context, r RayAPI) (string, error)
 	if !apierrors.IsNotFound(err) {
 		return "", fmt.Errorf("get Secret %s/%s: %w", r.Namespace, name, err)
 	}
-	b := make([]byte, 32)
-	if _, err := rand.Read(b); err != nil {
+	token, err := auth.NewToken()
+	if err != nil {
 		return "", err
 	}
 	s = corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: r.Namespace,
 		Labels: map[string]string{LabelName: "trainyard", LabelManagedBy: ManagedBy}},
-		StringData: map[string]string{"token": hex.EncodeToString(b)}}
+		StringData: map[string]string{"token": token}}
 	if err := t.Client.Create(ctx, &s); err != nil && !apierrors.IsAlreadyExists(err) {
 		return "", fmt.Errorf("create Secret %s/%s: %w", r.Namespace, name, err)
 	}

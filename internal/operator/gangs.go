@@ -10,6 +10,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -108,13 +110,10 @@ func (s *step) placeGang(ctx context.Context) (bool, error) {
 	m := &s.r.gangs
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.init()
-	all, err := s.r.gangViews(ctx, s.now)
+	g, d, err := s.decideGang(ctx)
 	if err != nil {
 		return false, err
 	}
-	g := s.gangView(all)
-	d := gangroom.DefaultRules.Decide(g, all, s.now)
 	if d.Action == gangroom.Start {
 		m.placing[s.job.UID] = s.now
 		delete(m.gaveBack, s.job.UID)
@@ -127,7 +126,7 @@ func (s *step) placeGang(ctx context.Context) (bool, error) {
 	st := &s.job.Status
 	reason := v1.ReasonWaitingForGang
 	if g.State == gangroom.Waiting {
-		reason = conditionReason(st, v1.CondWaitingForRoom)
+		reason = meta.FindStatusCondition(st.Conditions, v1.CondWaitingForRoom).Reason // Waiting: it is there
 	}
 	msg := fmt.Sprintf("attempt %d: %s", st.Attempt, d.Why)
 	st.Reason = msg
@@ -138,6 +137,18 @@ func (s *step) placeGang(ctx context.Context) (bool, error) {
 	}
 	s.requeue(retry)
 	return false, nil
+}
+
+// decideGang is what the rules decide for this job's gang, given every gang the operator
+// places; the caller holds r.gangs.mu.
+func (s *step) decideGang(ctx context.Context) (gangroom.Gang, gangroom.Decision, error) {
+	s.r.gangs.init()
+	all, err := s.r.gangViews(ctx, s.now)
+	if err != nil {
+		return gangroom.Gang{}, gangroom.Decision{}, err
+	}
+	g := s.gangView(all)
+	return g, gangroom.DefaultRules.Decide(g, all, s.now), nil
 }
 
 // gangView is this job's gang among all, before its attempt makes pods.
@@ -160,16 +171,6 @@ func gangKind(job *v1.TrainJob) string {
 	return ""
 }
 
-// conditionReason is the reason of the status's condition kind, or "".
-func conditionReason(st *v1.TrainJobStatus, kind string) string {
-	for _, c := range st.Conditions {
-		if c.Type == kind {
-			return c.Reason
-		}
-	}
-	return ""
-}
-
 // giveBackRoom gives back the room of a gang placed in part, when the rules say so: the
 // status first (a new attempt, not a restart: status.givenBack), so the next reconcile
 // tears the pods down (waitTeardown) and waits in placeGang. When it keeps its room, it
@@ -181,13 +182,10 @@ func (s *step) giveBackRoom(ctx context.Context, o observation) (bool, string, e
 	m := &s.r.gangs
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.init()
-	all, err := s.r.gangViews(ctx, s.now)
+	_, d, err := s.decideGang(ctx)
 	if err != nil {
 		return false, "", err
 	}
-	g := s.gangView(all)
-	d := gangroom.DefaultRules.Decide(g, all, s.now)
 	if d.Retry > 0 {
 		s.requeue(d.Retry)
 	}
@@ -293,8 +291,8 @@ func (r *Reconciler) gangState(g *gangroom.Gang, job *v1.TrainJob, pods []corev1
 		switch {
 		case placing && now.Sub(placingSince) < placingFor:
 			g.State, g.Since = gangroom.Placing, placingSince
-		case conditionReason(&job.Status, v1.CondWaitingForRoom) == v1.ReasonGaveWay || conditionReason(&job.Status, v1.CondWaitingForRoom) == v1.ReasonNoRoom:
-			g.State, g.Since = gangroom.Waiting, waitingSince(job)
+		case gaveBack(job):
+			g.State, g.Since = gangroom.Waiting, meta.FindStatusCondition(job.Status.Conditions, v1.CondWaitingForRoom).LastTransitionTime.Time
 			at, ok := m.gaveBack[job.UID]
 			g.RoomFreed = !ok || at != m.freed
 		default:
@@ -370,14 +368,10 @@ func latest(a, b time.Time) time.Time {
 	return a
 }
 
-// waitingSince is when a waiting job gave its room back.
-func waitingSince(job *v1.TrainJob) time.Time {
-	for _, c := range job.Status.Conditions {
-		if c.Type == v1.CondWaitingForRoom {
-			return c.LastTransitionTime.Time
-		}
-	}
-	return job.CreationTimestamp.Time
+// gaveBack reports whether job's gang gave its room back and waits to try again.
+func gaveBack(job *v1.TrainJob) bool {
+	c := meta.FindStatusCondition(job.Status.Conditions, v1.CondWaitingForRoom)
+	return c != nil && c.Status == metav1.ConditionTrue && (c.Reason == v1.ReasonGaveWay || c.Reason == v1.ReasonNoRoom)
 }
 
 // holdsString says what n bound workers of job hold: "2 GPUs", or "".
