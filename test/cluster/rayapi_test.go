@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	authzv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/trainyard/trainyard/internal/testcluster"
@@ -238,6 +239,30 @@ func TestRayJobsAPIInTheCluster(t *testing.T) {
 	}
 	api.wait(t, big, 2*time.Minute, func(j rayJobState) bool { return j.Status == "STOPPED" })
 	waitFor(t, "the big job's TrainJob deleted", time.Minute, func() bool { return len(gangsOf(t, ctx, big)) == 0 })
+
+	// What the server's ServiceAccount (so any job's code in its pod) may do: its gangs'
+	// TrainJobs in its own namespace, and nothing in another, nor Secrets.
+	sa := "system:serviceaccount:default:trainyard-ray-api"
+	for _, c := range []struct {
+		ns, group, resource, verb string
+		allowed                   bool
+	}{
+		{"default", "trainyard.dev", "trainjobs", "create", true},
+		{"team-b", "trainyard.dev", "trainjobs", "create", false},
+		{"default", "", "secrets", "get", false},
+		{"default", "", "pods", "create", false},
+	} {
+		review := &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{User: sa,
+			Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:default"},
+			ResourceAttributes: &authzv1.ResourceAttributes{Namespace: c.ns, Group: c.group, Resource: c.resource, Verb: c.verb}}}
+		got, err := cl.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status.Allowed != c.allowed {
+			t.Errorf("the Jobs API's ServiceAccount may %s %s in %s: %v, want %v", c.verb, c.resource, c.ns, got.Status.Allowed, c.allowed)
+		}
+	}
 
 	// A wrong token is refused.
 	bad := rayAPI{base: api.base, token: strings.Repeat("0", 64)}
