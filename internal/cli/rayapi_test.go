@@ -75,3 +75,13 @@ func TestClusterGangJob(t *testing.T) {
 		t.Errorf("job %s: %d workers in %s", job.Name, job.Spec.WorkerCount(), job.Spec.WorkingDir)
 	}
 }
+
+// A gang placement the operator does not know is refused before it connects anywhere.
+func TestOperatorGangPlacementRefused(t *testing.T) {
+	var out, errOut bytes.Buffer
+	code := Main(context.Background(), []string{"operator", "--gang-placement", "sometimes", "--kubeconfig", "/nonexistent"},
+		IO{In: strings.NewReader(""), Out: &out, Err: &errOut})
+	if code != 2 || !strings.Contains(errOut.String(), `--gang-placement "sometimes": give one of auto, operator, off`) {
+		t.Errorf("exit %d, %q; want 2 and the values to give", code, errOut.String())
+	}
+}
